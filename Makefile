@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make reproduce` and `make test` (see README.md).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Extra pip flags for torch, e.g. TORCH_INDEX="--extra-index-url https://download.pytorch.org/whl/cpu"
+# on a machine whose pip would otherwise pick the CUDA build.
+TORCH_INDEX ?=
+CORES ?= all
+# The offline data mirror beside the checkout, when there is one (override or export your own).
+SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
+export SCHEDLAB_DATA_MIRROR
+
+.PHONY: install reproduce test bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml envs/whisper-assets.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0 $(TORCH_INDEX)
+	$(PY) -m pip install --quiet -e ".[pipeline,torch,test]"
+	# Whisper's tokenizer files only: its runtime dependencies (numba, triton) are not needed.
+	$(PY) -m pip install --quiet --no-deps -r envs/whisper-assets.txt
+	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
+	touch $(STAMP)
+
+reproduce: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" snakemake --cores $(CORES)
+
+test: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest
+
+bench: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest benchmarks --benchmark-only
+
+clean:
+	rm -rf results .snakemake

@@ -1,0 +1,22 @@
+# schedlab pipeline: data -> profile -> fit -> workloads -> runs -> notebooks.
+# Run with `snakemake --cores all` (or `make reproduce`); see README.md for the figure map.
+from snakemake.utils import validate
+
+configfile: "config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/profile.smk"
+include: "workflow/rules/fit.smk"
+include: "workflow/rules/run.smk"
+include: "workflow/rules/notebooks.smk"
+
+
+rule all:
+    input:
+        notebook_outputs("calibration"),
+        notebook_outputs("asr_duration"),

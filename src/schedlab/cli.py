@@ -1,0 +1,312 @@
+"""``schedlab`` command line: data, workload, profile, fit, simulate, collect."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from schedlab.contracts import TRACE_COLUMNS
+from schedlab.errors import SchedlabError
+from schedlab.io import read_parquet, write_json, write_parquet
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _positive(text)
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text}")
+    return int(value)
+
+
+def _read_json(path: str) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise SchedlabError(f"file not found: {p}")
+    return json.loads(p.read_text())
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("engine")
+    g.add_argument("--hardware", required=True, help="catalogue name, e.g. A100-40GB")
+    g.add_argument("--model", required=True, help="model architecture, e.g. whisper-large-v3")
+    g.add_argument("--max-num-seqs", type=_positive_int, default=256)
+    g.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192)
+    g.add_argument("--block-size", type=_positive_int, default=16)
+    g.add_argument("--gpu-memory-utilization", type=_positive, default=0.95)
+
+
+def _engine(args):
+    from schedlab.sim.setup import engine_config
+
+    return engine_config(
+        args.hardware,
+        args.model,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        block_size=args.block_size,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+    )
+
+
+def _kappa(path: str) -> dict[str, float]:
+    from schedlab.fit.kappa import kappas
+
+    return kappas(_read_json(path))
+
+
+def _max_tokens(model: str) -> int:
+    from schedlab.data.whisper_tokens import PROMPT_TOKENS
+    from schedlab.latency.catalogue import model_arch
+
+    return model_arch(model).max_target_positions - PROMPT_TOKENS
+
+
+# -- data ---------------------------------------------------------------------------------
+def cmd_data(args) -> None:
+    from schedlab.data.librispeech import load_test_clean
+    from schedlab.data.whisper_tokens import count_text_tokens
+
+    utts = load_test_clean()
+    utts["text_tokens"] = count_text_tokens(utts["transcript"])
+    utts["output_tokens"] = utts["text_tokens"] + 1  # the generated <|endoftext|>
+    write_parquet(utts, args.out)
+
+
+# -- workload -----------------------------------------------------------------------------
+def cmd_workload(args) -> None:
+    from schedlab.workload.arrivals import arrival_times
+    from schedlab.workload.asr import asr_trace, librispeech_pool, uniform_pool
+
+    utts = read_parquet(args.utterances, ("duration_s", "output_tokens"))
+    if args.kind == "librispeech":
+        pool = librispeech_pool(utts)
+    else:
+        pool = uniform_pool(
+            utts, rng=np.random.default_rng([args.seed, 2]), clips_per_duration=args.clips_per_duration
+        )
+    arrivals = arrival_times(
+        args.rate,
+        rng=np.random.default_rng([args.seed, 0]),
+        duration_s=args.duration_s,
+        n_requests=args.n_requests,
+        burstiness=args.burstiness,
+    )
+    trace = asr_trace(pool, arrivals, rng=np.random.default_rng([args.seed, 1]))
+    write_parquet(trace, args.out)
+
+
+# -- profile ------------------------------------------------------------------------------
+def cmd_profile(args) -> None:
+    from schedlab.latency.catalogue import hardware, model_arch
+
+    if args.source == "roofline":
+        from schedlab.latency.roofline import profile
+
+        table = profile(hardware(args.hardware), model_arch(args.model))
+    else:
+        from schedlab.latency.torch_profile import profile
+
+        model_arch(args.model)  # fail early on an unknown name
+        table = profile(model=args.model, repeats=args.repeats)
+    write_parquet(table, args.out)
+
+
+# -- fit ----------------------------------------------------------------------------------
+def cmd_fit_steptime(args) -> None:
+    from schedlab.contracts import PROFILE_COLUMNS
+    from schedlab.fit.steptime import fit_steptime
+
+    fit_steptime(read_parquet(args.profile, PROFILE_COLUMNS)).save(args.out)
+
+
+def cmd_fit_kappa(args) -> None:
+    from schedlab.data import fleurs
+    from schedlab.data.sources import DataUnavailable
+    from schedlab.data.whisper_tokens import count_text_tokens
+    from schedlab.fit.kappa import fit_languages
+
+    tables: dict = {"en": read_parquet(args.librispeech, ("duration_s", "text_tokens"))}
+    for lang in args.fleurs:
+        try:
+            t = fleurs.load_test(lang)
+            t["text_tokens"] = count_text_tokens(t["transcript"])
+            tables[lang] = t
+        except DataUnavailable as e:
+            tables[lang] = f"FLEURS {lang} not available offline ({e})"
+    write_json(fit_languages(tables), args.out)
+
+
+def cmd_fit_calibrate(args) -> None:
+    from schedlab.fit.calibrate import calibrate
+    from schedlab.sim.steptime import StepTimeModel
+    from schedlab.workload.arrivals import arrival_times
+    from schedlab.workload.asr import asr_trace, librispeech_pool
+
+    pool = librispeech_pool(read_parquet(args.utterances, ("duration_s", "output_tokens")))
+
+    def trace(rate: float, n: int):
+        arrivals = arrival_times(rate, rng=np.random.default_rng([args.seed, 0]), n_requests=n)
+        return asr_trace(pool, arrivals, rng=np.random.default_rng([args.seed, 1]))
+
+    model, _ = calibrate(
+        StepTimeModel.load(args.base),
+        _engine(args),
+        overload_trace=trace(args.overload_rate, args.n_requests),
+        light_trace=trace(args.light_rate, args.n_requests // 4),
+        saturation_rps=args.saturation_rps,
+        light_p50_ttft_ms=args.light_p50_ttft_ms,
+        kappa=_kappa(args.kappa),
+        max_tokens=_max_tokens(args.model),
+    )
+    model.save(args.out)
+
+
+def cmd_fit_apply(args) -> None:
+    from schedlab.sim.steptime import StepTimeModel
+
+    calibrated = StepTimeModel.load(args.calibrated)
+    record = calibrated.meta.get("calibration")
+    if record is None:
+        raise SchedlabError(f"{args.calibrated} holds no calibration")
+    base = StepTimeModel.load(args.base)
+    base.scaled(record["factor"], record["frontend_s"], calibration=record).save(args.out)
+
+
+# -- simulate -----------------------------------------------------------------------------
+def cmd_simulate(args) -> None:
+    from schedlab.policies import make_policy
+    from schedlab.sim.setup import run_sim
+    from schedlab.sim.steptime import StepTimeModel
+
+    make_policy(args.policy)  # fail early on an unknown name
+    trace = read_parquet(args.trace, TRACE_COLUMNS)
+    result, summary = run_sim(
+        trace,
+        args.policy,
+        StepTimeModel.load(args.steptime),
+        _engine(args),
+        kappa=_kappa(args.kappa) if args.kappa else {},
+        max_tokens=_max_tokens(args.model),
+        identity={
+            "workload": args.workload,
+            "rate": args.rate,
+            "model": args.model,
+            "hardware": args.hardware,
+            "seed": args.seed,
+        },
+    )
+    write_parquet(result.requests, args.out_results)
+    write_json(summary, args.out_summary)
+
+
+def cmd_collect(args) -> None:
+    import pandas as pd
+
+    rows = [_read_json(p) for p in args.summaries]
+    write_parquet(pd.DataFrame(rows), args.out)
+
+
+# -- parser -------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="schedlab", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("data", help="LibriSpeech test-clean utterances with Whisper token counts")
+    d.add_argument("--out", required=True, help="parquet: utterance_id, duration_s, transcript, text_tokens, output_tokens")
+    d.set_defaults(func=cmd_data)
+
+    w = sub.add_parser("workload", help="build a seeded workload trace")
+    w.add_argument("--kind", choices=("librispeech", "uniform"), required=True)
+    w.add_argument("--utterances", required=True, help="parquet from `schedlab data`")
+    w.add_argument("--rate", type=_positive, required=True, help="req/s; inf = burst at t=0")
+    w.add_argument("--seed", type=int, default=0)
+    n = w.add_mutually_exclusive_group(required=True)
+    n.add_argument("--duration-s", type=_positive, help="seconds of arrivals")
+    n.add_argument("--n-requests", type=_positive_int, help="number of requests")
+    w.add_argument("--burstiness", type=_positive, default=1.0, help="gamma shape; 1 = Poisson")
+    w.add_argument("--clips-per-duration", type=_positive_int, default=100, help="uniform split size per duration")
+    w.add_argument("--out", required=True)
+    w.set_defaults(func=cmd_workload)
+
+    pr = sub.add_parser("profile", help="a latency profile table (roofline or timed torch passes)")
+    pr.add_argument("--source", choices=("roofline", "torch"), required=True)
+    pr.add_argument("--hardware", default="A100-40GB", help="catalogue device (roofline only)")
+    pr.add_argument("--model", required=True)
+    pr.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per point (torch)")
+    pr.add_argument("--out", required=True)
+    pr.set_defaults(func=cmd_profile)
+
+    f = sub.add_parser("fit", help="fit kappa, step-time coefficients, calibration")
+    fsub = f.add_subparsers(dest="what", required=True)
+    fs = fsub.add_parser("steptime", help="OLS step-time coefficients from a profile table")
+    fs.add_argument("--profile", required=True)
+    fs.add_argument("--out", required=True)
+    fs.set_defaults(func=cmd_fit_steptime)
+    fk = fsub.add_parser("kappa", help="tokens per second of audio, per language")
+    fk.add_argument("--librispeech", required=True, help="parquet from `schedlab data`")
+    fk.add_argument("--fleurs", nargs="*", default=["es", "hi", "ar"])
+    fk.add_argument("--out", required=True)
+    fk.set_defaults(func=cmd_fit_kappa)
+    fc = fsub.add_parser("calibrate", help="scale a step-time model to an FCFS baseline")
+    fc.add_argument("--base", required=True, help="step-time JSON to calibrate")
+    fc.add_argument("--utterances", required=True)
+    fc.add_argument("--kappa", required=True)
+    fc.add_argument("--saturation-rps", type=_positive, required=True)
+    fc.add_argument("--light-p50-ttft-ms", type=_positive, required=True)
+    fc.add_argument("--overload-rate", type=_positive, default=25.0)
+    fc.add_argument("--light-rate", type=_positive, default=1.0)
+    fc.add_argument("--n-requests", type=_positive_int, default=2000)
+    fc.add_argument("--seed", type=int, default=0)
+    _engine_args(fc)
+    fc.add_argument("--out", required=True)
+    fc.set_defaults(func=cmd_fit_calibrate)
+    fa = fsub.add_parser("apply", help="apply a calibration to another model's step-time fit")
+    fa.add_argument("--base", required=True)
+    fa.add_argument("--calibrated", required=True)
+    fa.add_argument("--out", required=True)
+    fa.set_defaults(func=cmd_fit_apply)
+
+    s = sub.add_parser("simulate", help="one run on the sim backend")
+    s.add_argument("--trace", required=True)
+    s.add_argument("--policy", required=True, help="fcfs, sjf or hrrn")
+    s.add_argument("--steptime", required=True, help="step-time JSON from `schedlab fit`")
+    s.add_argument("--kappa", help="kappa JSON; without it every job's size is max_tokens")
+    _engine_args(s)
+    s.add_argument("--workload", default="custom", help="name recorded in the summary")
+    s.add_argument("--rate", type=_positive, default=float("nan"), help="recorded in the summary")
+    s.add_argument("--seed", type=int, default=0, help="recorded in the summary")
+    s.add_argument("--out-results", required=True)
+    s.add_argument("--out-summary", required=True)
+    s.set_defaults(func=cmd_simulate)
+    c = sub.add_parser("collect", help="gather run summaries (JSON) into one parquet table")
+    c.add_argument("summaries", nargs="+")
+    c.add_argument("--out", required=True)
+    c.set_defaults(func=cmd_collect)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except SchedlabError as e:
+        print(f"schedlab: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Column and key contracts shared by every stage (see the README's "Contracts")."""
+
+from __future__ import annotations
+
+#: Workload trace (parquet): required columns, then optional ones.
+TRACE_COLUMNS = ("request_id", "arrival_s", "prompt_tokens", "output_tokens")
+TRACE_OPTIONAL = ("audio_duration_s", "language", "slo_class", "tbt_target_s", "task")
+
+#: Per-request results (parquet). Token-gap statistics (max/mean gap and the count of gaps
+#: above each class target) keep P99 TBT computable without storing every token time.
+RESULT_COLUMNS = (
+    "request_id",
+    "arrival_s",
+    "first_scheduled_s",
+    "first_token_s",
+    "finish_s",
+    "prompt_tokens",
+    "output_tokens",
+    "preemptions",
+    "class",
+    "max_gap_s",
+    "mean_gap_s",
+)
+
+#: Run summary (JSON, flat keys).
+SUMMARY_KEYS = (
+    "policy",
+    "backend",
+    "workload",
+    "rate",
+    "model",
+    "hardware",
+    "seed",
+    "arrived",
+    "completed",
+    *(f"p{q}_{m}" for m in ("ttft_ms", "e2el_ms", "tpot_ms", "itl_ms") for q in (50, 90, 99)),
+    "throughput_rps",
+    "throughput_tok_s",
+    "sched_overhead_us_per_req",
+    "wall_s",
+)
+
+#: Latency profile table (parquet): one row per timed or predicted batch composition.
+#: ``n_encoder`` counts encoder inputs (audio clips) run in the step; ``ctx_tokens`` is the
+#: summed decoder context of the decode rows; ``time_s`` is the step's wall time.
+PROFILE_COLUMNS = (
+    "source",
+    "hardware",
+    "model",
+    "n_encoder",
+    "n_prefill_tokens",
+    "n_decode",
+    "ctx_tokens",
+    "time_s",
+)
+
+#: Regressors of the step-time model, in the order of its coefficients (plus an intercept).
+STEP_FEATURES = ("n_encoder", "n_prefill_tokens", "n_decode", "ctx_tokens")

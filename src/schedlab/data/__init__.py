@@ -1,0 +1,1 @@
+"""Public workload data: download or offline mirror, parsed into utterance tables."""

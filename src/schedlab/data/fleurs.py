@@ -1,0 +1,49 @@
+"""FLEURS test split (es, hi, ar): utterance durations and transcripts."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import pandas as pd
+
+from schedlab.data.sources import COLUMNS, cache_dir, download, mirror_file
+from schedlab.errors import SchedlabError
+
+LANGUAGES = {"es": "es_419", "hi": "hi_in", "ar": "ar_eg"}
+TSV_URL = "https://huggingface.co/datasets/google/fleurs/resolve/main/data/{lang}/test.tsv"
+SAMPLE_RATE = 16000
+TSV_FIELDS = (
+    "id", "file_name", "raw_transcription", "transcription", "words", "num_samples", "gender",
+)
+
+
+def parse_tsv(path: str | os.PathLike) -> pd.DataFrame:
+    """Parse a FLEURS split TSV (no header); one row per recording, keyed by its audio file name.
+
+    FLEURS ``id`` names a sentence that several speakers read, so the file name is the key.
+    """
+    raw = pd.read_csv(
+        path, sep="\t", header=None, names=list(TSV_FIELDS), dtype=str,
+        quoting=csv.QUOTE_NONE, keep_default_na=False,
+    )
+    if raw.empty or (raw["num_samples"] == "").any():
+        raise SchedlabError(f"{path}: not a FLEURS TSV with {len(TSV_FIELDS)} columns")
+    df = pd.DataFrame({
+        "utterance_id": raw["file_name"].str.removesuffix(".wav"),
+        "duration_s": raw["num_samples"].astype(int) / SAMPLE_RATE,
+        "transcript": raw["raw_transcription"],
+    }, columns=list(COLUMNS))
+    return df.sort_values("utterance_id", ignore_index=True)
+
+
+def load_test(lang: str) -> pd.DataFrame:
+    """The test split of ``lang`` (a FLEURS code such as ``es_419``, or a key of LANGUAGES)."""
+    lang = LANGUAGES.get(lang, lang)
+    if lang not in LANGUAGES.values():
+        known = ", ".join(LANGUAGES.values())
+        raise SchedlabError(f"unknown FLEURS language {lang!r}; expected one of {known}")
+    path = mirror_file(f"fleurs_{lang}_test.tsv")
+    if path is None:
+        path = download(TSV_URL.format(lang=lang), cache_dir() / f"fleurs_{lang}_test.tsv")
+    return parse_tsv(path)

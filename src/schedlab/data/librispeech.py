@@ -1,0 +1,64 @@
+"""LibriSpeech test-clean: utterance durations and transcripts."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import PurePosixPath
+
+import pandas as pd
+import soundfile
+
+from schedlab.data.sources import (
+    COLUMNS, cache_dir, download, mirror_file, read_utterances, write_utterances,
+)
+from schedlab.errors import SchedlabError
+
+TEST_CLEAN_URL = "https://www.openslr.org/resources/12/test-clean.tar.gz"
+TABLE_NAME = "librispeech_test_clean.tsv"
+
+
+def parse_archive(path: str | os.PathLike) -> pd.DataFrame:
+    """Read every transcript and FLAC duration from a LibriSpeech tar archive, streaming."""
+    transcripts: dict[str, str] = {}
+    durations: dict[str, float] = {}
+    with tarfile.open(path, "r|*") as tar:
+        for member in tar:
+            if not member.isfile():
+                continue
+            name = PurePosixPath(member.name).name
+            if name.endswith(".trans.txt"):
+                for line in tar.extractfile(member).read().decode("utf-8").splitlines():
+                    if line.strip():
+                        utt, _, text = line.strip().partition(" ")
+                        transcripts[utt] = text
+            elif name.endswith(".flac"):
+                info = soundfile.info(io.BytesIO(tar.extractfile(member).read()))
+                durations[name[: -len(".flac")]] = info.frames / info.samplerate
+    _check_paired(path, set(transcripts), set(durations))
+    ids = sorted(transcripts)
+    return pd.DataFrame(
+        {"utterance_id": ids, "duration_s": [durations[i] for i in ids],
+         "transcript": [transcripts[i] for i in ids]},
+        columns=list(COLUMNS),
+    )
+
+
+def _check_paired(path, with_text: set[str], with_audio: set[str]) -> None:
+    pairs = (("audio", with_text - with_audio), ("transcript", with_audio - with_text))
+    for lacking, ids in pairs:
+        if ids:
+            raise SchedlabError(f"{path}: {len(ids)} utterance(s) without {lacking}, e.g. {min(ids)}")
+
+
+def load_test_clean() -> pd.DataFrame:
+    """test-clean from the mirror's table, else the cached table, else downloaded and parsed."""
+    mirrored = mirror_file(TABLE_NAME)
+    if mirrored is not None:
+        return read_utterances(mirrored)
+    table = cache_dir() / TABLE_NAME
+    if not table.is_file():
+        archive = download(TEST_CLEAN_URL, cache_dir() / PurePosixPath(TEST_CLEAN_URL).name)
+        write_utterances(parse_archive(archive), table)
+    return read_utterances(table)

@@ -1,0 +1,1 @@
+"""The fit stage: kappa per language, step-time regressions, calibration."""

@@ -1,0 +1,1 @@
+"""Step-time sources: hardware and model catalogue, analytical roofline, timed torch passes."""

@@ -1,0 +1,143 @@
+"""Hardware catalogue and model architectures (from the bundled Hugging Face ``config.json``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from schedlab.errors import SchedlabError
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+FP16_BYTES = 2
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator: dense fp16 peak (FLOP/s), memory bandwidth (bytes/s), memory (bytes)."""
+
+    name: str
+    peak_flops: float
+    mem_bw: float
+    mem_bytes: float
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    """Sizes the latency models need, derived from a model's ``config.json`` (fp16 weights).
+
+    KV sizes cover all decoder layers (K and V); ``encoder_frames`` is the encoder length every
+    audio clip is padded to (Whisper: 1500 frames = 30 s), which the cross-attention reads.
+    """
+
+    name: str
+    encoder_params: int
+    decoder_params: int
+    weight_bytes: int
+    kv_bytes_per_token: int
+    cross_kv_bytes_per_request: int
+    encoder_frames: int
+    max_target_positions: int
+    d_model: int
+    decoder_layers: int
+    encoder_layers: int
+
+
+@lru_cache(maxsize=1)
+def _hardware_table() -> dict:
+    return yaml.safe_load((ASSETS / "hardware.yaml").read_text())
+
+
+def hardware_names() -> list[str]:
+    return sorted(_hardware_table())
+
+
+def hardware(name: str) -> Hardware:
+    """Look up ``name`` in ``assets/hardware.yaml``."""
+    table = _hardware_table()
+    if name not in table:
+        raise SchedlabError(f"unknown hardware {name!r}; known: {', '.join(hardware_names())}")
+    row = table[name]
+    return Hardware(
+        name=name,
+        peak_flops=float(row["peak_tflops"]) * 1e12,
+        mem_bw=float(row["mem_bw_gbs"]) * 1e9,
+        mem_bytes=float(row["mem_gb"]) * 2**30,
+    )
+
+
+def model_names() -> list[str]:
+    return sorted(p.parent.name for p in (ASSETS / "models").glob("*/config.json"))
+
+
+def model_dir(name: str) -> Path:
+    """Folder holding ``name``'s ``config.json`` (loadable with ``from_pretrained``)."""
+    if name not in model_names():
+        raise SchedlabError(f"unknown model {name!r}; known: {', '.join(model_names())}")
+    return ASSETS / "models" / name
+
+
+def _layer_params(d: int, ffn: int, cross: bool) -> int:
+    """One pre-LN transformer layer: attention blocks (k_proj has no bias), FFN, layer norms."""
+    attn = 4 * d * d + 3 * d
+    ffn_params = 2 * d * ffn + ffn + d
+    n_attn = 2 if cross else 1
+    return n_attn * (attn + 2 * d) + ffn_params + 2 * d
+
+
+def model_arch(name: str) -> ModelArch:
+    """Parameter counts and KV sizes of ``name`` (Whisper: the LM head is tied to the embedding)."""
+    cfg = json.loads((model_dir(name) / "config.json").read_text())
+    if cfg.get("model_type") != "whisper":
+        raise SchedlabError(f"{name}: model_type {cfg.get('model_type')!r} is not supported")
+    d = cfg["d_model"]
+    enc_layers, dec_layers = cfg["encoder_layers"], cfg["decoder_layers"]
+    frames = cfg["max_source_positions"]
+    convs = cfg["num_mel_bins"] * d * 3 + d + d * d * 3 + d
+    encoder = (
+        convs
+        + frames * d
+        + enc_layers * _layer_params(d, cfg["encoder_ffn_dim"], cross=False)
+        + 2 * d
+    )
+    decoder = (
+        cfg["vocab_size"] * d
+        + cfg["max_target_positions"] * d
+        + dec_layers * _layer_params(d, cfg["decoder_ffn_dim"], cross=True)
+        + 2 * d
+    )
+    kv_per_token = 2 * dec_layers * d * FP16_BYTES
+    return ModelArch(
+        name=name,
+        encoder_params=encoder,
+        decoder_params=decoder,
+        weight_bytes=(encoder + decoder) * FP16_BYTES,
+        kv_bytes_per_token=kv_per_token,
+        cross_kv_bytes_per_request=frames * kv_per_token,
+        encoder_frames=frames,
+        max_target_positions=cfg["max_target_positions"],
+        d_model=d,
+        decoder_layers=dec_layers,
+        encoder_layers=enc_layers,
+    )
+
+
+def kv_capacity_blocks(
+    hw: Hardware,
+    arch: ModelArch,
+    gpu_memory_utilization: float = 0.95,
+    block_size: int = 16,
+    activation_reserve_frac: float = 0.05,
+) -> int:
+    """Decoder KV-cache blocks left after weights and an activation reserve (vLLM-style)."""
+    free = hw.mem_bytes * (gpu_memory_utilization - activation_reserve_frac) - arch.weight_bytes
+    blocks = int(free // (block_size * arch.kv_bytes_per_token))
+    if blocks <= 0:
+        raise SchedlabError(
+            f"{arch.name} does not fit on {hw.name} at gpu_memory_utilization="
+            f"{gpu_memory_utilization}: no room for KV-cache blocks"
+        )
+    return blocks

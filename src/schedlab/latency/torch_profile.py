@@ -1,0 +1,101 @@
+"""The ``torch`` source: timed forward passes of a random-initialised Whisper on the local CPU."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import pandas as pd
+import torch
+from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+from schedlab.contracts import PROFILE_COLUMNS
+from schedlab.errors import SchedlabError
+from schedlab.latency.catalogue import model_dir
+
+#: Log-mel frames of one 30 s Whisper input window.
+MEL_FRAMES = 3000
+
+
+@contextmanager
+def _threads(n: int | None) -> Iterator[int]:
+    """Run with ``n`` intra-op threads (default: torch's current setting); restore afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n or before)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+def _median_time(run: Callable, repeats: int, setup: Callable[[], tuple] = tuple) -> float:
+    """Median wall time of ``run(*setup())`` over ``repeats`` after one untimed warm-up."""
+    times = []
+    for i in range(repeats + 1):
+        args = setup()
+        start = time.perf_counter()
+        run(*args)
+        if i:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def profile(
+    model: str = "whisper-tiny",
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16),
+    contexts: tuple[int, ...] = (8, 32, 128),
+    encoder_batches: tuple[int, ...] = (1, 2, 4),
+    repeats: int = 3,
+    seed: int = 0,
+    threads: int | None = None,
+) -> pd.DataFrame:
+    """Profile table (``source="torch"``) of encoder passes and single-token decoder steps.
+
+    Encoder rows time ``b`` random 30 s mel inputs. Decode rows time one step of ``b``
+    sequences, each holding a self-attention cache of ``ctx`` tokens and cross-attending to
+    one precomputed encoder output; the LM head is included. Float32, ``torch.inference_mode``.
+    """
+    if repeats < 1:
+        raise SchedlabError(f"repeats must be >= 1, got {repeats}")
+    config = WhisperConfig.from_pretrained(model_dir(model))
+    too_long = [c for c in contexts if not 0 < c < config.max_target_positions]
+    if too_long:
+        raise SchedlabError(
+            f"contexts must lie in 1..{config.max_target_positions - 1}, got {too_long}"
+        )
+    torch.manual_seed(seed)
+    net = WhisperForConditionalGeneration(config).eval()
+    rows = []
+    with _threads(threads) as n_threads, torch.inference_mode():
+        hardware = f"cpu-{n_threads}c"
+        for b in encoder_batches:
+            mel = torch.randn(b, config.num_mel_bins, MEL_FRAMES)
+            t = _median_time(lambda: net.model.encoder(mel), repeats)
+            rows.append((b, 0, 0, 0, t))
+        encoded = net.model.encoder(torch.randn(1, config.num_mel_bins, MEL_FRAMES))[0]
+        for b in batch_sizes:
+            enc = encoded.expand(b, -1, -1).contiguous()
+            for ctx in contexts:
+                prompt = torch.randint(0, config.vocab_size, (b, ctx))
+                step_ids = torch.randint(0, config.vocab_size, (b, 1))
+
+                def setup():
+                    cache = net(encoder_outputs=(enc,), decoder_input_ids=prompt, use_cache=True)
+                    return (cache.past_key_values,)
+
+                def step(cache):
+                    net(
+                        encoder_outputs=(enc,),
+                        decoder_input_ids=step_ids,
+                        past_key_values=cache,
+                        use_cache=True,
+                    )
+
+                rows.append((0, 0, b, b * ctx, _median_time(step, repeats, setup)))
+    out = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS[3:]))
+    out.insert(0, "source", "torch")
+    out.insert(1, "hardware", hardware)
+    out.insert(2, "model", model)
+    return out

@@ -1,0 +1,20 @@
+"""Policy names as used in config files and on the command line."""
+
+from __future__ import annotations
+
+from schedlab.errors import SchedlabError
+from schedlab.policies.base import Policy
+from schedlab.policies.fcfs import FCFS
+from schedlab.policies.hrrn import HRRN
+from schedlab.policies.sjf import SJF
+
+POLICIES: dict[str, type[Policy]] = {p.name: p for p in (FCFS, SJF, HRRN)}
+
+
+def make_policy(name: str) -> Policy:
+    try:
+        return POLICIES[name]()
+    except KeyError:
+        raise SchedlabError(
+            f"unknown policy {name!r}; choose from {', '.join(sorted(POLICIES))}"
+        ) from None

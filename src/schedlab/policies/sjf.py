@@ -1,0 +1,35 @@
+"""Shortest job first by estimated size (paper A: n_hat from audio duration)."""
+
+from __future__ import annotations
+
+import heapq
+from typing import Sequence
+
+from schedlab.policies.base import Job, Policy
+
+
+class SJF(Policy):
+    """Min-heap on ``(size, arrival_s, request_id)``: O(log n) push and pop.
+
+    Victim: the running job with the largest size (ties: the newest).
+    """
+
+    name = "sjf"
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, float, int, Job]] = []
+
+    def push(self, job: Job) -> None:
+        heapq.heappush(self._heap, (job.size, job.arrival_s, job.request_id, job))
+
+    def peek(self, now: float) -> Job:
+        return self._heap[0][3]
+
+    def pop(self, now: float) -> Job:
+        return heapq.heappop(self._heap)[3]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def victim(self, running: Sequence[Job], now: float) -> Job:
+        return max(running, key=lambda j: (j.size, j.arrival_s, j.request_id))

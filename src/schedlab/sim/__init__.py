@@ -1,0 +1,1 @@
+"""The ``sim`` backend: schedlab's own fast discrete-event engine."""

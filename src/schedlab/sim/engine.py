@@ -1,0 +1,340 @@
+"""schedlab's discrete-event serving engine (the ``sim`` backend).
+
+It follows vLLM v1's scheduler step by step: every step first serves the running requests in
+admission order (one decode token each, or the next prefill chunk) under a token budget,
+allocating paged KV blocks and preempting by recompute when memory runs out (the victim is the
+policy's choice); if nothing was preempted it then admits waiting requests in the policy's
+order while the batch, token, encoder and KV budgets allow. Each request needs
+``prompt + generated - computed`` tokens per step, so prefill chunks, decodes and recompute
+after preemption are one rule. The clock advances by the step-time model.
+
+Stretches where every running request decodes and nothing can join are fast-forwarded in
+closed form (numpy), up to the next completion, arrival or KV-block shortage.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from schedlab.errors import SchedlabError
+from schedlab.policies.base import Policy
+from schedlab.sim.gaps import GapHistogram
+from schedlab.sim.steptime import StepTimeModel
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine limits. ``encoder_frames`` > 0 marks an encoder–decoder model (Whisper: 1500):
+    each admission runs the encoder and holds that many cross-attention KV slots."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    block_size: int = 16
+    kv_capacity_blocks: int = 1 << 40
+    encoder_frames: int = 0
+    max_encoder_per_step: int | None = None
+
+    @property
+    def encoder_per_step(self) -> int:
+        if self.max_encoder_per_step is not None:
+            return self.max_encoder_per_step
+        if self.encoder_frames == 0:
+            return 1 << 30
+        return max(1, self.max_num_batched_tokens // self.encoder_frames)
+
+
+@dataclass(slots=True)
+class SimJob:
+    """The policy's view of a request (see :mod:`schedlab.policies.base`)."""
+
+    request_id: int
+    arrival_s: float
+    size: float
+    index: int
+
+
+@dataclass
+class SimResult:
+    requests: pd.DataFrame
+    gaps: GapHistogram
+    steps: int
+    busy_s: float
+    peak_kv_blocks: int
+    sched_overhead_s: float
+    wall_s: float
+
+
+class Simulator:
+    """One run of one policy over one trace."""
+
+    def __init__(
+        self,
+        trace: pd.DataFrame,
+        policy: Policy,
+        step_time: StepTimeModel,
+        config: EngineConfig,
+        sizes: np.ndarray,
+    ) -> None:
+        self.trace = trace
+        self.policy = policy
+        self.step_time = step_time
+        self.cfg = config
+        self.arrival = trace["arrival_s"].to_numpy(dtype=float)
+        if np.any(np.diff(self.arrival) < 0):
+            raise SchedlabError("trace is not sorted by arrival_s")
+        self.visible = self.arrival + step_time.frontend_s
+        self.prompt = trace["prompt_tokens"].to_numpy(dtype=np.int64)
+        self.output = trace["output_tokens"].to_numpy(dtype=np.int64)
+        if np.any(self.output < 1) or np.any(self.prompt < 1):
+            raise SchedlabError("every request needs prompt_tokens >= 1 and output_tokens >= 1")
+        self.sizes = np.asarray(sizes, dtype=float)
+        bs = config.block_size
+        self.enc_blocks = -(-config.encoder_frames // bs)
+        worst = self.enc_blocks + -(-(self.prompt + self.output) // bs)
+        if worst.size and worst.max() > config.kv_capacity_blocks:
+            raise SchedlabError(
+                f"a request needs {int(worst.max())} KV blocks but the engine holds "
+                f"{config.kv_capacity_blocks}"
+            )
+
+    # -- per-request KV -------------------------------------------------------------------
+    def _blocks_for(self, tokens: int) -> int:
+        return self.enc_blocks + -(-tokens // self.cfg.block_size)
+
+    def run(self) -> SimResult:
+        wall0 = time.perf_counter()
+        cfg, policy, step_time = self.cfg, self.policy, self.step_time
+        n = len(self.arrival)
+        arrival, visible, prompt, output = self.arrival, self.visible, self.prompt, self.output
+        computed = np.zeros(n, dtype=np.int64)
+        gen = np.zeros(n, dtype=np.int64)
+        blocks = np.zeros(n, dtype=np.int64)
+        first_sched = np.full(n, np.nan)
+        first_tok = np.full(n, np.nan)
+        finish = np.full(n, np.nan)
+        last_tok = np.full(n, np.nan)
+        max_gap = np.zeros(n)
+        sum_gap = np.zeros(n)
+        preemptions = np.zeros(n, dtype=np.int64)
+        rid = self.trace["request_id"].to_numpy(dtype=np.int64)
+        jobs = [SimJob(int(rid[i]), float(arrival[i]), float(self.sizes[i]), i) for i in range(n)]
+        gaps = GapHistogram()
+
+        free = cfg.kv_capacity_blocks
+        peak = 0
+        running: list[int] = []
+        nxt = done = steps = 0
+        now = busy = 0.0
+        overhead = 0.0
+        clock = time.perf_counter
+
+        while done < n:
+            t0 = clock()
+            while nxt < n and visible[nxt] <= now:
+                policy.push(jobs[nxt])
+                nxt += 1
+            overhead += clock() - t0
+            if not running and not len(policy):
+                now = float(visible[nxt])
+                continue
+
+            run_arr = np.fromiter(running, dtype=np.int64, count=len(running))
+            if self._steady(run_arr, computed, gen, prompt, len(policy)):
+                k, dts = self._stretch(run_arr, computed, blocks, gen, output, free, now, nxt)
+                if k >= 2:
+                    ends = now + np.cumsum(dts)
+                    first_gap = ends[0] - last_tok[run_arr]
+                    gaps.add(first_gap)
+                    gaps.add_repeated(dts[1:], len(run_arr))
+                    max_gap[run_arr] = np.maximum(max_gap[run_arr], np.maximum(first_gap, dts[1:].max()))
+                    sum_gap[run_arr] += first_gap + dts[1:].sum()
+                    new_blocks = np.array([self._blocks_for(computed[r] + k) for r in running])
+                    free -= int(new_blocks.sum() - blocks[run_arr].sum())
+                    blocks[run_arr] = new_blocks
+                    peak = max(peak, cfg.kv_capacity_blocks - free)
+                    computed[run_arr] += k
+                    gen[run_arr] += k
+                    busy += float(dts.sum())
+                    now = float(ends[-1])
+                    last_tok[run_arr] = now
+                    steps += k
+                    running, done, free = self._retire(running, gen, output, finish, now, blocks, free, done)
+                    continue
+
+            # -- one scheduler step ---------------------------------------------------------
+            budget = cfg.max_num_batched_tokens
+            sched: dict[int, int] = {}
+            preempted = False
+            i = 0
+            while i < len(running) and budget > 0:
+                r = running[i]
+                new = min(int(prompt[r] + gen[r] - computed[r]), budget)
+                need = self._blocks_for(int(computed[r]) + new) - blocks[r]
+                scheduled = True
+                while need > free:
+                    v = policy.victim([jobs[x] for x in running], now).index
+                    pos = running.index(v)
+                    running.pop(pos)
+                    if v in sched:
+                        budget += sched.pop(v)
+                    if pos < i:
+                        i -= 1
+                    free += int(blocks[v])
+                    blocks[v] = 0
+                    computed[v] = 0
+                    preemptions[v] += 1
+                    t0 = clock()
+                    policy.push(jobs[v])
+                    overhead += clock() - t0
+                    preempted = True
+                    if v == r:
+                        scheduled = False
+                        break
+                if not scheduled:
+                    break
+                free -= need
+                blocks[r] += need
+                sched[r] = new
+                budget -= new
+                i += 1
+
+            n_enc = 0
+            if not preempted:
+                enc_left = cfg.encoder_per_step if cfg.encoder_frames else 1 << 30
+                while len(policy) and budget > 0 and len(running) < cfg.max_num_seqs:
+                    t0 = clock()
+                    job = policy.peek(now)
+                    overhead += clock() - t0
+                    r = job.index
+                    if cfg.encoder_frames and enc_left == 0:
+                        break
+                    new = min(int(prompt[r] + gen[r]), budget)
+                    need = self._blocks_for(new)
+                    if need > free:
+                        break
+                    t0 = clock()
+                    policy.pop(now)
+                    overhead += clock() - t0
+                    free -= need
+                    blocks[r] = need
+                    sched[r] = new
+                    budget -= new
+                    running.append(r)
+                    if cfg.encoder_frames:
+                        enc_left -= 1
+                        n_enc += 1
+                    if math.isnan(first_sched[r]):
+                        first_sched[r] = now
+
+            if not sched:
+                if not running and len(policy):
+                    raise SchedlabError("engine stalled: a waiting request can never be admitted")
+                continue
+
+            peak = max(peak, cfg.kv_capacity_blocks - free)
+            idx = np.fromiter(sched.keys(), dtype=np.int64, count=len(sched))
+            num = np.fromiter(sched.values(), dtype=np.int64, count=len(sched))
+            is_decode = (num == 1) & (gen[idx] >= 1) & (prompt[idx] + gen[idx] - computed[idx] == 1)
+            n_dec = int(is_decode.sum())
+            ctx = int((computed[idx][is_decode] + 1).sum())
+            dt = float(step_time(n_enc, int(num[~is_decode].sum()), n_dec, ctx))
+            now += dt
+            busy += dt
+            steps += 1
+            computed[idx] += num
+            emits = idx[computed[idx] == prompt[idx] + gen[idx]]
+            had = emits[gen[emits] >= 1]
+            if had.size:
+                g = now - last_tok[had]
+                gaps.add(g)
+                max_gap[had] = np.maximum(max_gap[had], g)
+                sum_gap[had] += g
+            fresh = emits[np.isnan(first_tok[emits])]
+            first_tok[fresh] = now
+            gen[emits] += 1
+            last_tok[emits] = now
+            running, done, free = self._retire(running, gen, output, finish, now, blocks, free, done)
+
+        n_gaps = np.maximum(output - 1, 1)
+        requests = pd.DataFrame(
+            {
+                "request_id": rid,
+                "arrival_s": arrival,
+                "first_scheduled_s": first_sched,
+                "first_token_s": first_tok,
+                "finish_s": finish,
+                "prompt_tokens": prompt,
+                "output_tokens": output,
+                "preemptions": preemptions,
+                "class": self.trace["slo_class"].to_numpy() if "slo_class" in self.trace else "all",
+                "max_gap_s": max_gap,
+                "mean_gap_s": np.where(output > 1, sum_gap / n_gaps, np.nan),
+            }
+        )
+        for col in ("audio_duration_s", "language", "task"):
+            if col in self.trace:
+                requests[col] = self.trace[col].to_numpy()
+        return SimResult(
+            requests=requests,
+            gaps=gaps,
+            steps=steps,
+            busy_s=busy,
+            peak_kv_blocks=peak,
+            sched_overhead_s=overhead,
+            wall_s=time.perf_counter() - wall0,
+        )
+
+    # -- helpers --------------------------------------------------------------------------
+    def _steady(self, run_arr, computed, gen, prompt, n_waiting) -> bool:
+        """True when every running request decodes and no waiting request can join."""
+        if run_arr.size == 0 or run_arr.size > self.cfg.max_num_batched_tokens:
+            return False
+        if n_waiting and run_arr.size < self.cfg.max_num_seqs:
+            return False
+        return bool(np.all((gen[run_arr] >= 1) & (prompt[run_arr] + gen[run_arr] - computed[run_arr] == 1)))
+
+    def _stretch(self, run_arr, computed, blocks, gen, output, free, now, nxt):
+        """Steps that can run back to back, and their durations."""
+        k = int((output[run_arr] - gen[run_arr]).min())
+        base = computed[run_arr]
+        bs = self.cfg.block_size
+        dec_blocks = blocks[run_arr] - self.enc_blocks
+
+        def extra(steps: int) -> int:
+            return int((-(-(base + steps) // bs) - dec_blocks).sum())
+
+        if extra(k) > free:  # largest k whose new blocks fit (extra is monotone in k)
+            lo, hi = 0, k
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if extra(mid) <= free else (lo, mid - 1)
+            k = lo
+        if k < 2:
+            return k, None
+        n_dec = run_arr.size
+        ctx0 = int((base + 1).sum())
+        dts = np.asarray(self.step_time(0, 0, n_dec, ctx0 + n_dec * np.arange(k)), dtype=float)
+        if nxt < len(self.arrival) and n_dec < self.cfg.max_num_seqs:
+            ends = now + np.cumsum(dts)
+            stop = int(np.searchsorted(ends, self.visible[nxt])) + 1
+            if stop < k:
+                k, dts = stop, dts[:stop]
+        return k, dts
+
+    def _retire(self, running, gen, output, finish, now, blocks, free, done):
+        """Remove finished requests, freeing their KV blocks."""
+        keep = []
+        for r in running:
+            if gen[r] >= output[r]:
+                finish[r] = now
+                free += int(blocks[r])
+                blocks[r] = 0
+                done += 1
+            else:
+                keep.append(r)
+        return keep, done, free

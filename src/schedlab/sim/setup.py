@@ -1,0 +1,58 @@
+"""Engine limits for a (hardware, model) pair, and one simulation run end to end."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+from schedlab.estimate import job_sizes
+from schedlab.latency.catalogue import hardware, kv_capacity_blocks, model_arch
+from schedlab.metrics import summarize
+from schedlab.policies import make_policy
+from schedlab.sim.engine import EngineConfig, SimResult, Simulator
+from schedlab.sim.steptime import StepTimeModel
+
+
+def engine_config(
+    hardware_name: str,
+    model_name: str,
+    *,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    block_size: int = 16,
+    gpu_memory_utilization: float = 0.95,
+) -> EngineConfig:
+    """KV capacity from the hardware's memory and the model's weights and KV size."""
+    hw, arch = hardware(hardware_name), model_arch(model_name)
+    return EngineConfig(
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        block_size=block_size,
+        kv_capacity_blocks=kv_capacity_blocks(hw, arch, gpu_memory_utilization, block_size),
+        encoder_frames=arch.encoder_frames,
+    )
+
+
+def run_sim(
+    trace: pd.DataFrame,
+    policy: str,
+    step_time: StepTimeModel,
+    engine: EngineConfig,
+    *,
+    kappa: dict[str, float],
+    max_tokens: int,
+    identity: dict,
+) -> tuple[SimResult, dict]:
+    """Simulate ``trace`` under ``policy``; return the result and its flat summary."""
+    t0 = time.perf_counter()
+    sizes = job_sizes(trace, kappa, max_tokens)
+    result = Simulator(trace, make_policy(policy), step_time, engine, sizes).run()
+    summary = summarize(result.requests, result.gaps, policy=policy, backend="sim", **identity)
+    summary["sched_overhead_us_per_req"] = result.sched_overhead_s / max(len(trace), 1) * 1e6
+    summary["mean_step_ms"] = result.busy_s / max(result.steps, 1) * 1e3
+    summary["peak_kv_blocks"] = result.peak_kv_blocks
+    summary["kv_capacity_blocks"] = engine.kv_capacity_blocks
+    summary["preemptions"] = int(result.requests["preemptions"].sum())
+    summary["wall_s"] = time.perf_counter() - t0
+    return result, summary

@@ -1,0 +1,1 @@
+"""Workload traces: arrival processes and the per-paper request populations."""

@@ -1,0 +1,80 @@
+"""Paper A's request populations: LibriSpeech test-clean, the uniform-duration split, bursts.
+
+A *pool* is a table of candidate requests (``audio_duration_s``, ``output_tokens``); a trace
+draws from it in seeded permutations (each utterance used once before any repeats) and
+attaches arrival times.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from schedlab.data.whisper_tokens import PROMPT_TOKENS
+from schedlab.errors import SchedlabError
+
+#: Whisper's decoder positions (``max_target_positions``): prompt + output never exceed this.
+WHISPER_MAX_POSITIONS = 448
+UNIFORM_DURATIONS = (5, 10, 15, 20, 25, 30)
+
+
+def librispeech_pool(utterances: pd.DataFrame) -> pd.DataFrame:
+    """Every utterance is a request; output length is its Whisper token count."""
+    return pd.DataFrame(
+        {
+            "audio_duration_s": utterances["duration_s"].to_numpy(float),
+            "output_tokens": utterances["output_tokens"].to_numpy(np.int64),
+        }
+    )
+
+
+def uniform_pool(
+    utterances: pd.DataFrame,
+    *,
+    rng: np.random.Generator,
+    clips_per_duration: int = 100,
+    durations=UNIFORM_DURATIONS,
+) -> pd.DataFrame:
+    """Equal shares of each target duration, built by concatenating real clips.
+
+    Clips are taken in a seeded order and concatenated until the target is reached; the last
+    clip is trimmed, and its tokens counted in proportion to the part kept (rounded), so the
+    output length scales with the speech kept.
+    """
+    dur = utterances["duration_s"].to_numpy(float)
+    tok = utterances["output_tokens"].to_numpy(float)
+    order = rng.permutation(len(dur))
+    pos = 0
+    rows = []
+    for target in np.repeat(np.asarray(durations, float), clips_per_duration):
+        acc_d = acc_t = 0.0
+        while acc_d < target:
+            i = order[pos % len(order)]
+            pos += 1
+            take = min(dur[i], target - acc_d)
+            acc_d += take
+            acc_t += tok[i] * take / dur[i]
+        rows.append((target, max(1, int(round(acc_t)))))
+    pool = pd.DataFrame(rows, columns=["audio_duration_s", "output_tokens"])
+    return pool.iloc[rng.permutation(len(pool))].reset_index(drop=True)
+
+
+def asr_trace(pool: pd.DataFrame, arrivals: np.ndarray, *, rng: np.random.Generator) -> pd.DataFrame:
+    """Attach pool rows (seeded permutations, cycled) to arrival times."""
+    if len(pool) == 0:
+        raise SchedlabError("empty request pool")
+    n = len(arrivals)
+    reps = -(-n // len(pool))
+    rows = np.concatenate([rng.permutation(len(pool)) for _ in range(reps)])[:n]
+    picked = pool.iloc[rows]
+    out = np.minimum(picked["output_tokens"].to_numpy(np.int64), WHISPER_MAX_POSITIONS - PROMPT_TOKENS)
+    return pd.DataFrame(
+        {
+            "request_id": np.arange(n, dtype=np.int64),
+            "arrival_s": np.asarray(arrivals, float),
+            "prompt_tokens": np.full(n, PROMPT_TOKENS, dtype=np.int64),
+            "output_tokens": out,
+            "audio_duration_s": picked["audio_duration_s"].to_numpy(float),
+            "language": "en",
+        }
+    )

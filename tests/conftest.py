@@ -1,0 +1,31 @@
+"""Shared fixtures."""
+
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The offline data mirror beside the checkout (``../shared/data``); skips when absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"offline data mirror not present: {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def data_cache(tmp_path, monkeypatch) -> Path:
+    """An empty data cache in tmp_path, and no mirror."""
+    cache = tmp_path / "data-cache"
+    monkeypatch.setenv("SCHEDLAB_DATA_CACHE", str(cache))
+    monkeypatch.delenv("SCHEDLAB_DATA_MIRROR", raising=False)
+    return cache
+
+
+@pytest.fixture
+def mirror(shared_data, data_cache, monkeypatch) -> Path:
+    """SCHEDLAB_DATA_MIRROR pointing at the offline mirror, with an empty cache."""
+    monkeypatch.setenv("SCHEDLAB_DATA_MIRROR", str(shared_data))
+    return shared_data

@@ -1,0 +1,66 @@
+# Fit: kappa per language, step-time regressions, and the calibration to the paper's FCFS
+# baseline (applied unchanged to every other model on that hardware).
+
+
+rule kappa:
+    input:
+        rules.librispeech.output,
+    output:
+        f"{R}/fit/kappa.json",
+    log:
+        f"{R}/logs/fit/kappa.log",
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "schedlab fit kappa --librispeech {input} --out {output} > {log} 2>&1"
+
+
+rule fit_steptime:
+    input:
+        f"{R}/profile/{{source}}/{{hardware}}/{{model}}.parquet",
+    output:
+        f"{R}/fit/steptime/{{source}}/{{hardware}}/{{model}}.json",
+    log:
+        f"{R}/logs/fit/steptime/{{source}}/{{hardware}}/{{model}}.log",
+    wildcard_constraints:
+        source="roofline|torch",
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "schedlab fit steptime --profile {input} --out {output} > {log} 2>&1"
+
+
+rule calibrate:
+    input:
+        base=f"{R}/fit/steptime/roofline/{{hardware}}/{ASR['calibration']['model']}.json",
+        utterances=rules.librispeech.output,
+        kappa=rules.kappa.output,
+    output:
+        f"{R}/fit/calibration/{{hardware}}.json",
+    log:
+        f"{R}/logs/fit/calibration/{{hardware}}.log",
+    params:
+        c=ASR["calibration"],
+        engine=engine_flags(),
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "schedlab fit calibrate --base {input.base} --utterances {input.utterances} --kappa {input.kappa} "
+        "--saturation-rps {params.c[saturation_rps]} --light-p50-ttft-ms {params.c[light_p50_ttft_ms]} "
+        "--overload-rate {params.c[overload_rate]} --light-rate {params.c[light_rate]} "
+        "--n-requests {params.c[n_requests]} --hardware {wildcards.hardware} "
+        "--model {params.c[model]} {params.engine} --out {output} > {log} 2>&1"
+
+
+rule apply_calibration:
+    input:
+        base=f"{R}/fit/steptime/roofline/{{hardware}}/{{model}}.json",
+        calibration=f"{R}/fit/calibration/{{hardware}}.json",
+    output:
+        f"{R}/fit/steptime/calibrated/{{hardware}}/{{model}}.json",
+    log:
+        f"{R}/logs/fit/steptime/calibrated/{{hardware}}/{{model}}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "schedlab fit apply --base {input.base} --calibrated {input.calibration} --out {output} > {log} 2>&1"

@@ -1,0 +1,46 @@
+# Notebooks: the jupytext source (notebooks/*.py) is converted, executed by papermill with the
+# pipeline's outputs as parameters, and exported to HTML. Figures go to results/figures/<name>/.
+
+
+def notebook_inputs(name):
+    hw = ASR["hardware"]
+    common = {
+        "utterances": rules.librispeech.output[0],
+        "kappa": rules.kappa.output[0],
+        "calibration": f"{R}/fit/calibration/{hw}.json",
+    }
+    if name == "calibration":
+        torch_models = config["profile"]["torch_models"]
+        models = sorted({e["model"] for e in ASR["experiments"].values()})
+        return {
+            **common,
+            "roofline": [f"{R}/fit/steptime/roofline/{hw}/{m}.json" for m in models],
+            "torch": [f"{R}/fit/steptime/torch/local/{m}.json" for m in torch_models],
+            "profiles": [f"{R}/profile/roofline/{hw}/{m}.parquet" for m in models]
+            + [f"{R}/profile/torch/local/{m}.parquet" for m in torch_models],
+        }
+    return {**common, "summary": rules.collect_asr.output[0]}
+
+
+rule notebook:
+    input:
+        unpack(lambda w: {"source": f"notebooks/{w.name}.py", **notebook_inputs(w.name)}),
+    output:
+        ipynb=f"{R}/notebooks/{{name}}.ipynb",
+        html=f"{R}/notebooks/{{name}}.html",
+        figures=directory(f"{R}/figures/{{name}}"),
+    log:
+        f"{R}/logs/notebooks/{{name}}.log",
+    params:
+        results=R,
+        tmp=lambda w: f"{R}/notebooks/.{w.name}.source.ipynb",
+    wildcard_constraints:
+        name="calibration|asr_duration",
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "(jupytext --to ipynb --set-kernel python3 -o {params.tmp} {input.source}"
+        " && papermill {params.tmp} {output.ipynb} -k python3 --no-progress-bar"
+        " -p results_dir {params.results} -p figures_dir {output.figures}"
+        " && jupyter nbconvert --to html --output-dir $(dirname {output.html}) {output.ipynb}"
+        " && rm -f {params.tmp}) > {log} 2>&1"

@@ -1,0 +1,29 @@
+# Profile: latency tables of batch compositions, measured (torch on the local device) or
+# predicted (roofline from the hardware catalogue).
+
+
+rule profile_roofline:
+    output:
+        f"{R}/profile/roofline/{{hardware}}/{{model}}.parquet",
+    log:
+        f"{R}/logs/profile/roofline/{{hardware}}/{{model}}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "schedlab profile --source roofline --hardware {wildcards.hardware} --model {wildcards.model} "
+        "--out {output} > {log} 2>&1"
+
+
+rule profile_torch:
+    output:
+        f"{R}/profile/torch/local/{{model}}.parquet",
+    log:
+        f"{R}/logs/profile/torch/{{model}}.log",
+    params:
+        repeats=config["profile"]["torch_repeats"],
+    threads: workflow.cores
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "schedlab profile --source torch --model {wildcards.model} --repeats {params.repeats} "
+        "--out {output} > {log} 2>&1"
