@@ -179,6 +179,12 @@ plt.show()
 pd.concat({"ms": burst[bm], "% vs FCFS": pct_change_vs(burst, bm)}, axis=1).round(1)
 
 # %% [markdown]
+# In a burst every request has waited equally long, so HRRN's ratio `1 + wait / n_hat` is
+# largest for the smallest n_hat: after the first step HRRN makes exactly SJF's choices (at
+# t = 0 all ratios are 1 and ties go to the earliest arrival). Identical HRRN and SJF bars are
+# therefore a property of the policies, not a plotting slip.
+
+# %% [markdown]
 # ## Fig. 13 — whisper-medium, 500 requests per rate
 # Same hardware and the same calibration factors as whisper-large-v3: a prediction, not a fit.
 

@@ -14,6 +14,14 @@ from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_json, write_parquet
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (``schedlab: error: ...``), exit status 2, like other errors."""
+
+    def error(self, message: str):
+        print(f"schedlab: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -120,7 +128,7 @@ def cmd_profile(args) -> None:
         from schedlab.latency.torch_profile import profile
 
         model_arch(args.model)  # fail early on an unknown name
-        table = profile(model=args.model, repeats=args.repeats)
+        table = profile(model=args.model, repeats=args.repeats, device=args.device)
     write_parquet(table, args.out)
 
 
@@ -170,6 +178,7 @@ def cmd_fit_calibrate(args) -> None:
         light_p50_ttft_ms=args.light_p50_ttft_ms,
         kappa=_kappa(args.kappa),
         max_tokens=_max_tokens(args.model),
+        memory=args.memory_factor,
     )
     model.save(args.out)
 
@@ -182,7 +191,7 @@ def cmd_fit_apply(args) -> None:
     if record is None:
         raise SchedlabError(f"{args.calibrated} holds no calibration")
     base = StepTimeModel.load(args.base)
-    base.scaled(record["factor"], record["frontend_s"], calibration=record).save(args.out)
+    base.scaled(record["compute"], record["memory"], record["frontend_s"], calibration=record).save(args.out)
 
 
 # -- simulate -----------------------------------------------------------------------------
@@ -221,7 +230,7 @@ def cmd_collect(args) -> None:
 
 # -- parser -------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="schedlab", description=__doc__)
+    p = _Parser(prog="schedlab", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("data", help="LibriSpeech test-clean utterances with Whisper token counts")
@@ -246,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--hardware", default="A100-40GB", help="catalogue device (roofline only)")
     pr.add_argument("--model", required=True)
     pr.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per point (torch)")
+    pr.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (torch)")
     pr.add_argument("--out", required=True)
     pr.set_defaults(func=cmd_profile)
 
@@ -269,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     fc.add_argument("--overload-rate", type=_positive, default=25.0)
     fc.add_argument("--light-rate", type=_positive, default=1.0)
     fc.add_argument("--n-requests", type=_positive_int, default=2000)
+    fc.add_argument("--memory-factor", type=_positive, default=1.0, help="factor on memory-bound costs (1 = bandwidth roofline)")
     fc.add_argument("--seed", type=int, default=0)
     _engine_args(fc)
     fc.add_argument("--out", required=True)

@@ -48,7 +48,8 @@ rule calibrate:
         "schedlab fit calibrate --base {input.base} --utterances {input.utterances} --kappa {input.kappa} "
         "--saturation-rps {params.c[saturation_rps]} --light-p50-ttft-ms {params.c[light_p50_ttft_ms]} "
         "--overload-rate {params.c[overload_rate]} --light-rate {params.c[light_rate]} "
-        "--n-requests {params.c[n_requests]} --hardware {wildcards.hardware} "
+        "--n-requests {params.c[n_requests]} --memory-factor {params.c[memory_factor]} "
+        "--hardware {wildcards.hardware} "
         "--model {params.c[model]} {params.engine} --out {output} > {log} 2>&1"
 
 

@@ -21,9 +21,13 @@ rule profile_torch:
         f"{R}/logs/profile/torch/{{model}}.log",
     params:
         repeats=config["profile"]["torch_repeats"],
+        device=config["profile"]["torch_device"],
     threads: workflow.cores
+    resources:
+        gpu=int(config["profile"]["torch_device"].startswith("cuda")),
     conda:
         "../../envs/cpu.yaml"
     shell:
         "schedlab profile --source torch --model {wildcards.model} --repeats {params.repeats} "
+        "--device {params.device} "
         "--out {output} > {log} 2>&1"

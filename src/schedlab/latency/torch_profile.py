@@ -1,4 +1,4 @@
-"""The ``torch`` source: timed forward passes of a random-initialised Whisper on the local CPU."""
+"""The ``torch`` source: timed forward passes of a random-initialised Whisper on a local device."""
 
 from __future__ import annotations
 
@@ -30,13 +30,17 @@ def _threads(n: int | None) -> Iterator[int]:
         torch.set_num_threads(before)
 
 
-def _median_time(run: Callable, repeats: int, setup: Callable[[], tuple] = tuple) -> float:
+def _median_time(
+    run: Callable, repeats: int, setup: Callable[[], tuple] = tuple, sync: Callable = lambda: None
+) -> float:
     """Median wall time of ``run(*setup())`` over ``repeats`` after one untimed warm-up."""
     times = []
     for i in range(repeats + 1):
         args = setup()
+        sync()
         start = time.perf_counter()
         run(*args)
+        sync()
         if i:
             times.append(time.perf_counter() - start)
     return statistics.median(times)
@@ -50,12 +54,14 @@ def profile(
     repeats: int = 3,
     seed: int = 0,
     threads: int | None = None,
+    device: str = "cpu",
 ) -> pd.DataFrame:
     """Profile table (``source="torch"``) of encoder passes and single-token decoder steps.
 
     Encoder rows time ``b`` random 30 s mel inputs. Decode rows time one step of ``b``
     sequences, each holding a self-attention cache of ``ctx`` tokens and cross-attending to
-    one precomputed encoder output; the LM head is included. Float32, ``torch.inference_mode``.
+    one precomputed encoder output; the LM head is included. Float32 on the CPU, float16 on a
+    CUDA ``device``; ``torch.inference_mode``.
     """
     if repeats < 1:
         raise SchedlabError(f"repeats must be >= 1, got {repeats}")
@@ -66,20 +72,24 @@ def profile(
             f"contexts must lie in 1..{config.max_target_positions - 1}, got {too_long}"
         )
     torch.manual_seed(seed)
-    net = WhisperForConditionalGeneration(config).eval()
+    cuda = device.startswith("cuda")
+    dtype = torch.float16 if cuda else torch.float32
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    net = WhisperForConditionalGeneration(config).eval().to(device=device, dtype=dtype)
     rows = []
     with _threads(threads) as n_threads, torch.inference_mode():
-        hardware = f"cpu-{n_threads}c"
+        hardware = torch.cuda.get_device_name(device).replace(" ", "-") if cuda else f"cpu-{n_threads}c"
         for b in encoder_batches:
-            mel = torch.randn(b, config.num_mel_bins, MEL_FRAMES)
-            t = _median_time(lambda: net.model.encoder(mel), repeats)
+            mel = torch.randn(b, config.num_mel_bins, MEL_FRAMES, device=device, dtype=dtype)
+            t = _median_time(lambda: net.model.encoder(mel), repeats, sync=sync)
             rows.append((b, 0, 0, 0, t))
-        encoded = net.model.encoder(torch.randn(1, config.num_mel_bins, MEL_FRAMES))[0]
+        mel = torch.randn(1, config.num_mel_bins, MEL_FRAMES, device=device, dtype=dtype)
+        encoded = net.model.encoder(mel)[0]
         for b in batch_sizes:
             enc = encoded.expand(b, -1, -1).contiguous()
             for ctx in contexts:
-                prompt = torch.randint(0, config.vocab_size, (b, ctx))
-                step_ids = torch.randint(0, config.vocab_size, (b, 1))
+                prompt = torch.randint(0, config.vocab_size, (b, ctx), device=device)
+                step_ids = torch.randint(0, config.vocab_size, (b, 1), device=device)
 
                 def setup():
                     cache = net(encoder_outputs=(enc,), decoder_input_ids=prompt, use_cache=True)
@@ -93,7 +103,7 @@ def profile(
                         use_cache=True,
                     )
 
-                rows.append((0, 0, b, b * ctx, _median_time(step, repeats, setup)))
+                rows.append((0, 0, b, b * ctx, _median_time(step, repeats, setup, sync)))
     out = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS[3:]))
     out.insert(0, "source", "torch")
     out.insert(1, "hardware", hardware)

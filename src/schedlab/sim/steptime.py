@@ -17,6 +17,11 @@ from schedlab.contracts import STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.io import write_json
 
+#: Per-admission costs bound by arithmetic (the encoder pass, a new request's prefill).
+COMPUTE_TERMS = ("n_encoder", "n_prefill_tokens")
+#: Per-step costs bound by memory traffic (weights, then the KV each decode reads).
+MEMORY_TERMS = ("intercept", "n_decode", "ctx_tokens")
+
 
 @dataclass(frozen=True)
 class StepTimeModel:
@@ -42,12 +47,15 @@ class StepTimeModel:
     def coefficients(self) -> dict[str, float]:
         return {"intercept": self.intercept, **{f: getattr(self, f) for f in STEP_FEATURES}}
 
-    def scaled(self, factor: float, frontend_s: float = 0.0, **meta) -> "StepTimeModel":
-        """Every step cost times ``factor`` (an achieved-efficiency calibration)."""
+    def scaled(
+        self, compute: float = 1.0, memory: float = 1.0, frontend_s: float | None = None, **meta
+    ) -> "StepTimeModel":
+        """Compute-bound terms times ``compute`` and memory-bound terms times ``memory`` (inverse
+        achieved efficiencies); the front-end delay is replaced when given, kept otherwise."""
+        factor = {**dict.fromkeys(COMPUTE_TERMS, compute), **dict.fromkeys(MEMORY_TERMS, memory)}
         return StepTimeModel(
-            intercept=self.intercept * factor,
-            **{f: getattr(self, f) * factor for f in STEP_FEATURES},
-            frontend_s=frontend_s,
+            **{k: v * factor[k] for k, v in self.coefficients.items()},
+            frontend_s=self.frontend_s if frontend_s is None else frontend_s,
             meta={**self.meta, **meta},
         )
 

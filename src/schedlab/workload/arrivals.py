@@ -36,6 +36,8 @@ def arrival_times(
             raise SchedlabError("a burst (rate = inf) needs n_requests")
         return np.zeros(n_requests)
     scale = 1.0 / (rate * burstiness)
+    if n_requests == 0:
+        return np.zeros(0)
     if n_requests is not None:
         gaps = rng.gamma(burstiness, scale, size=n_requests)
         return np.cumsum(gaps) - gaps[0]

@@ -1,0 +1,174 @@
+"""Pipeline configuration: the JSON schema, and Snakemake's checks on a dry run."""
+
+import copy
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def validator():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def test_shipped_config_validates(config, validator):
+    errors = list(validator.iter_errors(config))
+    assert not errors, [e.message for e in errors]
+    assert config["asr"]["experiments"]["burst"]["rates"] == [math.inf]
+
+
+def _unknown_policy(c):
+    c["asr"]["policies"].append("lifo")
+    return ["asr", "policies", len(c["asr"]["policies"]) - 1]
+
+
+def _negative_rate(c):
+    c["asr"]["experiments"]["librispeech"]["rates"][2] = -3
+    return ["asr", "experiments", "librispeech", "rates", 2]
+
+
+def _zero_rate(c):
+    c["asr"]["experiments"]["medium"]["rates"].append(0)
+    return ["asr", "experiments", "medium", "rates", len(c["asr"]["experiments"]["medium"]["rates"]) - 1]
+
+
+def _both_lengths(c):
+    c["asr"]["workloads"]["librispeech"]["n_requests"] = 100
+    return ["asr", "workloads", "librispeech"]
+
+
+def _neither_length(c):
+    del c["asr"]["workloads"]["burst"]["n_requests"]
+    return ["asr", "workloads", "burst"]
+
+
+def _unknown_top_key(c):
+    c["seed"] = 3
+    return []
+
+
+def _unknown_nested_key(c):
+    c["asr"]["engine"]["max_batch"] = 8
+    return ["asr", "engine"]
+
+
+def _gpu_util_above_one(c):
+    c["asr"]["engine"]["gpu_memory_utilization"] = 1.05
+    return ["asr", "engine", "gpu_memory_utilization"]
+
+
+def _missing_section(c):
+    del c["profile"]
+    return []
+
+
+def _unknown_backend(c):
+    c["backend"] = "vllm-gpu"
+    return ["backend"]
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        _unknown_policy,
+        _negative_rate,
+        _zero_rate,
+        _both_lengths,
+        _neither_length,
+        _unknown_top_key,
+        _unknown_nested_key,
+        _gpu_util_above_one,
+        _missing_section,
+        _unknown_backend,
+    ],
+)
+def test_mutated_config_is_rejected_where_it_is_wrong(config, validator, mutate):
+    bad = copy.deepcopy(config)
+    where = mutate(bad)
+    errors = list(validator.iter_errors(bad))
+    assert errors, f"{mutate.__name__} was accepted"
+    assert [list(e.absolute_path) for e in errors] == [where]
+
+
+def test_gpu_util_of_exactly_one_is_allowed(config, validator):
+    ok = copy.deepcopy(config)
+    ok["asr"]["engine"]["gpu_memory_utilization"] = 1
+    assert not list(validator.iter_errors(ok))
+
+
+# -- Snakemake dry runs -----------------------------------------------------------------------
+def _snakemake() -> str:
+    exe = Path(sys.executable).parent / "snakemake"
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("snakemake")
+    if found is None:
+        pytest.skip("snakemake (the `pipeline` extra) is not installed")
+    return found
+
+
+def _dry_run(*args) -> subprocess.CompletedProcess:
+    r = subprocess.run(
+        [_snakemake(), "-n", "--cores", "1", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    r.output = r.stdout + r.stderr
+    return r
+
+
+def _write(tmp_path, cfg) -> Path:
+    # Results go to tmp_path so the dry run does not depend on (or touch) the checkout's results/.
+    cfg = copy.deepcopy(cfg)
+    cfg["results"] = str(tmp_path / "results")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
+    r = _dry_run("--config", f"results={tmp_path / 'results'}")
+    assert r.returncode == 0, r.output[-3000:]
+    asr = config["asr"]
+    expected = sum(len(e["rates"]) for e in asr["experiments"].values()) * len(asr["policies"]) * len(config["seeds"])
+    m = re.search(r"^simulate\s+(\d+)\s*$", r.output, re.M)
+    assert m, r.output[-3000:]
+    assert int(m.group(1)) == expected
+    assert not (tmp_path / "results").exists()  # a dry run writes nothing
+
+
+def test_dry_run_rejects_a_schema_violation(config, tmp_path):
+    bad = copy.deepcopy(config)
+    bad["asr"]["engine"]["gpu_memory_utilization"] = 1.5
+    r = _dry_run("--configfile", _write(tmp_path, bad))
+    assert r.returncode != 0
+    assert "gpu_memory_utilization" in r.output
+    assert "1.5 is greater than the maximum of 1" in r.output
+
+
+def test_dry_run_rejects_an_unknown_model(config, tmp_path):
+    bad = copy.deepcopy(config)
+    bad["asr"]["experiments"]["medium"]["model"] = "whisper-gigantic"
+    r = _dry_run("--configfile", _write(tmp_path, bad))
+    assert r.returncode != 0
+    assert "experiment 'medium': unknown model 'whisper-gigantic'" in r.output

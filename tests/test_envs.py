@@ -1,0 +1,136 @@
+"""Environment pins: pyproject.toml, envs/cpu.yaml, envs/whisper-assets.txt, Makefile and CI agree."""
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pins(lines) -> dict[str, str]:
+    out = {}
+    for line in lines:
+        m = PIN.match(line.strip())
+        assert m, f"not an exact pin: {line!r}"
+        name = _norm(m.group(1))
+        assert name not in out, f"pinned twice: {name}"
+        out[name] = m.group(2)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _project_requirements(pyproject) -> list[str]:
+    project = pyproject["project"]
+    reqs = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        reqs += extra
+    return reqs
+
+
+def _conda_pip_lines() -> list[str]:
+    env = yaml.safe_load((ROOT / "envs" / "cpu.yaml").read_text())
+    pip = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert len(pip) == 1, "envs/cpu.yaml needs exactly one pip: section"
+    return [str(x) for x in pip[0]]
+
+
+def _whisper_pin() -> dict[str, str]:
+    lines = [
+        line.split("#")[0].strip()
+        for line in (ROOT / "envs" / "whisper-assets.txt").read_text().splitlines()
+    ]
+    return _pins([line for line in lines if line])
+
+
+def test_every_pyproject_dependency_is_exactly_pinned(pyproject):
+    reqs = _project_requirements(pyproject) + list(pyproject["build-system"]["requires"])
+    assert reqs
+    for req in reqs:
+        assert PIN.match(req.strip()), f"pyproject requirement not pinned with ==: {req!r}"
+    # Extras exist as the Makefile installs them.
+    assert {"pipeline", "torch", "test"} <= set(pyproject["project"]["optional-dependencies"])
+
+
+def test_conda_env_pins_match_pyproject(pyproject):
+    project = _pins(_project_requirements(pyproject))
+    lines = _conda_pip_lines()
+    options = [line for line in lines if line.startswith("-")]
+    for line in options:
+        assert line.startswith("--extra-index-url ") or line.startswith("-e "), f"unexpected pip option {line!r}"
+    assert any(line.startswith("-e ") for line in options), "the package itself is not installed"
+    conda = _pins([line for line in lines if not line.startswith("-")])
+    whisper = conda.pop("openai-whisper", None)
+    assert whisper is not None, "envs/cpu.yaml lacks openai-whisper"
+    assert {"openai-whisper": whisper} == _whisper_pin()
+    missing = {k: v for k, v in project.items() if k not in conda}
+    extra = {k: v for k, v in conda.items() if k not in project}
+    differ = {k: (v, conda[k]) for k, v in project.items() if k in conda and conda[k] != v}
+    assert not missing, f"in pyproject but not envs/cpu.yaml: {missing}"
+    assert not extra, f"in envs/cpu.yaml but not pyproject: {extra}"
+    assert not differ, f"pyproject vs envs/cpu.yaml: {differ}"
+
+
+def test_whisper_assets_is_one_pin():
+    pins = _whisper_pin()
+    assert list(pins) == ["openai-whisper"]
+
+
+def test_ci_runs_make_test():
+    ci = ROOT / ".ci" / "run"
+    commands = [line.split("#")[0].strip() for line in ci.read_text().splitlines()]
+    assert "make test" in commands
+
+
+def _install_recipe() -> list[list[str]]:
+    """The shell commands of the Makefile rule that installs the virtual environment."""
+    text = (ROOT / "Makefile").read_text()
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"^\$\(STAMP\)\s*:", line))
+    recipe = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("\t"):
+            break
+        cmd = line.strip()
+        if cmd and not cmd.startswith("#"):
+            recipe.append(shlex.split(cmd))
+    assert re.search(r"^install:\s*\$\(STAMP\)", text, re.M), "`make install` does not build the stamp"
+    assert re.search(r"^test:\s*\$\(STAMP\)", text, re.M), "`make test` does not install first"
+    return recipe
+
+
+def _pip_installs(recipe):
+    return [cmd[cmd.index("install") + 1 :] for cmd in recipe if "pip" in cmd and "install" in cmd]
+
+
+def test_makefile_installs_pinned_torch_before_the_package(pyproject):
+    installs = _pip_installs(_install_recipe())
+    torch_pin = next(r for r in pyproject["project"]["optional-dependencies"]["torch"] if r.startswith("torch=="))
+    assert torch_pin == "torch==2.13.0"
+    torch_at = next(i for i, args in enumerate(installs) if torch_pin in args)
+    package_at = next(i for i, args in enumerate(installs) if "-e" in args)
+    assert torch_at < package_at
+    package_args = installs[package_at]
+    target = package_args[package_args.index("-e") + 1]
+    assert target.startswith(".[") and {"pipeline", "torch", "test"} <= set(target[2:-1].split(","))
+
+
+def test_makefile_installs_whisper_assets_without_deps():
+    installs = _pip_installs(_install_recipe())
+    whisper = [args for args in installs if "envs/whisper-assets.txt" in args]
+    assert len(whisper) == 1
+    args = whisper[0]
+    assert "--no-deps" in args
+    assert args[args.index("envs/whisper-assets.txt") - 1] == "-r"

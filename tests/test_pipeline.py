@@ -1,0 +1,96 @@
+"""A tiny end-to-end Snakemake run: data -> profile -> fit -> calibrate -> runs -> papermill."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+FIGURES = [
+    "fig01_toy", "fig02_kappa_scatter", "fig03_librispeech_e2el", "fig04_librispeech_e2el_pct",
+    "fig05_uniform_e2el", "fig06_uniform_e2el_pct", "fig07_throughput", "fig08_librispeech_ttft",
+    "fig09_librispeech_ttft_pct", "fig10_uniform_ttft", "fig11_uniform_ttft_pct", "fig12_burst",
+    "fig13_medium_e2el",
+]
+
+
+def _synthetic_mirror(folder: Path, n: int = 300) -> None:
+    """A LibriSpeech-shaped table: lognormal durations, ~2.6 words per second of speech."""
+    rng = np.random.default_rng(7)
+    words = ["the", "river", "ran", "quietly", "past", "old", "mills", "and", "houses", "at", "night"]
+    durations = np.clip(rng.lognormal(1.8, 0.6, n), 1.3, 35.0).round(4)
+    rows = [
+        (f"{i // 100}-{i % 100}-{i:04d}", d, " ".join(rng.choice(words, max(1, int(d * 2.6)))).upper())
+        for i, d in enumerate(durations)
+    ]
+    pd.DataFrame(rows, columns=["utterance_id", "duration_s", "transcript"]).to_csv(
+        folder / "librispeech_test_clean.tsv", sep="\t", index=False
+    )
+
+
+def _tiny_config(results: Path) -> dict:
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["results"] = str(results)
+    config["profile"]["torch_models"] = []
+    asr = config["asr"]
+    asr["calibration"]["n_requests"] = 300
+    asr["workloads"] = {
+        "librispeech": {"kind": "librispeech", "duration_s": 20},
+        "uniform": {"kind": "uniform", "duration_s": 10, "clips_per_duration": 5},
+        "burst": {"kind": "librispeech", "n_requests": 60},
+        "librispeech-500": {"kind": "librispeech", "n_requests": 60},
+    }
+    for name, rates in {"librispeech": [2, 25], "uniform": [5, 30], "burst": [float("inf")], "medium": [15, 25]}.items():
+        asr["experiments"][name]["rates"] = rates
+    return config
+
+
+@pytest.mark.slow
+def test_snakemake_pipeline_renders_notebooks(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    for item in ("Snakefile", "workflow", "notebooks", "envs"):
+        src = REPO / item
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / item)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    _synthetic_mirror(mirror)
+    results = work / "results"
+    (work / "config.yaml").write_text(yaml.safe_dump(_tiny_config(Path("results"))))
+    env = {
+        **os.environ,
+        "SCHEDLAB_DATA_MIRROR": str(mirror),
+        "SCHEDLAB_DATA_CACHE": str(tmp_path / "cache"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    proc = subprocess.run(
+        ["snakemake", "--cores", "2", "--quiet", "rules"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    for name in ("asr_duration", "calibration"):
+        nb = json.loads((results / "notebooks" / f"{name}.ipynb").read_text())
+        errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors
+        assert (results / "notebooks" / f"{name}.html").stat().st_size > 10_000
+    for fig in FIGURES:
+        for ext in ("png", "pdf"):
+            assert (results / "figures" / "asr_duration" / f"{fig}.{ext}").stat().st_size > 0
+
+    summary = pd.read_parquet(results / "summary" / "asr_sim.parquet")
+    assert set(summary["policy"]) == {"fcfs", "sjf", "hrrn"}
+    assert len(summary) == 3 * (2 + 2 + 1 + 2)
+    assert (summary["completed"] == summary["arrived"]).all()
+    cal = json.loads((results / "fit" / "calibration" / "A100-40GB.json").read_text())["meta"]["calibration"]
+    assert cal["achieved"]["saturation_rps"] == pytest.approx(cal["targets"]["saturation_rps"], rel=0.01)
+    assert not list(results.rglob("*.tmp"))
