@@ -100,7 +100,7 @@ TOY_EXPECTED = {
 @pytest.mark.parametrize("policy", POLICY_NAMES)
 def test_toy_example_exact(policy):
     trace = toy_trace()
-    sizes = job_sizes(trace, {"en": 5.0}, max_tokens=444)
+    sizes = job_sizes(trace, {"en": 5.0})
     np.testing.assert_array_equal(sizes, [40, 20, 10])
     res = simulate(trace, policy, TOY_STEP, TOY_ENGINE, sizes)
     req = res.requests
@@ -122,7 +122,7 @@ def test_toy_example_means_and_summary():
     means = {}
     for policy in POLICY_NAMES:
         _, summary = run_sim(
-            trace, policy, TOY_STEP, TOY_ENGINE, kappa={"en": 5.0}, max_tokens=444, identity={"seed": 7}
+            trace, policy, TOY_STEP, TOY_ENGINE, kappa={"en": 5.0}, identity={"seed": 7}
         )
         assert summary["policy"] == policy and summary["backend"] == "sim" and summary["seed"] == 7
         assert summary["completed"] == 3
@@ -147,13 +147,18 @@ def test_toy_frontend_delay_shifts_every_time():
     np.testing.assert_array_equal(req["arrival_s"], 0.0)
 
 
-def test_toy_without_size_estimates_sjf_falls_back_to_arrival_order():
+def test_toy_without_size_estimates_falls_back_to_max_tokens():
+    """Without a duration a job's size is its max_tokens (the forced output length)."""
     trace = toy_trace().drop(columns=["audio_duration_s"])
-    sizes = job_sizes(trace, {"en": 5.0}, max_tokens=444)
-    np.testing.assert_array_equal(sizes, [444, 444, 444])
+    sizes = job_sizes(trace, {"en": 5.0})
+    np.testing.assert_array_equal(sizes, trace["output_tokens"])
+    req = simulate(trace, "sjf", TOY_STEP, TOY_ENGINE, sizes).requests
+    np.testing.assert_allclose(req["finish_s"], TOY_EXPECTED["sjf"]["finish_s"], atol=1e-9)
+    # With equal max_tokens every policy falls back to arrival order.
+    same = trace.assign(output_tokens=20)
     for policy in POLICY_NAMES:
-        req = simulate(trace, policy, TOY_STEP, TOY_ENGINE, sizes).requests
-        np.testing.assert_allclose(req["finish_s"], [9, 14, 17], atol=1e-9)
+        req = simulate(same, policy, TOY_STEP, TOY_ENGINE, job_sizes(same, {"en": 5.0})).requests
+        np.testing.assert_allclose(req["finish_s"], [5, 10, 15], atol=1e-9)
 
 
 # -- queueing closed form -------------------------------------------------------------------
@@ -377,7 +382,7 @@ def test_cli_simulate_is_byte_identical_and_matches_in_process(cli_inputs, tmp_p
     engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
     assert engine.encoder_frames == 1500
     result, _ = run_sim(
-        trace, "sjf", StepTimeModel.load(paths["steptime"]), engine, kappa={"en": 3.0}, max_tokens=444, identity={}
+        trace, "sjf", StepTimeModel.load(paths["steptime"]), engine, kappa={"en": 3.0}, identity={}
     )
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / "results.parquet"), result.requests)
 
@@ -405,7 +410,7 @@ def test_same_seed_same_arrivals_and_trace():
     pd.testing.assert_frame_equal(t1, t2)
 
     engine = EngineConfig(max_num_batched_tokens=2048, encoder_frames=1500)
-    sizes = job_sizes(t1, {"en": 3.0}, 444)
+    sizes = job_sizes(t1, {"en": 3.0})
     arrivals = [simulate(t1, p, CALIBRATED, engine, sizes).requests["arrival_s"].to_numpy() for p in POLICY_NAMES]
     for arr in arrivals:
         np.testing.assert_array_equal(arr, t1["arrival_s"].to_numpy())
@@ -414,7 +419,7 @@ def test_same_seed_same_arrivals_and_trace():
 # -- fast-forward ---------------------------------------------------------------------------
 def _asr_case(rate):
     trace = asr_like_trace(rate, 400, seed=5)
-    return trace, job_sizes(trace, {"en": 3.0}, 444)
+    return trace, job_sizes(trace, {"en": 3.0})
 
 
 FF_CASES = {
@@ -473,7 +478,7 @@ def test_paper_a_overload_sjf_cuts_median_and_raises_tail():
     engine = EngineConfig(max_num_batched_tokens=2048, encoder_frames=1500)
     assert engine.encoder_per_step == 1
     trace = asr_like_trace(40.0, 1500, seed=3)
-    sizes = job_sizes(trace, {"en": 3.0}, 444)
+    sizes = job_sizes(trace, {"en": 3.0})
     s = {}
     for policy in POLICY_NAMES:
         res = simulate(trace, policy, CALIBRATED, engine, sizes)

@@ -216,7 +216,7 @@ def test_calibrate_hits_saturation_and_light_ttft_targets():
     engine = EngineConfig(max_num_batched_tokens=2048, encoder_frames=1500, kv_capacity_blocks=1 << 30)
     base = StepTimeModel(intercept=2e-3, n_encoder=5e-3, n_prefill_tokens=1e-6, n_decode=2e-5, ctx_tokens=1e-8)
     overload, light = trace(60.0, 400, 1), trace(1.0, 100, 2)
-    kappa, max_tokens = {"en": 3.0}, 444
+    kappa = {"en": 3.0}
     model, record = calibrate(
         base,
         engine,
@@ -225,11 +225,10 @@ def test_calibrate_hits_saturation_and_light_ttft_targets():
         saturation_rps=18.0,
         light_p50_ttft_ms=64.6,
         kappa=kappa,
-        max_tokens=max_tokens,
     )
 
     def fcfs(tr, m):
-        return run_sim(tr, "fcfs", m, engine, kappa=kappa, max_tokens=max_tokens, identity={})[1]
+        return run_sim(tr, "fcfs", m, engine, kappa=kappa, identity={})[1]
 
     # The uncalibrated model is far off both targets, so the test checks the fit, not luck.
     raw = fcfs(overload, base)

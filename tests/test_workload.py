@@ -236,22 +236,24 @@ def test_job_sizes_floor_duration_times_kappa_with_fallbacks():
         {
             "audio_duration_s": [1.0, 2.5, np.nan, 3.3, 0.1, 10.0],
             "language": ["en", "en", "en", "xx", "en", "es"],
+            "output_tokens": [10, 20, 444, 300, 5, 50],
         }
     )
     kappa = {"en": 2.9, "es": 4.25}
-    sizes = job_sizes(trace, kappa, max_tokens=444)
-    # floor(2.9), floor(7.25), no duration, unknown language, max(1, floor(0.29)), floor(42.5)
-    np.testing.assert_array_equal(sizes, [2, 7, 444, 444, 1, 42])
+    sizes = job_sizes(trace, kappa)
+    # floor(2.9), floor(7.25), no duration -> its max_tokens, unknown language -> its max_tokens,
+    # max(1, floor(0.29)), floor(42.5)
+    np.testing.assert_array_equal(sizes, [2, 7, 444, 300, 1, 42])
 
 
 def test_job_sizes_default_language_and_missing_duration_column():
-    sizes = job_sizes(pd.DataFrame({"audio_duration_s": [4.0, 0.0]}), {"en": 3.5}, max_tokens=100)
+    sizes = job_sizes(pd.DataFrame({"audio_duration_s": [4.0, 0.0], "output_tokens": [9, 9]}), {"en": 3.5})
     np.testing.assert_array_equal(sizes, [14, 1])
-    no_audio = pd.DataFrame({"request_id": [0, 1, 2]})
-    np.testing.assert_array_equal(job_sizes(no_audio, {"en": 3.5}, max_tokens=100), [100, 100, 100])
+    no_audio = pd.DataFrame({"request_id": [0, 1, 2], "output_tokens": [100, 7, 30]})
+    np.testing.assert_array_equal(job_sizes(no_audio, {"en": 3.5}), [100, 7, 30])
     # Without any kappa every request falls back.
     np.testing.assert_array_equal(
-        job_sizes(pd.DataFrame({"audio_duration_s": [4.0]}), {}, max_tokens=77), [77]
+        job_sizes(pd.DataFrame({"audio_duration_s": [4.0], "output_tokens": [77]}), {}), [77]
     )
 
 

@@ -75,12 +75,6 @@ def _kappa(path: str) -> dict[str, float]:
     return kappas(_read_json(path))
 
 
-def _max_tokens(model: str) -> int:
-    from schedlab.data.whisper_tokens import PROMPT_TOKENS
-    from schedlab.latency.catalogue import model_arch
-
-    return model_arch(model).max_target_positions - PROMPT_TOKENS
-
 
 # -- data ---------------------------------------------------------------------------------
 def cmd_data(args) -> None:
@@ -177,7 +171,6 @@ def cmd_fit_calibrate(args) -> None:
         saturation_rps=args.saturation_rps,
         light_p50_ttft_ms=args.light_p50_ttft_ms,
         kappa=_kappa(args.kappa),
-        max_tokens=_max_tokens(args.model),
         memory=args.memory_factor,
     )
     model.save(args.out)
@@ -208,7 +201,6 @@ def cmd_simulate(args) -> None:
         StepTimeModel.load(args.steptime),
         _engine(args),
         kappa=_kappa(args.kappa) if args.kappa else {},
-        max_tokens=_max_tokens(args.model),
         identity={
             "workload": args.workload,
             "rate": args.rate,
@@ -294,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--trace", required=True)
     s.add_argument("--policy", required=True, help="fcfs, sjf or hrrn")
     s.add_argument("--steptime", required=True, help="step-time JSON from `schedlab fit`")
-    s.add_argument("--kappa", help="kappa JSON; without it every job's size is max_tokens")
+    s.add_argument("--kappa", help="kappa JSON; without it every job's size is its max_tokens (output length)")
     _engine_args(s)
     s.add_argument("--workload", default="custom", help="name recorded in the summary")
     s.add_argument("--rate", type=_positive, default=float("nan"), help="recorded in the summary")

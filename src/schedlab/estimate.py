@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
 
-def job_sizes(trace: pd.DataFrame, kappa: dict[str, float], max_tokens: int) -> np.ndarray:
-    """``n_hat = max(1, int(duration_s * kappa[language]))`` per request.
+def size_estimate(duration_s: float | None, language: str, kappa: dict[str, float], max_tokens: int) -> float:
+    """``n_hat = max(1, int(duration_s * kappa[language]))``.
 
-    Requests without an audio duration, or in a language with no fitted kappa, fall back to
-    ``max_tokens``, as the paper's engine does.
+    A request without an audio duration, or in a language with no fitted kappa, falls back to
+    its ``max_tokens``, as the paper's engine does.
     """
+    k = kappa.get(language)
+    if duration_s is None or k is None or not math.isfinite(duration_s):
+        return float(max_tokens)
+    return float(max(1, math.floor(duration_s * k)))
+
+
+def job_sizes(trace: pd.DataFrame, kappa: dict[str, float]) -> np.ndarray:
+    """:func:`size_estimate` for every request of a trace, whose ``max_tokens`` is its forced
+    output length (what a benchmark client sends, and what vLLM's scheduler sees)."""
     n = len(trace)
-    sizes = np.full(n, float(max_tokens))
-    if "audio_duration_s" not in trace:
-        return sizes
-    dur = trace["audio_duration_s"].to_numpy(float)
+    dur = trace["audio_duration_s"].to_numpy(float) if "audio_duration_s" in trace else np.full(n, np.nan)
     lang = trace["language"].to_numpy() if "language" in trace else np.full(n, "en")
-    k = np.array([kappa.get(l, np.nan) for l in lang], dtype=float)
-    known = np.isfinite(dur) & np.isfinite(k)
-    sizes[known] = np.maximum(1, np.floor(dur[known] * k[known]))
-    return sizes
+    max_tokens = trace["output_tokens"].to_numpy(np.int64)
+    return np.array([size_estimate(d, l, kappa, m) for d, l, m in zip(dur, lang, max_tokens)], dtype=float)

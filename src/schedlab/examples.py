@@ -29,7 +29,7 @@ def toy_head_of_line(policies=("fcfs", "sjf", "hrrn")) -> pd.DataFrame:
     )
     step = StepTimeModel(intercept=0.0, n_encoder=1.0, n_prefill_tokens=0.2, n_decode=0.2)
     engine = EngineConfig(max_num_seqs=1, encoder_frames=1)
-    sizes = job_sizes(trace, {"en": kappa}, max_tokens=448)
+    sizes = job_sizes(trace, {"en": kappa})
     rows = []
     for policy in policies:
         res = Simulator(trace, make_policy(policy), step, engine, sizes).run().requests

@@ -26,8 +26,8 @@ from schedlab.sim.setup import run_sim
 from schedlab.sim.steptime import StepTimeModel
 
 
-def _fcfs(trace, model, engine, kappa, max_tokens) -> dict:
-    return run_sim(trace, "fcfs", model, engine, kappa=kappa, max_tokens=max_tokens, identity={})[1]
+def _fcfs(trace, model, engine, kappa) -> dict:
+    return run_sim(trace, "fcfs", model, engine, kappa=kappa, identity={})[1]
 
 
 def calibrate(
@@ -39,14 +39,13 @@ def calibrate(
     saturation_rps: float,
     light_p50_ttft_ms: float,
     kappa: dict[str, float],
-    max_tokens: int,
     memory: float = 1.0,
 ) -> tuple[StepTimeModel, dict]:
     """Return the calibrated model and a record of targets, solutions and achieved values."""
 
     def throughput(log_compute: float) -> float:
         model = base.scaled(float(np.exp(log_compute)), memory)
-        return _fcfs(overload_trace, model, engine, kappa, max_tokens)["throughput_rps"]
+        return _fcfs(overload_trace, model, engine, kappa)["throughput_rps"]
 
     lo, hi = np.log(1e-2), np.log(1e4)
     fastest = throughput(lo)
@@ -56,7 +55,7 @@ def calibrate(
             f"{saturation_rps} req/s target: offer a higher overload rate or lower the memory factor"
         )
     compute = float(np.exp(brentq(lambda x: np.log(throughput(x) / saturation_rps), lo, hi, xtol=1e-4)))
-    light = _fcfs(light_trace, base.scaled(compute, memory), engine, kappa, max_tokens)
+    light = _fcfs(light_trace, base.scaled(compute, memory), engine, kappa)
     frontend_s = max(0.0, (light_p50_ttft_ms - light["p50_ttft_ms"]) / 1e3)
     record = {
         "targets": {"saturation_rps": saturation_rps, "light_p50_ttft_ms": light_p50_ttft_ms},
@@ -65,8 +64,8 @@ def calibrate(
         "frontend_s": frontend_s,
     }
     model = base.scaled(compute, memory, frontend_s)
-    overload = _fcfs(overload_trace, model, engine, kappa, max_tokens)
-    light = _fcfs(light_trace, model, engine, kappa, max_tokens)
+    overload = _fcfs(overload_trace, model, engine, kappa)
+    light = _fcfs(light_trace, model, engine, kappa)
     record["achieved"] = {
         "saturation_rps": overload["throughput_rps"],
         "light_p50_ttft_ms": light["p50_ttft_ms"],

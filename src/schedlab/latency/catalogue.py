@@ -88,9 +88,41 @@ def _layer_params(d: int, ffn: int, cross: bool) -> int:
     return n_attn * (attn + 2 * d) + ffn_params + 2 * d
 
 
+#: Decoder-only architectures with Llama's layout (RMSNorm, gated MLP, grouped-query attention).
+LLAMA_LIKE = ("llama", "mistral", "qwen2")
+
+
+def _llama_arch(name: str, cfg: dict) -> ModelArch:
+    """Parameter counts and KV sizes of a Llama-layout decoder-only model."""
+    d, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    heads, kv_heads = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    hd = cfg.get("head_dim") or d // heads
+    attn = d * heads * hd + 2 * d * kv_heads * hd + heads * hd * d
+    if cfg["model_type"] == "qwen2":
+        attn += heads * hd + 2 * kv_heads * hd  # q/k/v biases
+    layer = attn + 3 * d * cfg["intermediate_size"] + 2 * d
+    embed = cfg["vocab_size"] * d
+    decoder = embed + layers * layer + d + (0 if cfg.get("tie_word_embeddings") else embed)
+    return ModelArch(
+        name=name,
+        encoder_params=0,
+        decoder_params=decoder,
+        weight_bytes=decoder * FP16_BYTES,
+        kv_bytes_per_token=2 * layers * kv_heads * hd * FP16_BYTES,
+        cross_kv_bytes_per_request=0,
+        encoder_frames=0,
+        max_target_positions=cfg["max_position_embeddings"],
+        d_model=heads * hd,
+        decoder_layers=layers,
+        encoder_layers=0,
+    )
+
+
 def model_arch(name: str) -> ModelArch:
     """Parameter counts and KV sizes of ``name`` (Whisper: the LM head is tied to the embedding)."""
     cfg = json.loads((model_dir(name) / "config.json").read_text())
+    if cfg.get("model_type") in LLAMA_LIKE:
+        return _llama_arch(name, cfg)
     if cfg.get("model_type") != "whisper":
         raise SchedlabError(f"{name}: model_type {cfg.get('model_type')!r} is not supported")
     d = cfg["d_model"]

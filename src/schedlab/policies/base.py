@@ -9,7 +9,7 @@ and ``pop`` agree when called at the same ``now``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Protocol, Sequence
+from typing import Iterator, Protocol, Sequence
 
 
 class Job(Protocol):
@@ -36,8 +36,28 @@ class Policy(ABC):
         """Remove and return the next job to admit."""
 
     @abstractmethod
+    def remove(self, job: Job) -> None:
+        """Drop a waiting job (an aborted request)."""
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[Job]:
+        """The waiting jobs, in no particular order."""
+
+    @abstractmethod
     def __len__(self) -> int: ...
 
+    def victim_key(self, job: Job, now: float) -> tuple | None:
+        """Eviction rank of a running job: the largest is preempted first. ``None`` (the
+        default) means the engine's own rule, the newest admitted."""
+        return None
+
+    @property
+    def ranks_victims(self) -> bool:
+        """Whether the policy overrides the engine's victim rule with :meth:`victim_key`."""
+        return type(self).victim_key is not Policy.victim_key
+
     def victim(self, running: Sequence[Job], now: float) -> Job:
-        """The running job to preempt under memory pressure (default: the newest admitted)."""
-        return running[-1]
+        """The running job to preempt under memory pressure."""
+        if not self.ranks_victims:
+            return running[-1]
+        return max(running, key=lambda j: self.victim_key(j, now))

@@ -34,5 +34,11 @@ class FCFS(Policy):
     def pop(self, now: float) -> Job:
         return self._q.popleft()
 
+    def remove(self, job: Job) -> None:
+        self._q.remove(job)
+
+    def __iter__(self):
+        return iter(self._q)
+
     def __len__(self) -> int:
         return len(self._q)

@@ -8,8 +8,6 @@ leaves open does not change HRRN's decisions. We keep ``size`` in tokens (n_hat)
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 
 from schedlab.policies.base import Job, Policy
@@ -60,7 +58,13 @@ class HRRN(Policy):
         return self._jobs[self._best(now)]
 
     def pop(self, now: float) -> Job:
-        i = self._best(now)
+        return self._take(self._best(now))
+
+    def remove(self, job: Job) -> None:
+        self._take(next(i for i, j in enumerate(self._jobs) if j is job))
+
+    def _take(self, i: int) -> Job:
+        """Remove the job at slot ``i`` (the last slot fills the gap)."""
         last = len(self._jobs) - 1
         job = self._jobs[i]
         self._arrival[i] = self._arrival[last]
@@ -70,11 +74,11 @@ class HRRN(Policy):
         self._jobs.pop()
         return job
 
+    def __iter__(self):
+        return iter(list(self._jobs))
+
     def __len__(self) -> int:
         return len(self._jobs)
 
-    def victim(self, running: Sequence[Job], now: float) -> Job:
-        return min(
-            running,
-            key=lambda j: (response_ratio(now - j.arrival_s, j.size), -j.arrival_s, -j.request_id),
-        )
+    def victim_key(self, job: Job, now: float) -> tuple:
+        return (-response_ratio(now - job.arrival_s, job.size), job.arrival_s, job.request_id)

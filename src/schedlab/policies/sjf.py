@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import heapq
-from typing import Sequence
-
 from schedlab.policies.base import Job, Policy
 
 
@@ -28,8 +26,15 @@ class SJF(Policy):
     def pop(self, now: float) -> Job:
         return heapq.heappop(self._heap)[3]
 
+    def remove(self, job: Job) -> None:
+        self._heap = [e for e in self._heap if e[3] is not job]
+        heapq.heapify(self._heap)
+
+    def __iter__(self):
+        return (e[3] for e in self._heap)
+
     def __len__(self) -> int:
         return len(self._heap)
 
-    def victim(self, running: Sequence[Job], now: float) -> Job:
-        return max(running, key=lambda j: (j.size, j.arrival_s, j.request_id))
+    def victim_key(self, job: Job, now: float) -> tuple:
+        return (job.size, job.arrival_s, job.request_id)

@@ -14,7 +14,6 @@ closed form (numpy), up to the next completion, arrival or KV-block shortage.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ import pandas as pd
 
 from schedlab.errors import SchedlabError
 from schedlab.policies.base import Policy
+from schedlab.results import RequestLog
 from schedlab.sim.gaps import GapHistogram
 from schedlab.sim.steptime import StepTimeModel
 
@@ -114,16 +114,10 @@ class Simulator:
         computed = np.zeros(n, dtype=np.int64)
         gen = np.zeros(n, dtype=np.int64)
         blocks = np.zeros(n, dtype=np.int64)
-        first_sched = np.full(n, np.nan)
-        first_tok = np.full(n, np.nan)
-        finish = np.full(n, np.nan)
-        last_tok = np.full(n, np.nan)
-        max_gap = np.zeros(n)
-        sum_gap = np.zeros(n)
-        preemptions = np.zeros(n, dtype=np.int64)
+        log = RequestLog(self.trace)
+        last_tok, max_gap, sum_gap, gaps = log.last_tok, log.max_gap, log.sum_gap, log.gaps
         rid = self.trace["request_id"].to_numpy(dtype=np.int64)
         jobs = [SimJob(int(rid[i]), float(arrival[i]), float(self.sizes[i]), i) for i in range(n)]
-        gaps = GapHistogram()
 
         free = cfg.kv_capacity_blocks
         peak = 0
@@ -163,7 +157,7 @@ class Simulator:
                     now = float(ends[-1])
                     last_tok[run_arr] = now
                     steps += k
-                    running, done, free = self._retire(running, gen, output, finish, now, blocks, free, done)
+                    running, done, free = self._retire(running, gen, output, log.finish, now, blocks, free, done)
                     continue
 
             # -- one scheduler step ---------------------------------------------------------
@@ -187,7 +181,7 @@ class Simulator:
                     free += int(blocks[v])
                     blocks[v] = 0
                     computed[v] = 0
-                    preemptions[v] += 1
+                    log.preemptions[v] += 1
                     t0 = clock()
                     policy.push(jobs[v])
                     overhead += clock() - t0
@@ -228,8 +222,7 @@ class Simulator:
                     if cfg.encoder_frames:
                         enc_left -= 1
                         n_enc += 1
-                    if math.isnan(first_sched[r]):
-                        first_sched[r] = now
+                    log.scheduled(r, now)
 
             if not sched:
                 if not running and len(policy):
@@ -248,39 +241,12 @@ class Simulator:
             steps += 1
             computed[idx] += num
             emits = idx[computed[idx] == prompt[idx] + gen[idx]]
-            had = emits[gen[emits] >= 1]
-            if had.size:
-                g = now - last_tok[had]
-                gaps.add(g)
-                max_gap[had] = np.maximum(max_gap[had], g)
-                sum_gap[had] += g
-            fresh = emits[np.isnan(first_tok[emits])]
-            first_tok[fresh] = now
+            log.tokens(emits, now)
             gen[emits] += 1
-            last_tok[emits] = now
-            running, done, free = self._retire(running, gen, output, finish, now, blocks, free, done)
+            running, done, free = self._retire(running, gen, output, log.finish, now, blocks, free, done)
 
-        n_gaps = np.maximum(output - 1, 1)
-        requests = pd.DataFrame(
-            {
-                "request_id": rid,
-                "arrival_s": arrival,
-                "first_scheduled_s": first_sched,
-                "first_token_s": first_tok,
-                "finish_s": finish,
-                "prompt_tokens": prompt,
-                "output_tokens": output,
-                "preemptions": preemptions,
-                "class": self.trace["slo_class"].to_numpy() if "slo_class" in self.trace else "all",
-                "max_gap_s": max_gap,
-                "mean_gap_s": np.where(output > 1, sum_gap / n_gaps, np.nan),
-            }
-        )
-        for col in ("audio_duration_s", "language", "task"):
-            if col in self.trace:
-                requests[col] = self.trace[col].to_numpy()
         return SimResult(
-            requests=requests,
+            requests=log.frame(),
             gaps=gaps,
             steps=steps,
             busy_s=busy,

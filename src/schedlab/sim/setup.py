@@ -41,12 +41,11 @@ def run_sim(
     engine: EngineConfig,
     *,
     kappa: dict[str, float],
-    max_tokens: int,
     identity: dict,
 ) -> tuple[SimResult, dict]:
     """Simulate ``trace`` under ``policy``; return the result and its flat summary."""
     t0 = time.perf_counter()
-    sizes = job_sizes(trace, kappa, max_tokens)
+    sizes = job_sizes(trace, kappa)
     result = Simulator(trace, make_policy(policy), step_time, engine, sizes).run()
     summary = summarize(result.requests, result.gaps, policy=policy, backend="sim", **identity)
     summary["sched_overhead_us_per_req"] = result.sched_overhead_s / max(len(trace), 1) * 1e6

@@ -1,0 +1,2 @@
+"""Backends beyond the built-in simulator: vLLM's real scheduler on a virtual clock
+(``vllm-sim``) and a real vLLM engine (``vllm``), sharing schedlab's policies."""

@@ -1,0 +1,146 @@
+"""vLLM's real v1 scheduler built without a model or a device, for the ``vllm-sim`` backend.
+
+The model configuration is the architecture's ``config.json`` alone (no tokenizer, no
+weights). The KV cache is a block pool of the engine's capacity with tiny pages (the scheduler
+only counts blocks); Whisper adds vLLM's cross-attention group, which shares the pool. Whisper's
+multimodal processor needs tokenizer files, so a minimal registry tells the scheduler what it
+needs from it: each audio input is 1500 encoder tokens.
+"""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+import torch  # noqa: E402
+from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange  # noqa: E402
+from vllm.sampling_params import SamplingParams  # noqa: E402
+from vllm.v1.kv_cache_interface import (  # noqa: E402
+    CrossAttentionSpec,
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheTensor,
+)
+from vllm.v1.request import Request  # noqa: E402
+from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+
+from schedlab.backends.vllm_scheduler import SchedlabScheduler  # noqa: E402
+from schedlab.latency.catalogue import model_arch, model_dir  # noqa: E402
+from schedlab.sim.engine import EngineConfig  # noqa: E402
+
+
+class AudioBudgetRegistry:
+    """Stands in for vLLM's multimodal registry where only encoder sizes matter."""
+
+    def __init__(self, encoder_tokens: int) -> None:
+        self.encoder_tokens = encoder_tokens
+
+    def create_processor(self, model_config, *args, **kwargs):
+        info = SimpleNamespace(
+            supported_mm_limits={"audio": 1},
+            allowed_mm_limits={"audio": 1},
+            ctx=SimpleNamespace(model_config=model_config),
+            get_mm_max_tokens_per_item=lambda seq_len, mm_counts: {"audio": self.encoder_tokens},
+        )
+        return SimpleNamespace(info=info)
+
+
+def build_scheduler(
+    model: str,
+    engine: EngineConfig,
+    *,
+    policy: str,
+    kappa: dict[str, float],
+    scheduler_cls=SchedlabScheduler,
+):
+    """A scheduler with ``engine``'s limits and KV capacity, running schedlab's ``policy``."""
+    arch = model_arch(model)
+    folder = str(model_dir(model))
+    encdec = arch.encoder_frames > 0
+    mc = ModelConfig(
+        model=folder,
+        tokenizer=folder,
+        skip_tokenizer_init=True,
+        dtype="float32",
+        max_model_len=arch.max_target_positions,
+        seed=0,
+    )
+    sc = SchedulerConfig(
+        max_num_seqs=engine.max_num_seqs,
+        max_num_batched_tokens=engine.max_num_batched_tokens,
+        max_model_len=arch.max_target_positions,
+        is_encoder_decoder=encdec,
+        enable_chunked_prefill=True,
+        policy="fcfs",
+        async_scheduling=False,
+    )
+    vc = VllmConfig(
+        model_config=mc,
+        cache_config=CacheConfig(block_size=engine.block_size, enable_prefix_caching=False),
+        scheduler_config=sc,
+        device_config=DeviceConfig(device="cpu"),
+        additional_config={"schedlab": {"policy": policy, "kappa": kappa}},
+    )
+    blocks = engine.kv_capacity_blocks + 1  # block 0 is vLLM's null block
+    vc.cache_config.num_gpu_blocks = blocks
+    spec = dict(block_size=engine.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+    groups = [KVCacheGroupSpec(["self_attn"], FullAttentionSpec(**spec))]
+    if encdec:
+        groups.append(KVCacheGroupSpec(["cross_attn"], CrossAttentionSpec(**spec)))
+    page = groups[0].kv_cache_spec.page_size_bytes
+    kv = KVCacheConfig(
+        num_blocks=blocks,
+        kv_cache_tensors=[
+            KVCacheTensor(
+                size=page * blocks,
+                layers=[n for g in groups for n in g.layer_names],
+                layer_stride=page * blocks,
+                block_stride=page,
+            )
+        ],
+        kv_cache_groups=groups,
+    )
+    extra = {"mm_registry": AudioBudgetRegistry(arch.encoder_frames)} if encdec else {}
+    return scheduler_cls(
+        vllm_config=vc,
+        kv_cache_config=kv,
+        structured_output_manager=StructuredOutputManager(vc),
+        block_size=engine.block_size,
+        log_stats=False,
+        **extra,
+    )
+
+
+def make_request(
+    request_id: str,
+    prompt_tokens: int,
+    output_tokens: int,
+    arrival_s: float,
+    *,
+    encoder_frames: int = 0,
+    extra_args: dict | None = None,
+) -> Request:
+    """A request of the given lengths (token ids are placeholders; the output is forced)."""
+    mm = None
+    if encoder_frames:
+        mm = [
+            MultiModalFeatureSpec(
+                data=None,
+                modality="audio",
+                identifier=f"audio-{request_id}",
+                mm_position=PlaceholderRange(offset=0, length=encoder_frames),
+            )
+        ]
+    params = SamplingParams(max_tokens=output_tokens, ignore_eos=True, extra_args=extra_args or {})
+    return Request(
+        request_id=request_id,
+        prompt_token_ids=[100 + (k % 1000) for k in range(prompt_tokens)],
+        sampling_params=params,
+        pooling_params=None,
+        arrival_time=arrival_s,
+        mm_features=mm,
+    )

@@ -1,0 +1,136 @@
+"""schedlab policies inside vLLM's v1 scheduler (``--scheduler-cls``).
+
+``SchedlabScheduler`` is vLLM's own ``Scheduler`` with two changes: its waiting queue is a
+schedlab policy, and under memory pressure it preempts the policy's victim. Options come
+through ``--additional-config '{"schedlab": {"policy": "sjf", "kappa": {"en": 2.96}}}'``;
+requests carry ``audio_duration_s`` (and ``language``) in ``SamplingParams.extra_args``
+(``vllm_xargs`` on the OpenAI endpoints). Without a duration a job's size is its max_tokens.
+
+The victim rule uses vLLM's priority path: with ``SchedulingPolicy.PRIORITY`` vLLM preempts
+``max(running, key=(priority, arrival_time))``, so before each step the running requests are
+ranked by the policy's ``victim_key``. Policies without a key keep vLLM's default (the newest).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.request import Request
+
+from schedlab.estimate import size_estimate
+from schedlab.policies import Policy, make_policy
+
+
+@dataclass(slots=True)
+class VllmJob:
+    """A vLLM request seen as a schedlab job."""
+
+    request_id: int
+    arrival_s: float
+    size: float
+    request: Request
+
+
+class PolicyQueue(RequestQueue):
+    """vLLM's ``RequestQueue`` over a schedlab policy.
+
+    ``pop_request`` returns what the last ``peek_request`` showed (evaluated at the same clock
+    reading), so time-dependent policies such as HRRN keep vLLM's peek/pop contract.
+    """
+
+    def __init__(self, policy: Policy, job_of: Callable[[Request], VllmJob], clock: Callable[[], float]):
+        self.policy, self.job_of, self.clock = policy, job_of, clock
+        self._peeked_at: float | None = None
+
+    def add_request(self, request: Request) -> None:
+        self._peeked_at = None
+        self.policy.push(self.job_of(request))
+
+    def peek_request(self) -> Request:
+        if not len(self.policy):
+            raise IndexError("peek from an empty queue")
+        self._peeked_at = self.clock()
+        return self.policy.peek(self._peeked_at).request
+
+    def pop_request(self) -> Request:
+        now = self.clock() if self._peeked_at is None else self._peeked_at
+        self._peeked_at = None
+        return self.policy.pop(now).request
+
+    def prepend_request(self, request: Request) -> None:
+        self.add_request(request)
+
+    def prepend_requests(self, requests: Iterable[Request]) -> None:
+        for request in requests:
+            self.add_request(request)
+
+    def remove_request(self, request: Request) -> None:
+        self.remove_requests([request])
+
+    def remove_requests(self, requests: Iterable[Request]) -> None:
+        self._peeked_at = None
+        drop = {id(r) for r in requests}
+        for job in [j for j in self.policy if id(j.request) in drop]:
+            self.policy.remove(job)
+
+    def __bool__(self) -> bool:
+        return len(self.policy) > 0
+
+    def __len__(self) -> int:
+        return len(self.policy)
+
+    def __iter__(self) -> Iterator[Request]:
+        return (job.request for job in self.policy)
+
+
+class SchedlabMixin:
+    """The policy hooks, shared by the synchronous and the asynchronous scheduler."""
+
+    #: Clock of the policy's waiting times; the virtual-clock driver replaces it.
+    clock: Callable[[], float] = staticmethod(time.time)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        opts = (self.vllm_config.additional_config or {}).get("schedlab", {})
+        self.schedlab_policy = make_policy(opts.get("policy", "fcfs"))
+        self.kappa: dict[str, float] = dict(opts.get("kappa", {}))
+        self._next_id = 0
+        self.waiting = PolicyQueue(self.schedlab_policy, self._job, lambda: self.clock())
+        if self.schedlab_policy.ranks_victims:
+            self.policy = SchedulingPolicy.PRIORITY
+
+    def _job(self, request: Request) -> VllmJob:
+        """The request's job, made once (ids in order of first sight) and kept on the request."""
+        job = getattr(request, "schedlab_job", None)
+        if job is None:
+            params = request.sampling_params
+            xargs = (params.extra_args if params else None) or {}
+            size = size_estimate(
+                xargs.get("audio_duration_s"), xargs.get("language", "en"), self.kappa, request.max_tokens
+            )
+            job = VllmJob(self._next_id, request.arrival_time, size, request)
+            self._next_id += 1
+            request.schedlab_job = job
+        return job
+
+    def schedule(self, *args, **kwargs):
+        if self.schedlab_policy.ranks_victims and self.running:
+            now = self.clock()
+            key = self.schedlab_policy.victim_key
+            ranked = sorted(self.running, key=lambda r: key(self._job(r), now))
+            for rank, request in enumerate(ranked):
+                request.priority = rank
+        return super().schedule(*args, **kwargs)
+
+
+class SchedlabScheduler(SchedlabMixin, Scheduler):
+    """For engines with synchronous scheduling (vLLM's CPU build; ``--no-async-scheduling``)."""
+
+
+class SchedlabAsyncScheduler(SchedlabMixin, AsyncScheduler):
+    """For engines with asynchronous scheduling (vLLM's default on GPU)."""

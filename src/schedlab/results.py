@@ -1,0 +1,70 @@
+"""Per-request timing a backend records while it runs, and the results table it becomes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from schedlab.sim.gaps import GapHistogram
+
+#: Trace columns carried into the results table when present.
+PASSTHROUGH = ("audio_duration_s", "language", "task")
+
+
+class RequestLog:
+    """Timestamps and token-gap statistics of every request of a trace, by trace position."""
+
+    def __init__(self, trace: pd.DataFrame) -> None:
+        n = len(trace)
+        self.trace = trace
+        self.first_sched = np.full(n, np.nan)
+        self.first_tok = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.last_tok = np.full(n, np.nan)
+        self.max_gap = np.zeros(n)
+        self.sum_gap = np.zeros(n)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.gaps = GapHistogram()
+
+    def scheduled(self, idx, t: float) -> None:
+        """First admission of each request in ``idx`` (later re-admissions are ignored)."""
+        idx = np.atleast_1d(idx)
+        fresh = idx[np.isnan(self.first_sched[idx])]
+        self.first_sched[fresh] = t
+
+    def tokens(self, idx, t: float) -> None:
+        """Each request in ``idx`` emitted one token at time ``t``."""
+        idx = np.atleast_1d(idx)
+        prev = self.last_tok[idx]
+        had = ~np.isnan(prev)
+        if had.any():
+            g = t - prev[had]
+            self.gaps.add(g)
+            self.max_gap[idx[had]] = np.maximum(self.max_gap[idx[had]], g)
+            self.sum_gap[idx[had]] += g
+        self.first_tok[idx[~had]] = t
+        self.last_tok[idx] = t
+
+    def frame(self) -> pd.DataFrame:
+        """The per-request results table of the contract (see :mod:`schedlab.contracts`)."""
+        trace = self.trace
+        output = trace["output_tokens"].to_numpy(np.int64)
+        out = pd.DataFrame(
+            {
+                "request_id": trace["request_id"].to_numpy(np.int64),
+                "arrival_s": trace["arrival_s"].to_numpy(float),
+                "first_scheduled_s": self.first_sched,
+                "first_token_s": self.first_tok,
+                "finish_s": self.finish,
+                "prompt_tokens": trace["prompt_tokens"].to_numpy(np.int64),
+                "output_tokens": output,
+                "preemptions": self.preemptions,
+                "class": trace["slo_class"].to_numpy() if "slo_class" in trace else "all",
+                "max_gap_s": self.max_gap,
+                "mean_gap_s": np.where(output > 1, self.sum_gap / np.maximum(output - 1, 1), np.nan),
+            }
+        )
+        for col in PASSTHROUGH:
+            if col in trace:
+                out[col] = trace[col].to_numpy()
+        return out
