@@ -208,6 +208,8 @@ def cmd_simulate(args) -> None:
             "hardware": args.hardware,
             "seed": args.seed,
         },
+        backend=args.backend,
+        model=args.model,
     )
     write_parquet(result.requests, args.out_results)
     write_json(summary, args.out_summary)
@@ -282,7 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     fa.add_argument("--out", required=True)
     fa.set_defaults(func=cmd_fit_apply)
 
-    s = sub.add_parser("simulate", help="one run on the sim backend")
+    s = sub.add_parser("simulate", help="one simulated run (schedlab's engine, or vLLM's scheduler)")
+    s.add_argument("--backend", choices=("sim", "vllm-sim"), default="sim",
+                   help="sim: schedlab's engine; vllm-sim: vLLM's real scheduler on a virtual clock")
     s.add_argument("--trace", required=True)
     s.add_argument("--policy", required=True, help="fcfs, sjf or hrrn")
     s.add_argument("--steptime", required=True, help="step-time JSON from `schedlab fit`")

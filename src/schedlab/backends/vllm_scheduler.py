@@ -26,9 +26,9 @@ from schedlab.estimate import size_estimate
 from schedlab.policies import Policy, make_policy
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class VllmJob:
-    """A vLLM request seen as a schedlab job."""
+    """A vLLM request seen as a schedlab job (compared by identity)."""
 
     request_id: int
     arrival_s: float

@@ -18,7 +18,7 @@ from schedlab.backends.vllm_build import build_scheduler, make_request
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import model_arch
 from schedlab.results import RequestLog
-from schedlab.sim.engine import EngineConfig, SimResult
+from schedlab.sim.engine import EngineConfig, SimResult, check_fits
 from schedlab.sim.steptime import StepTimeModel
 
 #: Placeholder id of every generated token (lengths are forced with ignore_eos).
@@ -36,6 +36,7 @@ def run_vllm_sim(
 ) -> SimResult:
     """Run ``trace`` through vLLM's scheduler; the result has the ``sim`` backend's shape."""
     wall0 = time.perf_counter()
+    check_fits(trace, engine)
     arch = model_arch(model)
     sched = build_scheduler(model, engine, policy=policy, kappa=kappa)
     clock = {"now": 0.0}

@@ -4,7 +4,8 @@ It follows vLLM v1's scheduler step by step: every step first serves the running
 admission order (one decode token each, or the next prefill chunk) under a token budget,
 allocating paged KV blocks and preempting by recompute when memory runs out (the victim is the
 policy's choice); if nothing was preempted it then admits waiting requests in the policy's
-order while the batch, token, encoder and KV budgets allow. Each request needs
+order while the batch, token, encoder and KV budgets allow (a request is admitted only if its
+whole current sequence fits in the free blocks, although only its first chunk is allocated). Each request needs
 ``prompt + generated - computed`` tokens per step, so prefill chunks, decodes and recompute
 after preemption are one rule. The clock advances by the step-time model.
 
@@ -46,6 +47,17 @@ class EngineConfig:
         if self.encoder_frames == 0:
             return 1 << 30
         return max(1, self.max_num_batched_tokens // self.encoder_frames)
+
+
+def check_fits(trace: pd.DataFrame, config: EngineConfig) -> None:
+    """Fail clearly if some request could never fit in the KV cache on its own."""
+    bs = config.block_size
+    tokens = trace["prompt_tokens"].to_numpy(np.int64) + trace["output_tokens"].to_numpy(np.int64)
+    worst = -(-config.encoder_frames // bs) + -(-tokens // bs)
+    if worst.size and worst.max() > config.kv_capacity_blocks:
+        raise SchedlabError(
+            f"a request needs {int(worst.max())} KV blocks but the engine holds {config.kv_capacity_blocks}"
+        )
 
 
 @dataclass(slots=True)
@@ -93,14 +105,8 @@ class Simulator:
         if np.any(self.output < 1) or np.any(self.prompt < 1):
             raise SchedlabError("every request needs prompt_tokens >= 1 and output_tokens >= 1")
         self.sizes = np.asarray(sizes, dtype=float)
-        bs = config.block_size
-        self.enc_blocks = -(-config.encoder_frames // bs)
-        worst = self.enc_blocks + -(-(self.prompt + self.output) // bs)
-        if worst.size and worst.max() > config.kv_capacity_blocks:
-            raise SchedlabError(
-                f"a request needs {int(worst.max())} KV blocks but the engine holds "
-                f"{config.kv_capacity_blocks}"
-            )
+        self.enc_blocks = -(-config.encoder_frames // config.block_size)
+        check_fits(trace, config)
 
     # -- per-request KV -------------------------------------------------------------------
     def _blocks_for(self, tokens: int) -> int:
@@ -207,10 +213,11 @@ class Simulator:
                     r = job.index
                     if cfg.encoder_frames and enc_left == 0:
                         break
-                    new = min(int(prompt[r] + gen[r]), budget)
-                    need = self._blocks_for(new)
-                    if need > free:
+                    full = int(prompt[r] + gen[r])
+                    if self._blocks_for(full) > free:  # admission needs the whole sequence to fit
                         break
+                    new = min(full, budget)
+                    need = self._blocks_for(new)
                     t0 = clock()
                     policy.pop(now)
                     overhead += clock() - t0

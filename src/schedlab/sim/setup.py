@@ -6,6 +6,7 @@ import time
 
 import pandas as pd
 
+from schedlab.errors import SchedlabError
 from schedlab.estimate import job_sizes
 from schedlab.latency.catalogue import hardware, kv_capacity_blocks, model_arch
 from schedlab.metrics import summarize
@@ -42,12 +43,23 @@ def run_sim(
     *,
     kappa: dict[str, float],
     identity: dict,
+    backend: str = "sim",
+    model: str | None = None,
 ) -> tuple[SimResult, dict]:
-    """Simulate ``trace`` under ``policy``; return the result and its flat summary."""
+    """Simulate ``trace`` under ``policy`` on schedlab's engine (``sim``) or on vLLM's
+    scheduler (``vllm-sim``, which needs the ``model``); return the result and its summary."""
     t0 = time.perf_counter()
-    sizes = job_sizes(trace, kappa)
-    result = Simulator(trace, make_policy(policy), step_time, engine, sizes).run()
-    summary = summarize(result.requests, result.gaps, policy=policy, backend="sim", **identity)
+    if backend == "sim":
+        sizes = job_sizes(trace, kappa)
+        result = Simulator(trace, make_policy(policy), step_time, engine, sizes).run()
+    elif backend == "vllm-sim":
+        from schedlab.backends.vllm_sim import run_vllm_sim
+
+        make_policy(policy)  # fail early on an unknown name
+        result = run_vllm_sim(trace, policy, step_time, engine, model=model, kappa=kappa)
+    else:
+        raise SchedlabError(f"unknown simulation backend {backend!r}; choose sim or vllm-sim")
+    summary = summarize(result.requests, result.gaps, policy=policy, backend=backend, **identity)
     summary["sched_overhead_us_per_req"] = result.sched_overhead_s / max(len(trace), 1) * 1e6
     summary["mean_step_ms"] = result.busy_s / max(result.steps, 1) * 1e3
     summary["peak_kv_blocks"] = result.peak_kv_blocks

@@ -1,0 +1,192 @@
+"""schedlab policies inside vLLM's real v1 Scheduler, and the vllm-sim backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("vllm")
+
+from schedlab.backends.vllm_build import build_scheduler, make_request  # noqa: E402
+from schedlab.backends.vllm_scheduler import PolicyQueue, VllmJob  # noqa: E402
+from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: E402
+from schedlab.policies import make_policy  # noqa: E402
+from schedlab.sim.engine import EngineConfig  # noqa: E402
+from schedlab.sim.setup import engine_config, run_sim  # noqa: E402
+from schedlab.sim.steptime import StepTimeModel  # noqa: E402
+from schedlab.workload.arrivals import arrival_times  # noqa: E402
+from schedlab.workload.asr import asr_trace, librispeech_pool  # noqa: E402
+from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
+
+POLICIES = ("fcfs", "sjf", "hrrn")
+
+
+def _step(sched):
+    """One scheduler step with a synthetic model output; returns (output, finished ids)."""
+    out = sched.schedule()
+    ids = list(out.num_scheduled_tokens)
+    sampled = [[] if sched.requests[r].is_prefill_chunk else [100] for r in ids]
+    res = sched.update_from_output(
+        out, ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=sampled)
+    )
+    return out, {o.request_id for e in res.values() for o in e.outputs if o.finish_reason is not None}
+
+
+# -- the waiting queue ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "policy, expected",
+    [("fcfs", ["a", "b", "c", "d"]), ("sjf", ["c", "a", "d", "b"]), ("hrrn", ["c", "a", "b", "d"])],
+)
+def test_admission_order_follows_the_policy(policy, expected):
+    """One request admitted per step (max_num_seqs grows as requests finish instantly)."""
+    engine = EngineConfig(max_num_seqs=1, max_num_batched_tokens=256, block_size=16, kv_capacity_blocks=64)
+    sched = build_scheduler("tiny-llama", engine, policy=policy, kappa={"en": 1.0})
+    sched.clock = lambda: 10.0
+    # (id, arrival, audio seconds): n_hat = floor(duration) with kappa 1.
+    for rid, arrival, dur in [("a", 0.0, 8.0), ("b", 1.0, 30.0), ("c", 2.0, 2.0), ("d", 9.0, 12.0)]:
+        sched.add_request(make_request(rid, 8, 1, arrival, extra_args={"audio_duration_s": dur, "language": "en"}))
+    order = []
+    for _ in range(50):
+        out, _ = _step(sched)
+        order += [r.req_id for r in out.scheduled_new_reqs]
+        if not sched.has_unfinished_requests():
+            break
+    # HRRN at t=10: a 1+10/8=2.25, b 1+9/30=1.3, c 1+8/2=5, d 1+1/12=1.08 -> c, a, then b vs d.
+    assert order == expected
+
+
+def test_peek_and_pop_agree_when_the_clock_moves():
+    """HRRN's choice flips between t=5.5 and t=6; pop returns what peek showed."""
+    now = {"t": 5.5}
+    queue = PolicyQueue(make_policy("hrrn"), lambda r: r, lambda: now["t"])
+    a, b = VllmJob(0, 0.0, 10.0, None), VllmJob(1, 5.0, 1.0, None)
+    a.request, b.request = a, b  # the queue hands back ``job.request``
+    queue.add_request(a)
+    queue.add_request(b)
+    assert queue.peek_request() is a  # 1.55 vs 1.5
+    now["t"] = 6.0  # now b leads: 1.6 vs 2.0
+    assert queue.pop_request() is a
+    assert queue.pop_request() is b and not queue
+
+
+def test_queue_remove_and_prepend():
+    queue = PolicyQueue(make_policy("sjf"), lambda r: r, lambda: 0.0)
+    jobs = [VllmJob(i, float(i), float(s), None) for i, s in enumerate([5, 3, 9])]
+    for j in jobs:
+        j.request = j
+        queue.add_request(j)
+    queue.remove_requests([jobs[1]])
+    assert len(queue) == 2 and set(queue) == {jobs[0], jobs[2]}
+    queue.prepend_requests([jobs[1]])
+    assert [queue.pop_request() for _ in range(3)] == [jobs[1], jobs[0], jobs[2]]
+
+
+# -- victims ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("policy, victim", [("fcfs", "c"), ("sjf", "a"), ("hrrn", "b")])
+def test_preemption_victim_is_the_policys(policy, victim):
+    """Three running requests outgrow a 6-block pool at their 33rd token.
+
+    At t=2: sizes a=30, b=20, c=1; ratios a=1+2/30=1.067, b=1+1/20=1.05, c=1+0.1/1=1.1.
+    FCFS evicts the newest admitted (c), SJF the largest (a), HRRN the lowest ratio (b).
+    """
+    engine = EngineConfig(max_num_seqs=3, max_num_batched_tokens=64, block_size=16, kv_capacity_blocks=6)
+    sched = build_scheduler("tiny-llama", engine, policy=policy, kappa={"en": 1.0})
+    sched.clock = lambda: 2.0
+    for rid, arrival, dur in [("a", 0.0, 30.0), ("b", 1.0, 20.0), ("c", 1.9, 1.0)]:
+        sched.add_request(make_request(rid, 16, 100, arrival, extra_args={"audio_duration_s": dur}))
+    preempted = set()
+    for _ in range(40):
+        out, _ = _step(sched)
+        preempted |= set(out.preempted_req_ids)
+        if preempted:
+            break
+    assert preempted == {victim}
+
+
+def test_head_of_line_request_waits_until_it_fits():
+    """A waiting request whose whole sequence does not fit is not admitted, nor overtaken."""
+    engine = EngineConfig(max_num_seqs=4, max_num_batched_tokens=512, block_size=16, kv_capacity_blocks=9)
+    sched = build_scheduler("tiny-llama", engine, policy="fcfs", kappa={})
+    sched.add_request(make_request("big", 96, 40, 0.0))  # 6 blocks, grows to all 9
+    sched.add_request(make_request("bigger", 64, 2, 0.1))  # 4 blocks: 3 are free beside it
+    sched.add_request(make_request("small", 8, 2, 0.2))  # 1 block would fit, but waits its turn
+    admitted = []
+    for _ in range(200):
+        out, _ = _step(sched)
+        admitted += [r.req_id for r in out.scheduled_new_reqs]
+        if len(admitted) == 1:
+            assert len(sched.waiting) == 2
+        if not sched.has_unfinished_requests():
+            break
+    assert admitted == ["big", "bigger", "small"]
+
+
+# -- vllm-sim against sim ------------------------------------------------------------------
+def _toy_trace():
+    return pd.DataFrame(
+        {
+            "request_id": [0, 1, 2],
+            "arrival_s": [0.0, 0.0, 0.0],
+            "prompt_tokens": [1, 1, 1],
+            "output_tokens": [40, 20, 10],
+            "audio_duration_s": [8.0, 4.0, 2.0],
+            "language": "en",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "policy, finish", [("fcfs", [9, 14, 17]), ("sjf", [17, 8, 3]), ("hrrn", [9, 17, 12])]
+)
+def test_vllm_scheduler_reproduces_the_toy_example(policy, finish):
+    """Paper A's toy through vLLM's scheduler with Whisper's encoder path: exact times."""
+    step = StepTimeModel(intercept=0.0, n_encoder=1.0, n_prefill_tokens=0.2, n_decode=0.2)
+    engine = engine_config("A100-40GB", "whisper-tiny", max_num_seqs=1, max_num_batched_tokens=2048)
+    res = run_vllm_sim(_toy_trace(), policy, step, engine, model="whisper-tiny", kappa={"en": 5.0})
+    np.testing.assert_allclose(res.requests["finish_s"], finish, atol=1e-9)
+
+
+def _whisper_trace(rate, n, seed=0):
+    rng = np.random.default_rng(seed)
+    dur = np.clip(rng.lognormal(1.8, 0.6, 400), 1.3, 35.0)
+    utts = pd.DataFrame({"duration_s": dur, "output_tokens": np.maximum(1, np.round(3 * dur)).astype(int)})
+    arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), n_requests=n)
+    return asr_trace(librispeech_pool(utts), arrivals, rng=np.random.default_rng([seed, 1]))
+
+
+WHISPER_STEP = StepTimeModel(intercept=0.0012, n_encoder=0.045, n_prefill_tokens=0.0013, n_decode=0.00015, ctx_tokens=1e-7)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_vllm_sim_equals_sim_on_whisper(policy):
+    """Same trace, policy and step model: identical per-request times, up to overload."""
+    trace = _whisper_trace(rate=25.0, n=250)
+    engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
+    kw = dict(kappa={"en": 3.0}, identity={})
+    sim = run_sim(trace, policy, WHISPER_STEP, engine, **kw)[0].requests
+    vs = run_sim(trace, policy, WHISPER_STEP, engine, backend="vllm-sim", model="whisper-large-v3", **kw)[0].requests
+    for col in ("first_scheduled_s", "first_token_s", "finish_s"):
+        np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "hrrn"])
+def test_vllm_sim_equals_sim_under_kv_pressure(policy):
+    """Decoder-only, chunked prefill, a pool small enough for dozens of preemptions."""
+    rng = np.random.default_rng(3)
+    n = 150
+    trace = pd.DataFrame(
+        {
+            "request_id": np.arange(n),
+            "arrival_s": arrival_times(20.0, rng=rng, n_requests=n),
+            "prompt_tokens": rng.integers(16, 600, n),
+            "output_tokens": rng.integers(4, 200, n),
+        }
+    )
+    step = StepTimeModel(intercept=0.004, n_prefill_tokens=2e-5, n_decode=1e-4, ctx_tokens=1e-7)
+    engine = EngineConfig(max_num_seqs=32, max_num_batched_tokens=512, block_size=16, kv_capacity_blocks=250)
+    sim = run_sim(trace, policy, step, engine, kappa={}, identity={})[0].requests
+    vs = run_sim(trace, policy, step, engine, kappa={}, identity={}, backend="vllm-sim", model="tiny-llama")[0].requests
+    assert sim["preemptions"].sum() > 10
+    np.testing.assert_array_equal(vs["preemptions"], sim["preemptions"])
+    np.testing.assert_allclose(vs["finish_s"], sim["finish_s"], rtol=1e-9)
