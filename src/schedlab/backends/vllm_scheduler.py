@@ -36,6 +36,24 @@ class VllmJob:
     request: Request
 
 
+def step_composition(sched, out) -> tuple[int, int, int, int]:
+    """``(n_encoder, n_prefill_tokens, n_decode, ctx_tokens)`` of a step just scheduled.
+
+    A decode is one token that completes a request's known tokens after its first output;
+    ``schedule()`` has already advanced ``num_computed_tokens``, so a decode's context is it.
+    """
+    n_pre = n_dec = ctx = 0
+    for rid, k in out.num_scheduled_tokens.items():
+        r = sched.requests[rid]
+        if k == 1 and r.num_output_tokens >= 1 and r.num_computed_tokens == r.num_tokens:
+            n_dec += 1
+            ctx += r.num_computed_tokens
+        else:
+            n_pre += k
+    n_enc = sum(len(v) for v in out.scheduled_encoder_inputs.values())
+    return n_enc, n_pre, n_dec, ctx
+
+
 class PolicyQueue(RequestQueue):
     """vLLM's ``RequestQueue`` over a schedlab policy.
 
@@ -125,7 +143,10 @@ class SchedlabMixin:
             ranked = sorted(self.running, key=lambda r: key(self._job(r), now))
             for rank, request in enumerate(ranked):
                 request.priority = rank
-        return super().schedule(*args, **kwargs)
+        # Read by in-process drivers (vllm-sim, engine replay, profiling).
+        self.last_output = super().schedule(*args, **kwargs)
+        self.last_composition = step_composition(self, self.last_output)
+        return self.last_output
 
 
 class SchedlabScheduler(SchedlabMixin, Scheduler):

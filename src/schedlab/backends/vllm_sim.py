@@ -83,16 +83,7 @@ def run_vllm_sim(
             raise SchedlabError("vLLM scheduler stalled with requests left")
         for new in out.scheduled_new_reqs:
             log.scheduled(index[new.req_id], now)
-        n_pre = n_dec = ctx = 0
-        for rid, k in out.num_scheduled_tokens.items():
-            r = sched.requests[rid]
-            if k == 1 and r.num_output_tokens >= 1 and r.num_tokens - (r.num_computed_tokens - 1) == 1:
-                n_dec += 1
-                ctx += r.num_computed_tokens
-            else:
-                n_pre += k
-        n_enc = sum(len(v) for v in out.scheduled_encoder_inputs.values())
-        dt = float(step_time(n_enc, n_pre, n_dec, ctx))
+        dt = float(step_time(*sched.last_composition))
         peak = max(peak, capacity - pool.get_num_free_blocks())
         clock["now"] = now + dt
         busy += dt

