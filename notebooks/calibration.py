@@ -18,6 +18,8 @@
 # fitted by OLS (statsmodels) on a profile table. Two profile sources appear here:
 # - `torch`: a random-initialised Whisper (architecture from its `config.json`, no weights)
 #   timed on this machine's CPU: encoder passes and single decoder steps over batch and context;
+# - `vllm`: steps of a real vLLM engine (CPU build, dummy weights of a small Llama) over batch
+#   sizes and prompt lengths, each step's composition read from vLLM's scheduler;
 # - `roofline`: analytical step times of each model on the paper's hardware (A100 40 GB).
 #
 # The roofline is then calibrated on paper A's FCFS baseline only.
@@ -37,7 +39,7 @@ import pandas as pd
 import seaborn as sns
 
 from schedlab.fit.steptime import predict
-from schedlab.report import save_figure
+from schedlab.report import FIDELITY_METRICS, fidelity_errors, save_figure, speed_ratio
 from schedlab.sim.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -45,7 +47,7 @@ R = Path(results_dir)
 fits, profiles = {}, {}
 for path in sorted((R / "fit" / "steptime").glob("*/*/*.json")):
     source, hw, model = path.parts[-3], path.parts[-2], path.stem
-    if source in ("roofline", "torch"):
+    if source in ("roofline", "torch", "vllm"):
         fits[(source, hw, model)] = StepTimeModel.load(path)
         profiles[(source, hw, model)] = pd.read_parquet(R / "profile" / source / hw / f"{model}.parquet")
 
@@ -134,3 +136,43 @@ sns.lineplot(data=steps, x="decodes", y="ms", hue="model", ax=ax)
 ax.set(title="step with one new clip + n decodes (context 30)", ylabel="step time (ms)")
 save_figure(fig, figures_dir, "calibrated_vs_roofline")
 plt.show()
+
+# %% [markdown]
+# ## Fidelity: the same traces and policies on `sim`, `vllm-sim` and a real vLLM engine
+# - **Paper A workloads** (whisper-large-v3, calibrated A100): `sim` against `vllm-sim`, vLLM's
+#   own scheduler and KV manager driven by the same step-time model, at loads up to ~85% of
+#   saturation. Differences here are differences of scheduling semantics alone.
+# - **The CPU engine**: `sim` and `vllm-sim` with step times fitted to the `vllm` profile above,
+#   against the real engine replaying the same trace in real time. Differences here add the
+#   step-time model's error and everything a real engine does that the model leaves out.
+
+# %%
+fid = pd.read_parquet(R / "summary" / "fidelity.parquet")
+engine_model = fid.loc[fid["backend"] == "vllm", "model"].iloc[0]
+sched_err = fidelity_errors(fid[fid["model"] != engine_model], "vllm-sim", "sim")
+print("sim vs vllm-sim on paper A workloads (% error):")
+display(sched_err[FIDELITY_METRICS].round(3))
+worst = sched_err[["p50_ttft_ms", "p50_e2el_ms"]].abs().max().max()
+print(f"largest |error| of median TTFT/E2EL: {worst:.3f}% (target: within 5%)")
+
+# %%
+engine_rows = fid[fid["model"] == engine_model]
+errs = pd.concat([fidelity_errors(engine_rows, "vllm", c) for c in ("sim", "vllm-sim")])
+long = errs.reset_index().melt(["workload", "model", "policy", "rate", "seed", "reference", "candidate"],
+                               value_vars=FIDELITY_METRICS, var_name="metric", value_name="error_pct")
+g = sns.relplot(data=long, x="rate", y="error_pct", hue="candidate", style="policy", col="metric",
+                kind="line", marker="o", col_wrap=3, height=2.8, aspect=1.2, facet_kws={"sharey": False})
+for ax in g.axes.flat:
+    ax.axhline(0, color="grey", lw=0.8)
+g.set_axis_labels("offered rate (req/s)", "% error vs real engine")
+save_figure(g.figure, figures_dir, "fidelity_vs_engine")
+plt.show()
+thr = engine_rows.pivot_table(index=["policy", "rate"], columns="backend", values="throughput_rps")
+display(thr.round(2))
+p50 = errs[errs["candidate"] == "sim"]["p50_e2el_ms"]
+print(f"sim vs real CPU engine, P50 E2EL: |error| up to {p50.abs().max():.1f}% (target: within 10%)")
+
+# %%
+ratio = speed_ratio(fid)
+display(ratio.describe().to_frame().T.round(1))
+print(f"sim is {ratio.median():.0f}x faster than vllm-sim on the same runs (median; target >= 20x)")

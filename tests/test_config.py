@@ -149,11 +149,23 @@ def _write(tmp_path, cfg) -> Path:
 def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     r = _dry_run("--config", f"results={tmp_path / 'results'}")
     assert r.returncode == 0, r.output[-3000:]
-    asr = config["asr"]
-    expected = sum(len(e["rates"]) for e in asr["experiments"].values()) * len(asr["policies"]) * len(config["seeds"])
-    m = re.search(r"^simulate\s+(\d+)\s*$", r.output, re.M)
-    assert m, r.output[-3000:]
-    assert int(m.group(1)) == expected
+    asr, fid, seeds = config["asr"], config["fidelity"], config["seeds"]
+    # Simulated runs as (backend, experiment, policy, rate, seed): the paper A sweep on sim,
+    # the fidelity points on sim and vllm-sim, and the engine fidelity runs on both simulators.
+    runs = {
+        ("sim", name, p, r, s)
+        for name, e in asr["experiments"].items() for p in asr["policies"] for r in e["rates"] for s in seeds
+    }
+    runs |= {
+        (b, fid["asr"]["experiment"], p, r, s)
+        for b in ("sim", "vllm-sim") for p in fid["policies"] for r in fid["asr"]["rates"] for s in seeds
+    }
+    engine = {(p, r, s) for p in fid["policies"] for r in fid["engine"]["rates"] for s in seeds}
+    runs |= {(b, "fidelity-engine", *k) for b in ("sim", "vllm-sim") for k in engine}
+    for rule, expected in (("simulate", len(runs)), ("vllm_run", len(engine))):
+        m = re.search(rf"^{rule}\s+(\d+)\s*$", r.output, re.M)
+        assert m, r.output[-3000:]
+        assert int(m.group(1)) == expected, rule
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
 
 

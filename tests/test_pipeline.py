@@ -1,4 +1,5 @@
-"""A tiny end-to-end Snakemake run: data -> profile -> fit -> calibrate -> runs -> papermill."""
+"""A tiny end-to-end Snakemake run: data -> profile (roofline, real vLLM engine) -> fit ->
+calibrate -> runs on sim, vllm-sim and vllm -> papermill renders."""
 
 from __future__ import annotations
 
@@ -48,6 +49,12 @@ def _tiny_config(results: Path) -> dict:
         "uniform": {"kind": "uniform", "duration_s": 10, "clips_per_duration": 5},
         "burst": {"kind": "librispeech", "n_requests": 60},
         "librispeech-500": {"kind": "librispeech", "n_requests": 60},
+        "librispeech-short": {"kind": "librispeech", "duration_s": 3},
+    }
+    config["fidelity"] = {
+        "policies": ["fcfs"],
+        "asr": {"experiment": "librispeech", "rates": [2]},
+        "engine": {"workload": "librispeech-short", "rates": [5]},
     }
     for name, rates in {"librispeech": [2, 25], "uniform": [5, 30], "burst": [float("inf")], "medium": [15, 25]}.items():
         asr["experiments"][name]["rates"] = rates
@@ -91,6 +98,8 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     assert set(summary["policy"]) == {"fcfs", "sjf", "hrrn"}
     assert len(summary) == 3 * (2 + 2 + 1 + 2)
     assert (summary["completed"] == summary["arrived"]).all()
+    fidelity = pd.read_parquet(results / "summary" / "fidelity.parquet")
+    assert set(fidelity["backend"]) == {"sim", "vllm-sim", "vllm"}
     cal = json.loads((results / "fit" / "calibration" / "A100-40GB.json").read_text())["meta"]["calibration"]
     assert cal["achieved"]["saturation_rps"] == pytest.approx(cal["targets"]["saturation_rps"], rel=0.01)
     assert not list(results.rglob("*.tmp"))

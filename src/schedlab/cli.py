@@ -48,17 +48,29 @@ def _read_json(path: str) -> dict:
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine")
-    g.add_argument("--hardware", required=True, help="catalogue name, e.g. A100-40GB")
+    g.add_argument("--hardware", required=True, help="catalogue name, e.g. A100-40GB, or a label with --kv-capacity-blocks")
     g.add_argument("--model", required=True, help="model architecture, e.g. whisper-large-v3")
     g.add_argument("--max-num-seqs", type=_positive_int, default=256)
     g.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192)
     g.add_argument("--block-size", type=_positive_int, default=16)
     g.add_argument("--gpu-memory-utilization", type=_positive, default=0.95)
+    g.add_argument("--kv-capacity-blocks", type=_positive_int,
+                   help="KV blocks of a measured engine, instead of deriving them from --hardware")
 
 
 def _engine(args):
+    from schedlab.latency.catalogue import model_arch
+    from schedlab.sim.engine import EngineConfig
     from schedlab.sim.setup import engine_config
 
+    if args.kv_capacity_blocks:
+        return EngineConfig(
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            block_size=args.block_size,
+            kv_capacity_blocks=args.kv_capacity_blocks,
+            encoder_frames=model_arch(args.model).encoder_frames,
+        )
     return engine_config(
         args.hardware,
         args.model,

@@ -61,3 +61,24 @@ def asr_findings(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         [(c, float(v), bool(ok)) for c, v, ok in checks], columns=["claim", "value_pct", "holds"]
     ).assign(rate=top)
+
+
+FIDELITY_METRICS = ["p50_ttft_ms", "p90_ttft_ms", "p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]
+
+
+def fidelity_errors(summary: pd.DataFrame, reference: str, candidate: str) -> pd.DataFrame:
+    """Relative error (%) of ``candidate`` against ``reference`` for every run both made
+    (same workload, model, policy, rate and seed), one column per metric."""
+    keys = ["workload", "model", "policy", "rate", "seed"]
+    ref = summary[summary["backend"] == reference].set_index(keys)[FIDELITY_METRICS]
+    cand = summary[summary["backend"] == candidate].set_index(keys)[FIDELITY_METRICS]
+    both = ref.index.intersection(cand.index)
+    err = (cand.loc[both] / ref.loc[both] - 1) * 100
+    return err.sort_index().assign(reference=reference, candidate=candidate)
+
+
+def speed_ratio(summary: pd.DataFrame, fast: str = "sim", slow: str = "vllm-sim") -> pd.Series:
+    """Wall time of ``slow`` over ``fast`` on the same runs."""
+    keys = ["workload", "model", "policy", "rate", "seed"]
+    wall = summary.pivot_table(index=keys, columns="backend", values="wall_s")
+    return (wall[slow] / wall[fast]).dropna().rename(f"{slow} / {fast} wall time")

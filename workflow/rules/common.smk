@@ -1,33 +1,14 @@
-# Helpers shared by the rules: paths, sweep expansion, cross-checks of the config.
+# Helpers shared by the rules: the experiment registry, paths, sweep expansion, config checks.
 import math
 
+from schedlab.backends import BACKENDS
 from schedlab.latency.catalogue import hardware_names, model_names
 from schedlab.policies import POLICIES
 
 R = config["results"]
 ASR = config["asr"]
-
-
-def _check_config():
-    """Cross-references the JSON schema cannot express, as one-line errors."""
-    problems = []
-    if ASR["hardware"] not in hardware_names():
-        problems.append(f"asr.hardware {ASR['hardware']!r} is not in the catalogue ({', '.join(hardware_names())})")
-    for name, exp in ASR["experiments"].items():
-        if exp["workload"] not in ASR["workloads"]:
-            problems.append(f"experiment {name!r}: unknown workload {exp['workload']!r}")
-        if exp["model"] not in model_names():
-            problems.append(f"experiment {name!r}: unknown model {exp['model']!r} ({', '.join(model_names())})")
-    for p in ASR["policies"]:
-        if p not in POLICIES:
-            problems.append(f"unknown policy {p!r}")
-    if ASR["calibration"]["model"] not in model_names():
-        problems.append(f"asr.calibration.model {ASR['calibration']['model']!r} is not a known model")
-    if problems:
-        raise ValueError("config.yaml: " + "; ".join(problems))
-
-
-_check_config()
+VLLM = config["vllm"]
+FID = config["fidelity"]
 
 
 def rate_label(rate):
@@ -35,6 +16,48 @@ def rate_label(rate):
     if math.isinf(rate):
         return "inf"
     return str(int(rate)) if float(rate).is_integer() else str(rate)
+
+
+def _experiments():
+    """name -> {workload, model, rates, steptime}: every run the pipeline knows how to make.
+
+    Paper A's experiments use the roofline calibrated to the paper's hardware; the real-engine
+    experiments (reduced paper A sweep, fidelity) use the fit of the local engine's profile.
+    """
+    calibrated = lambda model: f"{R}/fit/steptime/calibrated/{ASR['hardware']}/{model}.json"
+    engine_fit = f"{R}/fit/steptime/vllm/local/{VLLM['model']}.json"
+    exps = {name: {**e, "steptime": calibrated(e["model"])} for name, e in ASR["experiments"].items()}
+    for name, e in VLLM["reduced_experiments"].items():
+        exps[f"{name}-engine"] = {**e, "model": VLLM["model"], "steptime": engine_fit}
+    exps["fidelity-engine"] = {**FID["engine"], "model": VLLM["model"], "steptime": engine_fit}
+    return exps
+
+
+EXPERIMENTS = _experiments()
+
+
+def _check_config():
+    """Cross-references the JSON schema cannot express, as one-line errors."""
+    problems = []
+    if ASR["hardware"] not in hardware_names():
+        problems.append(f"asr.hardware {ASR['hardware']!r} is not in the catalogue ({', '.join(hardware_names())})")
+    for name, exp in EXPERIMENTS.items():
+        if exp["workload"] not in ASR["workloads"]:
+            problems.append(f"experiment {name!r}: unknown workload {exp['workload']!r}")
+        if exp["model"] not in model_names():
+            problems.append(f"experiment {name!r}: unknown model {exp['model']!r} ({', '.join(model_names())})")
+    for p in ASR["policies"] + FID["policies"]:
+        if p not in POLICIES:
+            problems.append(f"unknown policy {p!r}")
+    if ASR["calibration"]["model"] not in model_names():
+        problems.append(f"asr.calibration.model {ASR['calibration']['model']!r} is not a known model")
+    if FID["asr"]["experiment"] not in ASR["experiments"]:
+        problems.append(f"fidelity.asr.experiment {FID['asr']['experiment']!r} is not in asr.experiments")
+    if problems:
+        raise ValueError("config.yaml: " + "; ".join(problems))
+
+
+_check_config()
 
 
 def engine_flags():
@@ -45,6 +68,20 @@ def engine_flags():
     )
 
 
+def simulate_flags(experiment):
+    """Engine flags of a simulated run: paper hardware, or the local vLLM engine's limits."""
+    if EXPERIMENTS[experiment]["steptime"].startswith(f"{R}/fit/steptime/vllm/"):
+        from schedlab.backends.vllm_engine import EngineSpec, cpu_kv_capacity_blocks
+
+        spec = EngineSpec(model=VLLM["model"], kv_cache_gib=VLLM["kv_cache_gib"])
+        return (
+            f"--hardware vllm-{VLLM['device']} --max-num-seqs {VLLM['max_num_seqs']} "
+            f"--max-num-batched-tokens {VLLM['max_num_batched_tokens']} --block-size {spec.block_size} "
+            f"--kv-capacity-blocks {cpu_kv_capacity_blocks(spec)}"
+        )
+    return f"--hardware {ASR['hardware']} {engine_flags()}"
+
+
 def workload_flags(name):
     """`schedlab workload` flags of a configured workload."""
     flags = {"kind": "--kind", "duration_s": "--duration-s", "n_requests": "--n-requests",
@@ -52,16 +89,38 @@ def workload_flags(name):
     return " ".join(f"{flags[k]} {v}" for k, v in ASR["workloads"][name].items())
 
 
-def run_summaries(backend=None):
-    """Every (experiment, policy, rate, seed) summary of the ASR sweep."""
-    backend = backend or config["backend"]
+def run_path(backend, experiment, policy, rate, seed, ext="json"):
+    return f"{R}/runs/{backend}/{experiment}/{policy}/rate{rate_label(rate)}_seed{seed}.{ext}"
+
+
+def sweep(backend, experiments, policies):
+    """Summaries of every (experiment, policy, rate, seed) on ``backend``."""
     return [
-        f"{R}/runs/{backend}/{name}/{policy}/rate{rate_label(rate)}_seed{seed}.json"
-        for name, exp in ASR["experiments"].items()
-        for policy in ASR["policies"]
-        for rate in exp["rates"]
+        run_path(backend, name, policy, rate, seed)
+        for name in experiments
+        for policy in policies
+        for rate in EXPERIMENTS[name]["rates"]
         for seed in config["seeds"]
     ]
+
+
+def asr_sweep(backend):
+    """Paper A's sweep on ``backend``: full scale on the simulators, reduced on the engine."""
+    names = [f"{n}-engine" for n in VLLM["reduced_experiments"]] if backend == "vllm" else list(ASR["experiments"])
+    return sweep(backend, names, ASR["policies"])
+
+
+def fidelity_runs():
+    """The same traces and policies on every backend (see the calibration notebook)."""
+    asr = FID["asr"]["experiment"]
+    runs = [
+        run_path(b, asr, p, r, s)
+        for b in ("sim", "vllm-sim")
+        for p in FID["policies"]
+        for r in FID["asr"]["rates"]
+        for s in config["seeds"]
+    ]
+    return runs + [f for b in BACKENDS for f in sweep(b, ["fidelity-engine"], FID["policies"])]
 
 
 def notebook_outputs(name):

@@ -23,7 +23,7 @@ rule fit_steptime:
     log:
         f"{R}/logs/fit/steptime/{{source}}/{{hardware}}/{{model}}.log",
     wildcard_constraints:
-        source="roofline|torch",
+        source="roofline|torch|vllm",
     conda:
         "../../envs/cpu.yaml"
     shell:

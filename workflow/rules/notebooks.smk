@@ -16,10 +16,10 @@ def notebook_inputs(name):
             **common,
             "roofline": [f"{R}/fit/steptime/roofline/{hw}/{m}.json" for m in models],
             "torch": [f"{R}/fit/steptime/torch/local/{m}.json" for m in torch_models],
-            "profiles": [f"{R}/profile/roofline/{hw}/{m}.parquet" for m in models]
-            + [f"{R}/profile/torch/local/{m}.parquet" for m in torch_models],
+            "vllm": f"{R}/fit/steptime/vllm/local/{VLLM['model']}.json",
+            "fidelity": rules.collect_fidelity.output[0],
         }
-    return {**common, "summary": rules.collect_asr.output[0]}
+    return {**common, "summary": f"{R}/summary/asr_{config['backend']}.parquet"}
 
 
 rule notebook:
@@ -33,6 +33,7 @@ rule notebook:
         f"{R}/logs/notebooks/{{name}}.log",
     params:
         results=R,
+        backend=config["backend"],
         tmp=lambda w: f"{R}/notebooks/.{w.name}.source.ipynb",
     wildcard_constraints:
         name="calibration|asr_duration",
@@ -41,6 +42,6 @@ rule notebook:
     shell:
         "(jupytext --to ipynb --set-kernel python3 -o {params.tmp} {input.source}"
         " && papermill {params.tmp} {output.ipynb} -k python3 --no-progress-bar"
-        " -p results_dir {params.results} -p figures_dir {output.figures}"
+        " -p results_dir {params.results} -p figures_dir {output.figures} -p backend {params.backend}"
         " && jupyter nbconvert --to html --output-dir $(dirname {output.html}) {output.ipynb}"
         " && rm -f {params.tmp}) > {log} 2>&1"

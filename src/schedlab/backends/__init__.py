@@ -1,2 +1,5 @@
 """Backends beyond the built-in simulator: vLLM's real scheduler on a virtual clock
 (``vllm-sim``) and a real vLLM engine (``vllm``), sharing schedlab's policies."""
+
+#: schedlab's own engine; vLLM's real scheduler on a virtual clock; a real vLLM engine.
+BACKENDS = ("sim", "vllm-sim", "vllm")

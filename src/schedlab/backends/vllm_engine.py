@@ -45,12 +45,21 @@ class EngineSpec:
         return 32 if self.device == "cpu" else 16
 
 
+def cpu_kv_capacity_blocks(spec: EngineSpec) -> int:
+    """Usable KV blocks the CPU engine makes of ``kv_cache_gib`` (one block is vLLM's null block)."""
+    per_block = spec.block_size * model_arch(spec.model).kv_bytes_per_token
+    return int(spec.kv_cache_gib * 2**30 // per_block) - 1
+
+
 def start_engine(spec: EngineSpec, *, policy: str, kappa: dict[str, float]):
     """An in-process ``vllm.LLM`` whose scheduler runs ``policy``."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if spec.device == "cpu":
         os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(spec.kv_cache_gib)
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
+        # vLLM serves with one torch thread unless OMP_NUM_THREADS says otherwise; job runners
+        # (Snakemake sets it to a job's threads) would silently change the engine's speed.
+        os.environ.pop("OMP_NUM_THREADS", None)
     from vllm import LLM
 
     arch = model_arch(spec.model)
@@ -87,8 +96,13 @@ def _index(request_id: str) -> int:
     return int(request_id.split("-", 1)[0])
 
 
-def replay(llm, trace: pd.DataFrame) -> SimResult:
-    """Submit ``trace`` at its arrival offsets (from now) and step the engine until done."""
+def replay(llm, trace: pd.DataFrame, on_step=None) -> SimResult:
+    """Submit ``trace`` at its arrival offsets (from now) and step the engine until done.
+
+    ``on_step(composition, seconds)``, if given, sees every step's composition (as in
+    :data:`schedlab.contracts.STEP_FEATURES`) and its period (the wall time from the end of
+    the previous step, so request submission and output handling are included).
+    """
     from vllm import SamplingParams
 
     engine = llm.llm_engine
@@ -104,6 +118,7 @@ def replay(llm, trace: pd.DataFrame) -> SimResult:
     nxt = steps = 0
     busy = 0.0
     wall0, mono0 = time.time(), time.monotonic()
+    idle = True  # no step ran since the engine last sat idle
     while nxt < n or engine.has_unfinished_requests():
         now = time.monotonic() - mono0
         while nxt < n and arrival[nxt] <= now:
@@ -118,12 +133,19 @@ def replay(llm, trace: pd.DataFrame) -> SimResult:
             nxt += 1
         if not engine.has_unfinished_requests():
             time.sleep(max(0.0, min(arrival[nxt] - now, 0.05)))
+            idle = True
             continue
         start = time.monotonic() - mono0
         outputs = engine.step()
         end = time.monotonic() - mono0
-        busy += end - start
+        # A step's period runs from the previous step's end (or from its own start after an
+        # idle spell): it includes submitting requests and handling outputs, as serving does.
+        period = end - (start if idle else prev_end)
+        prev_end, idle = end, False
+        busy += period
         steps += 1
+        if on_step is not None:
+            on_step(sched.last_composition, period)
         for new in sched.last_output.scheduled_new_reqs:
             log.scheduled(_index(new.req_id), start)
         for rid in sched.last_output.preempted_req_ids:

@@ -1,57 +1,62 @@
-"""The ``vllm`` profile source: timed steps of a real vLLM engine.
+"""The ``vllm`` profile source: timed steps of a real vLLM engine while it serves.
 
-For every (batch size, prompt length) of the grid, that many requests are submitted together
-and the engine is stepped until they finish; each step's composition (prefill tokens, decodes
-and their context, as the scheduler scheduled it) and wall time becomes a profile row. The
-steps mix prefill chunks and decodes as real serving does, and the fit stage regresses them.
+A profiling trace (random prompt and output lengths, Poisson arrivals at several rates from
+light load to overload) is replayed through the engine in real time, and every step's
+composition (prefill tokens, decodes and their context, as vLLM's scheduler scheduled them)
+and wall time becomes a profile row. Steps are timed under the same conditions as a served
+workload (requests arriving between steps, mixed prefill and decode batches), which an offline
+grid of isolated batches misses.
 """
 
 from __future__ import annotations
 
+import os
 import platform
-import time
 
+import numpy as np
 import pandas as pd
 
-from schedlab.backends.vllm_engine import EngineSpec, scheduler_of, start_engine
+from schedlab.backends.vllm_engine import EngineSpec, replay, start_engine
 from schedlab.contracts import PROFILE_COLUMNS
+from schedlab.workload.arrivals import arrival_times
 
 
 def device_label(spec: EngineSpec) -> str:
     if spec.device == "cpu":
-        import os
-
         return f"cpu-{os.cpu_count()}c-{platform.machine()}"
     import torch
 
     return torch.cuda.get_device_name(spec.device).replace(" ", "-")
 
 
+def profiling_trace(rate: float, duration_s: float, *, seed: int, max_prompt: int = 256, max_output: int = 64):
+    """Poisson arrivals of requests with uniform random prompt and output lengths."""
+    rng = np.random.default_rng([seed, int(rate * 1000)])
+    arrival = arrival_times(rate, rng=rng, duration_s=duration_s)
+    n = len(arrival)
+    return pd.DataFrame(
+        {
+            "request_id": np.arange(n),
+            "arrival_s": arrival,
+            "prompt_tokens": rng.integers(4, max_prompt + 1, n),
+            "output_tokens": rng.integers(2, max_output + 1, n),
+        }
+    )
+
+
 def profile(
     spec: EngineSpec,
     *,
-    batch_sizes=(1, 2, 4, 8, 16, 32),
-    prompt_lengths=(16, 64, 256),
-    output_tokens: int = 16,
+    rates=(5.0, 10.0, 20.0, 40.0),
+    duration_s: float = 5.0,
+    seed: int = 0,
     warmup_steps: int = 3,
 ) -> pd.DataFrame:
-    """Profile table (``source="vllm"``) of the engine's steps over the grid."""
-    from vllm import SamplingParams
-
+    """Profile table (``source="vllm"``) of the engine's steps over the profiling traces."""
     llm = start_engine(spec, policy="fcfs", kappa={})
-    engine, sched = llm.llm_engine, scheduler_of(llm)
-    params = SamplingParams(max_tokens=output_tokens, ignore_eos=True, detokenize=False)
-    rows = []
-    n = 0
-    for b in batch_sizes:
-        for p in prompt_lengths:
-            for _ in range(b):
-                engine.add_request(f"{n}", {"prompt_token_ids": [100 + k % 1000 for k in range(p)]}, params)
-                n += 1
-            while engine.has_unfinished_requests():
-                start = time.perf_counter()
-                engine.step()
-                rows.append((*sched.last_composition, time.perf_counter() - start))
+    rows: list[tuple] = []
+    for rate in rates:
+        replay(llm, profiling_trace(rate, duration_s, seed=seed), on_step=lambda c, t: rows.append((*c, t)))
     out = pd.DataFrame(rows[warmup_steps:], columns=list(PROFILE_COLUMNS[3:]))
     out.insert(0, "source", "vllm")
     out.insert(1, "hardware", device_label(spec))
