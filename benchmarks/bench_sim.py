@@ -23,7 +23,6 @@ STEP = StepTimeModel(
     intercept=0.006, n_encoder=0.031, n_prefill_tokens=0.0009, n_decode=0.00066, ctx_tokens=4e-7
 )
 KAPPA = {"en": 3.0}
-MAX_TOKENS = 444
 
 
 def librispeech_like_pool(seed: int = 0, n: int = 2620) -> pd.DataFrame:
@@ -55,7 +54,7 @@ def run(trace, policy, engine, sizes):
 def test_full_librispeech_run_25rps_300s(benchmark, engine, policy):
     trace = trace_for(25.0, duration_s=300.0)
     assert 7000 < len(trace) < 8000
-    sizes = job_sizes(trace, KAPPA, MAX_TOKENS)
+    sizes = job_sizes(trace, KAPPA)
     result = benchmark.pedantic(run, args=(trace, policy, engine, sizes), rounds=3, iterations=1)
     assert result.requests["finish_s"].notna().all()
     best = benchmark.stats.stats.min
@@ -69,7 +68,7 @@ def test_cost_grows_at_most_linearly_with_run_size(benchmark, engine, policy):
     the waiting queue grows with the run): time per request may rise by at most 1.5x."""
     sizes_n = (1000, 2000, 4000, 8000)
     traces = {n: trace_for(25.0, n_requests=n) for n in sizes_n}
-    jobs = {n: job_sizes(t, KAPPA, MAX_TOKENS) for n, t in traces.items()}
+    jobs = {n: job_sizes(t, KAPPA) for n, t in traces.items()}
 
     def sweep():
         per_request = {}

@@ -1,0 +1,35 @@
+"""sim against vllm-sim on the same run: the speed ratio (target: sim at least 20x faster).
+
+Run with ``pytest benchmarks/bench_backends.py --benchmark-only``. Both backends give the
+same per-request times on these runs (tests/test_vllm_scheduler.py checks that).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from bench_sim import KAPPA, STEP, trace_for  # noqa: E402
+
+from schedlab.sim.setup import engine_config, run_sim  # noqa: E402
+
+
+@pytest.mark.parametrize("rate", [10.0, 25.0])
+def test_sim_vs_vllm_sim_speed_ratio(benchmark, rate):
+    trace = trace_for(rate, duration_s=120.0)
+    engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
+
+    def wall(backend):
+        t0 = time.perf_counter()
+        run_sim(trace, "sjf", STEP, engine, kappa=KAPPA, identity={}, backend=backend, model="whisper-large-v3")
+        return time.perf_counter() - t0
+
+    wall("vllm-sim")  # import and warm-up outside the measurement
+    slow = wall("vllm-sim")
+    fast = benchmark.pedantic(wall, args=("sim",), rounds=3, iterations=1)
+    ratio = slow / fast
+    print(f"\n{len(trace)} requests at {rate} req/s: vllm-sim {slow:.2f} s, sim {fast:.3f} s, ratio {ratio:.0f}x")
+    assert ratio >= 20
