@@ -14,6 +14,7 @@ import pytest
 from schedlab.contracts import RESULT_COLUMNS, SUMMARY_KEYS
 from schedlab.errors import SchedlabError
 from schedlab.estimate import job_sizes
+from schedlab.examples import TOY_STEP, toy_trace
 from schedlab.io import write_json, write_parquet
 from schedlab.metrics import summarize
 from schedlab.policies import make_policy
@@ -66,22 +67,7 @@ def random_trace(n: int, rate: float, seed: int) -> tuple[pd.DataFrame, np.ndarr
 
 
 # -- paper A's toy example ------------------------------------------------------------------
-TOY_STEP = StepTimeModel(intercept=0.0, n_encoder=1.0, n_prefill_tokens=0.2, n_decode=0.2)
 TOY_ENGINE = EngineConfig(max_num_seqs=1, encoder_frames=1, block_size=16)
-
-
-def toy_trace() -> pd.DataFrame:
-    # kappa = 5 tokens per second of audio: 8, 4, 2 s -> 40, 20, 10 tokens
-    return pd.DataFrame(
-        {
-            "request_id": [0, 1, 2],
-            "arrival_s": [0.0, 0.0, 0.0],
-            "prompt_tokens": [1, 1, 1],
-            "output_tokens": [40, 20, 10],
-            "audio_duration_s": [8.0, 4.0, 2.0],
-            "language": "en",
-        }
-    )
 
 
 # Each request costs 1 s of encoder + 0.2 s per generated token (the one-token prefill step

@@ -11,6 +11,7 @@ pytest.importorskip("vllm")
 from schedlab.backends.vllm_build import build_scheduler, make_request  # noqa: E402
 from schedlab.backends.vllm_scheduler import PolicyQueue, VllmJob  # noqa: E402
 from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: E402
+from schedlab.examples import TOY_KAPPA, TOY_STEP, toy_trace  # noqa: E402
 from schedlab.policies import make_policy  # noqa: E402
 from schedlab.sim.engine import EngineConfig  # noqa: E402
 from schedlab.sim.setup import engine_config, run_sim  # noqa: E402
@@ -123,27 +124,13 @@ def test_head_of_line_request_waits_until_it_fits():
 
 
 # -- vllm-sim against sim ------------------------------------------------------------------
-def _toy_trace():
-    return pd.DataFrame(
-        {
-            "request_id": [0, 1, 2],
-            "arrival_s": [0.0, 0.0, 0.0],
-            "prompt_tokens": [1, 1, 1],
-            "output_tokens": [40, 20, 10],
-            "audio_duration_s": [8.0, 4.0, 2.0],
-            "language": "en",
-        }
-    )
-
-
 @pytest.mark.parametrize(
     "policy, finish", [("fcfs", [9, 14, 17]), ("sjf", [17, 8, 3]), ("hrrn", [9, 17, 12])]
 )
 def test_vllm_scheduler_reproduces_the_toy_example(policy, finish):
     """Paper A's toy through vLLM's scheduler with Whisper's encoder path: exact times."""
-    step = StepTimeModel(intercept=0.0, n_encoder=1.0, n_prefill_tokens=0.2, n_decode=0.2)
     engine = engine_config("A100-40GB", "whisper-tiny", max_num_seqs=1, max_num_batched_tokens=2048)
-    res = run_vllm_sim(_toy_trace(), policy, step, engine, model="whisper-tiny", kappa={"en": 5.0})
+    res = run_vllm_sim(toy_trace(), policy, TOY_STEP, engine, model="whisper-tiny", kappa={"en": TOY_KAPPA})
     np.testing.assert_allclose(res.requests["finish_s"], finish, atol=1e-9)
 
 

@@ -278,6 +278,18 @@ def cmd_vllm_run(args) -> None:
 
 
 # -- parser -------------------------------------------------------------------------------
+def _run_args(p: argparse.ArgumentParser) -> None:
+    """One run's trace, policy, identity and outputs (simulate, vllm-run)."""
+    p.add_argument("--trace", required=True)
+    p.add_argument("--policy", required=True, help="fcfs, sjf or hrrn")
+    p.add_argument("--kappa", help="kappa JSON; without it every job's size is its max_tokens (output length)")
+    p.add_argument("--workload", default="custom", help="name recorded in the summary")
+    p.add_argument("--rate", type=_positive, default=float("nan"), help="recorded in the summary")
+    p.add_argument("--seed", type=int, default=0, help="recorded in the summary")
+    p.add_argument("--out-results", required=True)
+    p.add_argument("--out-summary", required=True)
+
+
 def _vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
     g = p.add_argument_group("vLLM engine (vllm source/backend)")
     if device:
@@ -352,28 +364,14 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="one simulated run (schedlab's engine, or vLLM's scheduler)")
     s.add_argument("--backend", choices=("sim", "vllm-sim"), default="sim",
                    help="sim: schedlab's engine; vllm-sim: vLLM's real scheduler on a virtual clock")
-    s.add_argument("--trace", required=True)
-    s.add_argument("--policy", required=True, help="fcfs, sjf or hrrn")
+    _run_args(s)
     s.add_argument("--steptime", required=True, help="step-time JSON from `schedlab fit`")
-    s.add_argument("--kappa", help="kappa JSON; without it every job's size is its max_tokens (output length)")
     _engine_args(s)
-    s.add_argument("--workload", default="custom", help="name recorded in the summary")
-    s.add_argument("--rate", type=_positive, default=float("nan"), help="recorded in the summary")
-    s.add_argument("--seed", type=int, default=0, help="recorded in the summary")
-    s.add_argument("--out-results", required=True)
-    s.add_argument("--out-summary", required=True)
     s.set_defaults(func=cmd_simulate)
     v = sub.add_parser("vllm-run", help="replay a trace through a real vLLM engine (dummy weights)")
-    v.add_argument("--trace", required=True)
-    v.add_argument("--policy", required=True, help="fcfs, sjf or hrrn")
+    _run_args(v)
     v.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
-    v.add_argument("--kappa", help="kappa JSON for duration-based job sizes")
     _vllm_engine_args(v, device=True)
-    v.add_argument("--workload", default="custom", help="name recorded in the summary")
-    v.add_argument("--rate", type=_positive, default=float("nan"), help="recorded in the summary")
-    v.add_argument("--seed", type=int, default=0, help="recorded in the summary")
-    v.add_argument("--out-results", required=True)
-    v.add_argument("--out-summary", required=True)
     v.set_defaults(func=cmd_vllm_run)
 
     c = sub.add_parser("collect", help="gather run summaries (JSON) into one parquet table")
