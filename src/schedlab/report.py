@@ -32,6 +32,8 @@ def select(summary: pd.DataFrame, workload: str, model: str) -> pd.DataFrame:
 
 def pct_change_vs(table: pd.DataFrame, metrics: list[str], baseline: str = "fcfs") -> pd.DataFrame:
     """100 * (policy - baseline) / baseline per rate; negative is better for latencies."""
+    if table.empty:
+        return table[metrics]
     base = table.xs(baseline, level="policy")[metrics]
     out = table[metrics].div(base, level="rate").sub(1).mul(100)
     return out.drop(index=baseline, level="policy")
