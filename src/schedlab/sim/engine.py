@@ -171,6 +171,18 @@ class Simulator:
             sched: dict[int, int] = {}
             preempted = False
             i = 0
+            # Fast path: every running request gets all it needs within the token and KV
+            # budgets, so the per-request pass below (which may preempt) has nothing to decide.
+            if run_arr.size:
+                want = prompt[run_arr] + gen[run_arr] - computed[run_arr]
+                grow = self.enc_blocks + -(-(computed[run_arr] + want) // cfg.block_size) - blocks[run_arr]
+                total_want, total_grow = int(want.sum()), int(grow.sum())
+                if total_want <= budget and total_grow <= free:
+                    free -= total_grow
+                    blocks[run_arr] += grow
+                    budget -= total_want
+                    sched = dict(zip(running, want.tolist()))
+                    i = len(running)
             while i < len(running) and budget > 0:
                 r = running[i]
                 new = min(int(prompt[r] + gen[r] - computed[r]), budget)
@@ -250,7 +262,8 @@ class Simulator:
             emits = idx[computed[idx] == prompt[idx] + gen[idx]]
             log.tokens(emits, now)
             gen[emits] += 1
-            running, done, free = self._retire(running, gen, output, log.finish, now, blocks, free, done)
+            if (gen[emits] >= output[emits]).any():
+                running, done, free = self._retire(running, gen, output, log.finish, now, blocks, free, done)
 
         return SimResult(
             requests=log.frame(),
