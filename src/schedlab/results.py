@@ -34,16 +34,16 @@ class RequestLog:
 
     def tokens(self, idx, t: float) -> None:
         """Each request in ``idx`` emitted one token at time ``t``."""
-        idx = np.atleast_1d(idx)
-        prev = self.last_tok[idx]
-        had = ~np.isnan(prev)
-        if had.any():
-            g = t - prev[had]
-            self.gaps.add(g)
-            self.max_gap[idx[had]] = np.maximum(self.max_gap[idx[had]], g)
-            self.sum_gap[idx[had]] += g
-        self.first_tok[idx[~had]] = t
-        self.last_tok[idx] = t
+        emitted = idx = np.atleast_1d(idx)
+        g = t - self.last_tok[idx]  # NaN for a first token
+        first = np.isnan(g)
+        if first.any():
+            self.first_tok[idx[first]] = t
+            idx, g = idx[~first], g[~first]
+        self.gaps.add(g)
+        self.max_gap[idx] = np.maximum(self.max_gap[idx], g)
+        self.sum_gap[idx] += g
+        self.last_tok[emitted] = t
 
     def frame(self) -> pd.DataFrame:
         """The per-request results table of the contract (see :mod:`schedlab.contracts`)."""
