@@ -22,6 +22,7 @@ from schedlab.sim.engine import EngineConfig, Simulator
 from schedlab.sim.setup import engine_config, run_sim
 from schedlab.sim.steptime import StepTimeModel
 from schedlab.workload.arrivals import arrival_times
+from schedlab.workload.synthetic import random_lengths_trace
 from schedlab.workload.asr import asr_trace, librispeech_pool
 
 POLICY_NAMES = ("fcfs", "sjf", "hrrn")
@@ -241,14 +242,7 @@ def test_busy_time_is_the_sum_of_step_costs_without_preemption(encoder_frames):
     closed form in the trace and the number of steps."""
     rng = np.random.default_rng(11)
     n = 300
-    trace = pd.DataFrame(
-        {
-            "request_id": np.arange(n),
-            "arrival_s": arrival_times(6.0, rng=rng, n_requests=n),
-            "prompt_tokens": rng.integers(1, 300, n),
-            "output_tokens": rng.integers(1, 120, n),
-        }
-    )
+    trace = random_lengths_trace(arrival_times(6.0, rng=rng, n_requests=n), rng=rng, prompt=(1, 300), output=(1, 120))
     step = StepTimeModel(intercept=0.003, n_encoder=0.02, n_prefill_tokens=1e-4, n_decode=5e-4, ctx_tokens=1e-6)
     cfg = EngineConfig(max_num_seqs=16, max_num_batched_tokens=128, encoder_frames=encoder_frames)
     for policy in POLICY_NAMES:

@@ -16,7 +16,8 @@ from schedlab.policies import make_policy  # noqa: E402
 from schedlab.sim.engine import EngineConfig  # noqa: E402
 from schedlab.sim.setup import engine_config, run_sim  # noqa: E402
 from schedlab.sim.steptime import StepTimeModel  # noqa: E402
-from schedlab.workload.arrivals import arrival_times  # noqa: E402
+from schedlab.workload.arrivals import arrival_times
+from schedlab.workload.synthetic import random_lengths_trace  # noqa: E402
 from schedlab.workload.asr import asr_trace, librispeech_pool  # noqa: E402
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 
@@ -162,14 +163,7 @@ def test_vllm_sim_equals_sim_under_kv_pressure(policy):
     """Decoder-only, chunked prefill, a pool small enough for dozens of preemptions."""
     rng = np.random.default_rng(3)
     n = 150
-    trace = pd.DataFrame(
-        {
-            "request_id": np.arange(n),
-            "arrival_s": arrival_times(20.0, rng=rng, n_requests=n),
-            "prompt_tokens": rng.integers(16, 600, n),
-            "output_tokens": rng.integers(4, 200, n),
-        }
-    )
+    trace = random_lengths_trace(arrival_times(20.0, rng=rng, n_requests=n), rng=rng, prompt=(16, 600), output=(4, 200))
     step = StepTimeModel(intercept=0.004, n_prefill_tokens=2e-5, n_decode=1e-4, ctx_tokens=1e-7)
     engine = EngineConfig(max_num_seqs=32, max_num_batched_tokens=512, block_size=16, kv_capacity_blocks=250)
     sim = run_sim(trace, policy, step, engine, kappa={}, identity={})[0].requests

@@ -19,6 +19,7 @@ import pandas as pd
 from schedlab.backends.vllm_engine import EngineSpec, replay, start_engine
 from schedlab.contracts import PROFILE_COLUMNS
 from schedlab.workload.arrivals import arrival_times
+from schedlab.workload.synthetic import random_lengths_trace
 
 
 def device_label(spec: EngineSpec) -> str:
@@ -32,16 +33,8 @@ def device_label(spec: EngineSpec) -> str:
 def profiling_trace(rate: float, duration_s: float, *, seed: int, max_prompt: int = 256, max_output: int = 64):
     """Poisson arrivals of requests with uniform random prompt and output lengths."""
     rng = np.random.default_rng([seed, int(rate * 1000)])
-    arrival = arrival_times(rate, rng=rng, duration_s=duration_s)
-    n = len(arrival)
-    return pd.DataFrame(
-        {
-            "request_id": np.arange(n),
-            "arrival_s": arrival,
-            "prompt_tokens": rng.integers(4, max_prompt + 1, n),
-            "output_tokens": rng.integers(2, max_output + 1, n),
-        }
-    )
+    arrivals = arrival_times(rate, rng=rng, duration_s=duration_s)
+    return random_lengths_trace(arrivals, rng=rng, prompt=(4, max_prompt + 1), output=(2, max_output + 1))
 
 
 def profile(
