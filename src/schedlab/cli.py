@@ -59,18 +59,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def _engine(args):
-    from schedlab.latency.catalogue import model_arch
-    from schedlab.sim.engine import EngineConfig
     from schedlab.sim.setup import engine_config
 
-    if args.kv_capacity_blocks:
-        return EngineConfig(
-            max_num_seqs=args.max_num_seqs,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            block_size=args.block_size,
-            kv_capacity_blocks=args.kv_capacity_blocks,
-            encoder_frames=model_arch(args.model).encoder_frames,
-        )
     return engine_config(
         args.hardware,
         args.model,
@@ -78,6 +68,7 @@ def _engine(args):
         max_num_batched_tokens=args.max_num_batched_tokens,
         block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization,
+        kv_blocks=args.kv_capacity_blocks,
     )
 
 
@@ -85,7 +76,6 @@ def _kappa(path: str) -> dict[str, float]:
     from schedlab.fit.kappa import kappas
 
     return kappas(_read_json(path))
-
 
 
 # -- data ---------------------------------------------------------------------------------

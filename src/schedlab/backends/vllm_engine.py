@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from schedlab.estimate import size_hints
 from schedlab.latency.catalogue import model_arch, model_dir
 from schedlab.results import RequestLog
 from schedlab.sim.engine import SimResult
@@ -111,8 +112,7 @@ def replay(llm, trace: pd.DataFrame, on_step=None) -> SimResult:
     prompt = trace["prompt_tokens"].to_numpy(np.int64)
     output = trace["output_tokens"].to_numpy(np.int64)
     n = len(trace)
-    dur = trace["audio_duration_s"].to_numpy(float) if "audio_duration_s" in trace else np.full(n, np.nan)
-    lang = trace["language"].to_numpy() if "language" in trace else np.full(n, "en")
+    hints = size_hints(trace)
     log = RequestLog(trace)
     seen = np.zeros(n, dtype=np.int64)
     nxt = steps = 0
@@ -122,11 +122,8 @@ def replay(llm, trace: pd.DataFrame, on_step=None) -> SimResult:
     while nxt < n or engine.has_unfinished_requests():
         now = time.monotonic() - mono0
         while nxt < n and arrival[nxt] <= now:
-            xargs = {"language": str(lang[nxt])}
-            if np.isfinite(dur[nxt]):
-                xargs["audio_duration_s"] = float(dur[nxt])
             params = SamplingParams(
-                max_tokens=int(output[nxt]), ignore_eos=True, detokenize=False, extra_args=xargs
+                max_tokens=int(output[nxt]), ignore_eos=True, detokenize=False, extra_args=hints[nxt]
             )
             ids = [100 + (k % 1000) for k in range(int(prompt[nxt]))]
             engine.add_request(str(nxt), {"prompt_token_ids": ids}, params, arrival_time=wall0 + arrival[nxt])

@@ -16,6 +16,7 @@ from vllm.v1.outputs import ModelRunnerOutput
 
 from schedlab.backends.vllm_build import build_scheduler, make_request
 from schedlab.errors import SchedlabError
+from schedlab.estimate import size_hints
 from schedlab.latency.catalogue import model_arch
 from schedlab.results import RequestLog
 from schedlab.sim.engine import EngineConfig, SimResult, check_fits
@@ -46,11 +47,9 @@ def run_vllm_sim(
     visible = arrival + step_time.frontend_s
     prompt = trace["prompt_tokens"].to_numpy(np.int64)
     output = trace["output_tokens"].to_numpy(np.int64)
-    dur = trace["audio_duration_s"].to_numpy(float) if "audio_duration_s" in trace else np.full(n, np.nan)
-    lang = trace["language"].to_numpy() if "language" in trace else np.full(n, "en")
+    hints = size_hints(trace)
     log = RequestLog(trace)
-    index: dict[str, int] = {}
-    requests = {}
+    requests = []
     nxt = steps = 0
     busy = 0.0
     peak = 0
@@ -59,16 +58,11 @@ def run_vllm_sim(
     while nxt < n or sched.has_unfinished_requests():
         now = clock["now"]
         while nxt < n and visible[nxt] <= now:
-            xargs = {"language": str(lang[nxt])}
-            if np.isfinite(dur[nxt]):
-                xargs["audio_duration_s"] = float(dur[nxt])
-            rid = str(nxt)
             req = make_request(
-                rid, int(prompt[nxt]), int(output[nxt]), float(arrival[nxt]),
-                encoder_frames=arch.encoder_frames, extra_args=xargs,
+                str(nxt), int(prompt[nxt]), int(output[nxt]), float(arrival[nxt]),
+                encoder_frames=arch.encoder_frames, extra_args=hints[nxt],
             )
-            index[rid] = nxt
-            requests[rid] = req
+            requests.append(req)
             sched.add_request(req)
             nxt += 1
         if not sched.has_unfinished_requests():
@@ -82,14 +76,14 @@ def run_vllm_sim(
                 continue
             raise SchedlabError("vLLM scheduler stalled with requests left")
         for new in out.scheduled_new_reqs:
-            log.scheduled(index[new.req_id], now)
+            log.scheduled(int(new.req_id), now)
         dt = float(step_time(*sched.last_composition))
         peak = max(peak, capacity - pool.get_num_free_blocks())
         clock["now"] = now + dt
         busy += dt
         steps += 1
         sampled = [[] if sched.requests[rid].is_prefill_chunk else [TOKEN] for rid in ids]
-        emitted = np.array([index[rid] for rid, s in zip(ids, sampled) if s], dtype=np.int64)
+        emitted = np.array([int(rid) for rid, s in zip(ids, sampled) if s], dtype=np.int64)
         log.tokens(emitted, clock["now"])
         result = sched.update_from_output(
             out,
@@ -97,8 +91,8 @@ def run_vllm_sim(
         )
         for o in (o for e in result.values() for o in e.outputs):
             if o.finish_reason is not None:
-                log.finish[index[o.request_id]] = clock["now"]
-    log.preemptions[:] = [requests[str(i)].num_preemptions for i in range(n)]
+                log.finish[int(o.request_id)] = clock["now"]
+    log.preemptions[:] = [r.num_preemptions for r in requests]
     return SimResult(
         requests=log.frame(),
         gaps=log.gaps,

@@ -23,14 +23,18 @@ def engine_config(
     max_num_batched_tokens: int = 8192,
     block_size: int = 16,
     gpu_memory_utilization: float = 0.95,
+    kv_blocks: int | None = None,
 ) -> EngineConfig:
-    """KV capacity from the hardware's memory and the model's weights and KV size."""
-    hw, arch = hardware(hardware_name), model_arch(model_name)
+    """KV capacity from the hardware's memory and the model's weights and KV size, unless
+    ``kv_blocks`` gives a measured engine's capacity (then ``hardware_name`` is only a label)."""
+    arch = model_arch(model_name)
+    if kv_blocks is None:
+        kv_blocks = kv_capacity_blocks(hardware(hardware_name), arch, gpu_memory_utilization, block_size)
     return EngineConfig(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         block_size=block_size,
-        kv_capacity_blocks=kv_capacity_blocks(hw, arch, gpu_memory_utilization, block_size),
+        kv_capacity_blocks=kv_blocks,
         encoder_frames=arch.encoder_frames,
     )
 
