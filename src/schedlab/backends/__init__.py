@@ -3,3 +3,8 @@
 
 #: schedlab's own engine; vLLM's real scheduler on a virtual clock; a real vLLM engine.
 BACKENDS = ("sim", "vllm-sim", "vllm")
+
+
+def placeholder_prompt(n: int) -> list[int]:
+    """Token ids standing in for an ``n``-token prompt (only lengths matter to timing)."""
+    return [100 + (k % 1000) for k in range(n)]

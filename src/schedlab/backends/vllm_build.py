@@ -28,6 +28,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
+from schedlab.backends import placeholder_prompt  # noqa: E402
 from schedlab.backends.vllm_scheduler import SchedlabScheduler  # noqa: E402
 from schedlab.latency.catalogue import model_arch, model_dir  # noqa: E402
 from schedlab.sim.engine import EngineConfig  # noqa: E402
@@ -138,7 +139,7 @@ def make_request(
     params = SamplingParams(max_tokens=output_tokens, ignore_eos=True, extra_args=extra_args or {})
     return Request(
         request_id=request_id,
-        prompt_token_ids=[100 + (k % 1000) for k in range(prompt_tokens)],
+        prompt_token_ids=placeholder_prompt(prompt_tokens),
         sampling_params=params,
         pooling_params=None,
         arrival_time=arrival_s,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from schedlab.backends import placeholder_prompt
 from schedlab.estimate import size_hints
 from schedlab.latency.catalogue import model_arch, model_dir
 from schedlab.results import RequestLog
@@ -125,8 +126,8 @@ def replay(llm, trace: pd.DataFrame, on_step=None) -> SimResult:
             params = SamplingParams(
                 max_tokens=int(output[nxt]), ignore_eos=True, detokenize=False, extra_args=hints[nxt]
             )
-            ids = [100 + (k % 1000) for k in range(int(prompt[nxt]))]
-            engine.add_request(str(nxt), {"prompt_token_ids": ids}, params, arrival_time=wall0 + arrival[nxt])
+            prompt_ids = {"prompt_token_ids": placeholder_prompt(int(prompt[nxt]))}
+            engine.add_request(str(nxt), prompt_ids, params, arrival_time=wall0 + arrival[nxt])
             nxt += 1
         if not engine.has_unfinished_requests():
             time.sleep(max(0.0, min(arrival[nxt] - now, 0.05)))

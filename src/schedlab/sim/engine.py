@@ -109,7 +109,8 @@ class Simulator:
         check_fits(trace, config)
 
     # -- per-request KV -------------------------------------------------------------------
-    def _blocks_for(self, tokens: int) -> int:
+    def _blocks_for(self, tokens):
+        """KV blocks (cross-attention included) that hold ``tokens`` decoder tokens; vectorises."""
         return self.enc_blocks + -(-tokens // self.cfg.block_size)
 
     def run(self) -> SimResult:
@@ -175,7 +176,7 @@ class Simulator:
             # budgets, so the per-request pass below (which may preempt) has nothing to decide.
             if run_arr.size:
                 want = prompt[run_arr] + gen[run_arr] - computed[run_arr]
-                grow = self.enc_blocks + -(-(computed[run_arr] + want) // cfg.block_size) - blocks[run_arr]
+                grow = self._blocks_for(computed[run_arr] + want) - blocks[run_arr]
                 total_want, total_grow = int(want.sum()), int(grow.sum())
                 if total_want <= budget and total_grow <= free:
                     free -= total_grow
