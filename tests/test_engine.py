@@ -424,13 +424,13 @@ def test_fast_forward_matches_step_by_step(policy, case, monkeypatch):
     stretches = []  # (steps taken, whether the KV limit cut the stretch)
     real_stretch = Simulator._stretch
 
-    def counting_stretch(self, run_arr, computed, blocks, gen, output, free, now, nxt):
-        k, dts = real_stretch(self, run_arr, computed, blocks, gen, output, free, now, nxt)
-        to_completion = int((output[run_arr] - gen[run_arr]).min())
+    def counting_stretch(self, run_arr, base, gen_r, blocks_r, output, free, now, nxt):
+        out = real_stretch(self, run_arr, base, gen_r, blocks_r, output, free, now, nxt)
+        to_completion = int((output[run_arr] - gen_r).min())
         bs = self.cfg.block_size
-        more = -(-(computed[run_arr] + to_completion) // bs) - (blocks[run_arr] - self.enc_blocks)
-        stretches.append((k, int(more.sum()) > free))
-        return k, dts
+        more = -(-(base + to_completion) // bs) - (blocks_r - self.enc_blocks)
+        stretches.append((out[0], int(more.sum()) > free))
+        return out
 
     monkeypatch.setattr(Simulator, "_stretch", counting_stretch)
     fast = simulate(trace, policy, CALIBRATED, cfg, sizes)

@@ -33,8 +33,8 @@ class RequestLog:
         self.first_sched[fresh] = t
 
     def tokens(self, idx, t: float) -> None:
-        """Each request in ``idx`` emitted one token at time ``t``."""
-        emitted = idx = np.atleast_1d(idx)
+        """Each request in the index array ``idx`` emitted one token at time ``t``."""
+        emitted = idx
         g = t - self.last_tok[idx]  # NaN for a first token
         first = np.isnan(g)
         if first.any():

@@ -145,26 +145,27 @@ class Simulator:
                 continue
 
             run_arr = np.fromiter(running, dtype=np.int64, count=len(running))
-            if self._steady(run_arr, computed, gen, prompt, len(policy)):
-                k, dts = self._stretch(run_arr, computed, blocks, gen, output, free, now, nxt)
+            gen_r, comp_r = gen[run_arr], computed[run_arr]
+            want = prompt[run_arr] + gen_r - comp_r
+            if self._steady(run_arr.size, gen_r, want, len(policy)):
+                k, dts, ends, new_blocks = self._stretch(run_arr, comp_r, gen_r, blocks[run_arr], output, free, now, nxt)
                 if k >= 2:
-                    ends = now + np.cumsum(dts)
                     first_gap = ends[0] - last_tok[run_arr]
                     gaps.add(first_gap)
-                    gaps.add_repeated(dts[1:], len(run_arr))
+                    gaps.add_repeated(dts[1:], run_arr.size)
                     max_gap[run_arr] = np.maximum(max_gap[run_arr], np.maximum(first_gap, dts[1:].max()))
                     sum_gap[run_arr] += first_gap + dts[1:].sum()
-                    new_blocks = np.array([self._blocks_for(computed[r] + k) for r in running])
                     free -= int(new_blocks.sum() - blocks[run_arr].sum())
                     blocks[run_arr] = new_blocks
                     peak = max(peak, cfg.kv_capacity_blocks - free)
-                    computed[run_arr] += k
-                    gen[run_arr] += k
-                    busy += float(dts.sum())
+                    computed[run_arr] = comp_r + k
+                    gen[run_arr] = gen_r + k
                     now = float(ends[-1])
+                    busy += float(dts.sum())
                     last_tok[run_arr] = now
                     steps += k
-                    running, done, free = self._retire(running, gen, output, log.finish, now, blocks, free, done)
+                    if k == int((output[run_arr] - gen_r).min()):
+                        running, done, free = self._retire(running, gen, output, log.finish, now, blocks, free, done)
                     continue
 
             # -- one scheduler step ---------------------------------------------------------
@@ -175,8 +176,7 @@ class Simulator:
             # Fast path: every running request gets all it needs within the token and KV
             # budgets, so the per-request pass below (which may preempt) has nothing to decide.
             if run_arr.size:
-                want = prompt[run_arr] + gen[run_arr] - computed[run_arr]
-                grow = self._blocks_for(computed[run_arr] + want) - blocks[run_arr]
+                grow = self._blocks_for(comp_r + want) - blocks[run_arr]
                 total_want, total_grow = int(want.sum()), int(grow.sum())
                 if total_want <= budget and total_grow <= free:
                     free -= total_grow
@@ -252,15 +252,17 @@ class Simulator:
             peak = max(peak, cfg.kv_capacity_blocks - free)
             idx = np.fromiter(sched.keys(), dtype=np.int64, count=len(sched))
             num = np.fromiter(sched.values(), dtype=np.int64, count=len(sched))
-            is_decode = (num == 1) & (gen[idx] >= 1) & (prompt[idx] + gen[idx] - computed[idx] == 1)
-            n_dec = int(is_decode.sum())
-            ctx = int((computed[idx][is_decode] + 1).sum())
-            dt = float(step_time(n_enc, int(num[~is_decode].sum()), n_dec, ctx))
+            gen_i, comp_i, seq_i = gen[idx], computed[idx], prompt[idx] + gen[idx]
+            is_decode = (num == 1) & (gen_i >= 1) & (seq_i - comp_i == 1)
+            n_dec = int(np.count_nonzero(is_decode))
+            ctx = int(comp_i[is_decode].sum()) + n_dec
+            dt = float(step_time(n_enc, int(num.sum()) - n_dec, n_dec, ctx))
             now += dt
             busy += dt
             steps += 1
-            computed[idx] += num
-            emits = idx[computed[idx] == prompt[idx] + gen[idx]]
+            comp_i += num
+            computed[idx] = comp_i
+            emits = idx[comp_i == seq_i]
             log.tokens(emits, now)
             gen[emits] += 1
             if (gen[emits] >= output[emits]).any():
@@ -277,20 +279,20 @@ class Simulator:
         )
 
     # -- helpers --------------------------------------------------------------------------
-    def _steady(self, run_arr, computed, gen, prompt, n_waiting) -> bool:
+    def _steady(self, n_running, gen_r, want, n_waiting) -> bool:
         """True when every running request decodes and no waiting request can join."""
-        if run_arr.size == 0 or run_arr.size > self.cfg.max_num_batched_tokens:
+        if n_running == 0 or n_running > self.cfg.max_num_batched_tokens:
             return False
-        if n_waiting and run_arr.size < self.cfg.max_num_seqs:
+        if n_waiting and n_running < self.cfg.max_num_seqs:
             return False
-        return bool(np.all((gen[run_arr] >= 1) & (prompt[run_arr] + gen[run_arr] - computed[run_arr] == 1)))
+        return bool(((gen_r >= 1) & (want == 1)).all())
 
-    def _stretch(self, run_arr, computed, blocks, gen, output, free, now, nxt):
-        """Steps that can run back to back, and their durations."""
-        k = int((output[run_arr] - gen[run_arr]).min())
-        base = computed[run_arr]
+    def _stretch(self, run_arr, base, gen_r, blocks_r, output, free, now, nxt):
+        """Steps that can run back to back: their count, durations, end times, and the
+        running requests' KV blocks after them."""
+        k = int((output[run_arr] - gen_r).min())
         bs = self.cfg.block_size
-        dec_blocks = blocks[run_arr] - self.enc_blocks
+        dec_blocks = blocks_r - self.enc_blocks
 
         def extra(steps: int) -> int:
             return int((-(-(base + steps) // bs) - dec_blocks).sum())
@@ -302,16 +304,16 @@ class Simulator:
                 lo, hi = (mid, hi) if extra(mid) <= free else (lo, mid - 1)
             k = lo
         if k < 2:
-            return k, None
+            return k, None, None, None
         n_dec = run_arr.size
-        ctx0 = int((base + 1).sum())
+        ctx0 = int(base.sum()) + n_dec
         dts = np.asarray(self.step_time(0, 0, n_dec, ctx0 + n_dec * np.arange(k)), dtype=float)
+        ends = now + np.cumsum(dts)
         if nxt < len(self.arrival) and n_dec < self.cfg.max_num_seqs:
-            ends = now + np.cumsum(dts)
             stop = int(np.searchsorted(ends, self.visible[nxt])) + 1
             if stop < k:
-                k, dts = stop, dts[:stop]
-        return k, dts
+                k, dts, ends = stop, dts[:stop], ends[:stop]
+        return k, dts, ends, self._blocks_for(base + k)
 
     def _retire(self, running, gen, output, finish, now, blocks, free, done):
         """Remove finished requests, freeing their KV blocks."""
