@@ -1,4 +1,4 @@
-"""``schedlab`` command line: data, workload, profile, fit, simulate, collect."""
+"""``schedlab`` command line: data, workload, profile, fit, simulate, collect, vllm-run, slosa."""
 
 from __future__ import annotations
 
@@ -368,6 +368,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("summaries", nargs="+")
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_collect)
+
+    from schedlab.slo.cli import add_commands
+
+    add_commands(sub)
     return p
 
 

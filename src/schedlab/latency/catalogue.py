@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -56,16 +57,20 @@ def hardware_names() -> list[str]:
 
 
 def hardware(name: str) -> Hardware:
-    """Look up ``name`` in ``assets/hardware.yaml``."""
+    """Look up ``name`` in ``assets/hardware.yaml``; ``"<n>x<name>"`` (e.g. ``2xV100-32GB``)
+    is ``n`` devices in tensor parallel, modelled as ``n`` times the compute, bandwidth and
+    memory (communication costs are left to the calibrated efficiencies)."""
     table = _hardware_table()
-    if name not in table:
-        raise SchedlabError(f"unknown hardware {name!r}; known: {', '.join(hardware_names())}")
-    row = table[name]
+    match = re.fullmatch(r"([1-9][0-9]*)x(.+)", name)
+    n, base = (int(match.group(1)), match.group(2)) if match else (1, name)
+    if base not in table:
+        raise SchedlabError(f"unknown hardware {name!r}; known: {', '.join(hardware_names())} (or <n>x<name>)")
+    row = table[base]
     return Hardware(
         name=name,
-        peak_flops=float(row["peak_tflops"]) * 1e12,
-        mem_bw=float(row["mem_bw_gbs"]) * 1e9,
-        mem_bytes=float(row["mem_gb"]) * 2**30,
+        peak_flops=n * float(row["peak_tflops"]) * 1e12,
+        mem_bw=n * float(row["mem_bw_gbs"]) * 1e9,
+        mem_bytes=n * float(row["mem_gb"]) * 2**30,
     )
 
 

@@ -1,0 +1,154 @@
+"""Paper D's latency predictor: prefill and per-token decode time as bilinear functions of
+batch size ``b`` and length ``l``, fitted by OLS with the ``b*l`` interaction term.
+
+``t_p(b, l) = a*b*l + beta*b + g*l + d`` for a batch of ``b`` prompts of ``l`` tokens, and
+``tau_d(b, la)`` (same form) for one decode step at accumulated length ``la``. Decoding ``o``
+tokens takes ``t_d = sum_{k=1..o} tau_d(b, l + k)``, summed in closed form. Times in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import statsmodels.formula.api as smf
+from scipy.optimize import brentq
+
+from schedlab.errors import SchedlabError
+from schedlab.io import write_json
+from schedlab.latency.catalogue import Hardware, ModelArch
+from schedlab.latency.predictor_profile import PHASES, PREDICTOR_PROFILE_COLUMNS, roofline_profile
+
+TERMS = ("a", "beta", "g", "d")
+#: statsmodels parameter names of the terms, for ``time ~ batch * length``.
+_PARAMS = {"a": "batch:length", "beta": "batch", "g": "length", "d": "Intercept"}
+
+
+@dataclass(frozen=True)
+class PhaseModel:
+    """``a*b*l + beta*b + g*l + d`` seconds."""
+
+    a: float
+    beta: float
+    g: float
+    d: float
+
+    def __call__(self, b, l):
+        return self.a * b * l + self.beta * b + self.g * l + self.d
+
+
+@dataclass(frozen=True)
+class LatencyPredictor:
+    prefill: PhaseModel
+    decode: PhaseModel
+    meta: dict = field(default_factory=dict, compare=False)
+
+    def ttft(self, b, l):
+        return self.prefill(b, l)
+
+    def decode_time(self, b, l, o):
+        """``sum_{k=1..o} tau_d(b, l + k)`` in closed form; vectorises."""
+        m = self.decode
+        return o * m(b, l) + (m.a * b + m.g) * o * (o + 1) / 2.0
+
+    def e2e(self, b, l, o):
+        return self.ttft(b, l) + self.decode_time(b, l, o)
+
+    def scaled(self, factors: dict[str, float]) -> "LatencyPredictor":
+        """Coefficients multiplied by ``factors`` keyed ``prefill.a`` .. ``decode.d`` (others 1)."""
+        phases = {
+            p: PhaseModel(**{t: getattr(getattr(self, p), t) * factors.get(f"{p}.{t}", 1.0) for t in TERMS})
+            for p in PHASES
+        }
+        return replace(self, **phases)
+
+    def coefficients_ms(self) -> pd.DataFrame:
+        """One row per (phase, term), in milliseconds, with the fit's 95% CI when fitted."""
+        ci = self.meta.get("ci95_ms", {})
+        rows = []
+        for p in PHASES:
+            for t in TERMS:
+                lo, hi = ci.get(f"{p}.{t}", (np.nan, np.nan))
+                rows.append((p, t, getattr(getattr(self, p), t) * 1e3, lo, hi))
+        return pd.DataFrame(rows, columns=["phase", "term", "ms", "ci_low_ms", "ci_high_ms"])
+
+    def save(self, path) -> None:
+        write_json({"prefill": asdict(self.prefill), "decode": asdict(self.decode), "meta": self.meta}, path)
+
+    @classmethod
+    def load(cls, path) -> "LatencyPredictor":
+        try:
+            data = json.loads(Path(path).read_text())
+            return cls(PhaseModel(**data["prefill"]), PhaseModel(**data["decode"]), data.get("meta", {}))
+        except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise SchedlabError(f"{path}: not a latency predictor file ({exc})") from exc
+
+
+def _ms(a, beta, g, d) -> PhaseModel:
+    return PhaseModel(a * 1e-3, beta * 1e-3, g * 1e-3, d * 1e-3)
+
+
+#: The paper's published fit (Qwen2.5-7B on 2x V100 32 GB, milliseconds): the ``reference`` source.
+REFERENCE = LatencyPredictor(
+    prefill=_ms(0.1, 5.7, 0.01, 43.67),
+    decode=_ms(0.0002, 0.275, 0.00088, 15.85),
+    meta={"source": "reference", "hardware": "2xV100-32GB", "model": "qwen2.5-7b"},
+)
+
+
+def fit_predictor(profile: pd.DataFrame, max_length: int | None = 2000) -> LatencyPredictor:
+    """OLS ``time ~ batch * length`` per phase on rows with ``length <= max_length`` (the
+    paper finds the bilinear form valid below about 2k tokens). ``meta`` keeps R², 95% CIs
+    (ms) and the profile's identity."""
+    missing = [c for c in PREDICTOR_PROFILE_COLUMNS if c not in profile.columns]
+    if missing:
+        raise SchedlabError(f"predictor profile lacks columns {', '.join(missing)}")
+    rows = profile if max_length is None else profile[profile["length"] <= max_length]
+    phases, ci, r2 = {}, {}, {}
+    for p in PHASES:
+        data = rows[rows["phase"] == p].assign(time_ms=lambda df: df["time_s"] * 1e3)
+        if data["batch"].nunique() < 2 or data["length"].nunique() < 2:
+            raise SchedlabError(f"{p} rows need at least two batch sizes and two lengths to fit")
+        res = smf.ols("time_ms ~ batch * length", data=data).fit()
+        conf = res.conf_int()
+        phases[p] = _ms(*(float(res.params[_PARAMS[t]]) for t in TERMS))
+        ci.update({f"{p}.{t}": [float(conf.loc[_PARAMS[t], 0]), float(conf.loc[_PARAMS[t], 1])] for t in TERMS})
+        r2[p] = float(res.rsquared)
+    first = profile.iloc[0]
+    meta = {
+        "source": str(first["source"]),
+        "hardware": str(first["hardware"]),
+        "model": str(first["model"]),
+        "max_length": max_length,
+        "r2": r2,
+        "ci95_ms": ci,
+    }
+    return LatencyPredictor(phases["prefill"], phases["decode"], meta)
+
+
+def predict_profile(predictor: LatencyPredictor, profile: pd.DataFrame) -> np.ndarray:
+    """Predicted ``time_s`` of every profile row (prefill: t_p; decode: one step tau_d)."""
+    b, n = profile["batch"].to_numpy(float), profile["length"].to_numpy(float)
+    return np.where(profile["phase"] == "prefill", predictor.prefill(b, n), predictor.decode(b, n))
+
+
+def calibrate_roofline(
+    reference: LatencyPredictor, hw: Hardware, arch: ModelArch, length: int = 1000
+) -> dict[str, float]:
+    """Roofline efficiencies that reproduce ``reference``'s single-request prefill and decode
+    step times at ``length`` tokens: ``compute_eff`` from the (compute-bound) prefill,
+    ``bw_eff`` from the (memory-bound) decode step."""
+
+    def time(phase, **eff):
+        table = roofline_profile(hw, arch, batches=(1,), lengths=(length,), **eff)
+        return float(table.loc[table["phase"] == phase, "time_s"].iloc[0])
+
+    target_p, target_d = float(reference.prefill(1, length)), float(reference.decode(1, length))
+    eff = {"compute_eff": 1.0, "bw_eff": 1.0}
+    for _ in range(3):  # the two phases barely interact: alternate until both are met
+        eff["bw_eff"] = brentq(lambda x: time("decode", compute_eff=eff["compute_eff"], bw_eff=x) - target_d, 1e-3, 10.0)
+        eff["compute_eff"] = brentq(lambda x: time("prefill", compute_eff=x, bw_eff=eff["bw_eff"]) - target_p, 1e-3, 10.0)
+    return eff

@@ -1,0 +1,64 @@
+"""A mapping served by an engine: batches are submitted in order, ``gap_s`` apart, each request
+carrying its batch index as priority (lower first; the SJF policy keyed by that index is
+priority scheduling, as vLLM's ``priority`` policy does). The engine is the ``sim`` backend
+with ``max_num_seqs`` set to the mapping's maximum batch size, so batches do not merge."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from schedlab.fit.steptime import fit_steptime
+from schedlab.latency.catalogue import Hardware, ModelArch
+from schedlab.latency.predictor_profile import roofline_profile
+from schedlab.policies import make_policy
+from schedlab.sim.engine import EngineConfig, Simulator
+from schedlab.sim.steptime import StepTimeModel
+from schedlab.slo.objective import Mapping, Score
+from schedlab.slo.problem import CHAT_SLO, CODE_SLO
+
+GAP_S = 0.01
+
+
+def engine_steptime(hw: Hardware, arch: ModelArch, max_tokens: int = 8192, **eff) -> StepTimeModel:
+    """The sim engine's step-time model, fitted to the same (calibrated) roofline grid as the
+    latency predictor: prefill rows as prompt tokens, decode rows as decodes over a context;
+    only compositions one step can hold (at most ``max_tokens`` prompt tokens, lengths < 2k)."""
+    grid = roofline_profile(hw, arch, **eff)
+    grid = grid[(grid["length"] <= 2000) & ((grid["phase"] == "decode") | (grid["batch"] * grid["length"] <= max_tokens))]
+    prefill = grid["phase"] == "prefill"
+    tokens = grid["batch"] * grid["length"]
+    table = grid[["source", "hardware", "model", "time_s"]].assign(
+        n_encoder=0,
+        n_prefill_tokens=np.where(prefill, tokens, 0),
+        n_decode=np.where(prefill, 0, grid["batch"]),
+        ctx_tokens=np.where(prefill, 0, tokens),
+    )
+    return fit_steptime(table)
+
+
+def serve(
+    requests: pd.DataFrame, mapping: Mapping, step_time: StepTimeModel, engine: EngineConfig, gap_s: float = GAP_S
+) -> pd.DataFrame:
+    """Per-request results of serving ``mapping`` (times from the decision at t = 0)."""
+    rank = mapping.rank()
+    trace = requests.assign(arrival_s=rank * gap_s).iloc[np.argsort(rank, kind="stable")]
+    cfg = EngineConfig(
+        max_num_seqs=int(mapping.sizes.max()), max_num_batched_tokens=engine.max_num_batched_tokens,
+        block_size=engine.block_size, kv_capacity_blocks=engine.kv_capacity_blocks,
+    )
+    sizes = rank[trace.index.to_numpy()].astype(float)
+    result = Simulator(trace.reset_index(drop=True), make_policy("sjf"), step_time, cfg, sizes).run()
+    out = result.requests.assign(task=trace["task"].to_numpy())
+    return out.sort_values("request_id").reset_index(drop=True)
+
+
+def served_score(served: pd.DataFrame) -> Score:
+    """G of served requests against the paper's SLOs (e2e measured from the decision)."""
+    e2e = served["finish_s"].to_numpy(float)
+    ttft = served["first_token_s"].to_numpy(float)
+    o = served["output_tokens"].to_numpy(float)
+    tpot = np.where(o > 1, (e2e - ttft) / np.maximum(o - 1, 1), 0.0)
+    chat = (served["task"] == "chat").to_numpy()
+    on_time = np.where(chat, (ttft <= CHAT_SLO["ttft_s"]) & (tpot <= CHAT_SLO["tpot_s"]), e2e <= CODE_SLO["e2e_s"])
+    return Score(int(on_time.sum()), float(e2e.sum()), len(served))
