@@ -13,6 +13,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/fit.smk"
 include: "workflow/rules/run.smk"
+include: "workflow/rules/slosa.smk"
 include: "workflow/rules/notebooks.smk"
 
 
@@ -20,3 +21,4 @@ rule all:
     input:
         notebook_outputs("calibration"),
         notebook_outputs("asr_duration"),
+        notebook_outputs("slo_sa"),

@@ -19,6 +19,15 @@ def notebook_inputs(name):
             "vllm": f"{R}/fit/steptime/vllm/local/{VLLM['model']}.json",
             "fidelity": rules.collect_fidelity.output[0],
         }
+    if name == "slo_sa":
+        studies = ("compare", "schedule", "lengths", "coefficients", "instances")
+        return {
+            **{s: f"{SD}/study/{s}.parquet" for s in studies},
+            **{f"fit_{s}": f"{SD}/fit/{s}.json" for s in ("roofline", "torch", "reference")},
+            **{f"profile_{s}": f"{SD}/profile/{s}.parquet" for s in ("roofline", "torch")},
+            "chat": rules.slosa_pools.output.chat,
+            "code": rules.slosa_pools.output.code,
+        }
     return {**common, "summary": f"{R}/summary/asr_{config['backend']}.parquet"}
 
 
@@ -36,7 +45,7 @@ rule notebook:
         backend=config["backend"],
         tmp=lambda w: f"{R}/notebooks/.{w.name}.source.ipynb",
     wildcard_constraints:
-        name="calibration|asr_duration",
+        name="calibration|asr_duration|slo_sa",
     conda:
         "../../envs/cpu.yaml"
     shell:

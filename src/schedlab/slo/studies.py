@@ -106,7 +106,7 @@ def anneal_schedule(
 
 
 def length_error(
-    workload: Workload, predictor: LatencyPredictor, errors, seeds, *, n: int = 10, max_batch: int = 4,
+    workload: Workload, predictor: LatencyPredictor, errors, seeds, *, n: int = 20, max_batch: int = 4,
     history: int = 1000,
 ) -> pd.DataFrame:
     """G improvement over FCFS (%) when SA maps with estimated output lengths and is judged
@@ -134,7 +134,7 @@ def length_error(
 
 
 def coefficient_error(
-    workload: Workload, predictor: LatencyPredictor, levels, seeds, *, n: int = 10, max_batch: int = 4
+    workload: Workload, predictor: LatencyPredictor, levels, seeds, *, n: int = 20, max_batch: int = 4
 ) -> pd.DataFrame:
     """G of SA mapping with coefficients each scaled by ``1 + U(-x, x)``, judged with the true
     ones, relative to mapping with the true coefficients (%)."""
