@@ -1,5 +1,5 @@
 """A tiny end-to-end Snakemake run: data -> profile (roofline, real vLLM engine) -> fit ->
-calibrate -> runs on sim, vllm-sim and vllm -> papermill renders."""
+calibrate -> runs on sim, vllm-sim and vllm -> paper D's studies -> papermill renders."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ FIGURES = [
     "fig09_librispeech_ttft_pct", "fig10_uniform_ttft", "fig11_uniform_ttft_pct", "fig12_burst",
     "fig13_medium_e2el",
 ]
+SLO_SA_FIGURES = [
+    "predictor_fit", "fig7_g_attainment_latency", "fig7_served", "fig8_temperature_iterations",
+    "fig9_length_error", "fig10_coefficient_perturbation", "fig11_multi_instance",
+]
 
 
 def _synthetic_mirror(folder: Path, n: int = 300) -> None:
@@ -36,6 +40,12 @@ def _synthetic_mirror(folder: Path, n: int = 300) -> None:
     pd.DataFrame(rows, columns=["utterance_id", "duration_s", "transcript"]).to_csv(
         folder / "librispeech_test_clean.tsv", sep="\t", index=False
     )
+    # Azure-trace-shaped code lengths (paper D's offline stand-in for its code requests).
+    pd.DataFrame({
+        "TIMESTAMP": np.arange(n).astype(str),
+        "ContextTokens": rng.integers(50, 1800, n),
+        "GeneratedTokens": rng.integers(5, 150, n),
+    }).to_csv(folder / "AzureLLMInferenceTrace_code.csv", index=False)
 
 
 def _tiny_config(results: Path) -> dict:
@@ -56,6 +66,7 @@ def _tiny_config(results: Path) -> dict:
         "asr": {"experiment": "librispeech", "rates": [2]},
         "engine": {"workload": "librispeech-short", "rates": [5]},
     }
+    config["slosa"].update(seeds=[0], ns=[4, 6], max_batches=[1, 2], exhaustive_max_n=6)
     for name, rates in {"librispeech": [2, 25], "uniform": [5, 30], "burst": [float("inf")], "medium": [15, 25]}.items():
         asr["experiments"][name]["rates"] = rates
     return config
@@ -85,7 +96,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    for name in ("asr_duration", "calibration"):
+    for name in ("asr_duration", "calibration", "slo_sa"):
         nb = json.loads((results / "notebooks" / f"{name}.ipynb").read_text())
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors
@@ -93,6 +104,12 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     for fig in FIGURES:
         for ext in ("png", "pdf"):
             assert (results / "figures" / "asr_duration" / f"{fig}.{ext}").stat().st_size > 0
+
+    for fig in SLO_SA_FIGURES:
+        assert (results / "figures" / "slo_sa" / f"{fig}.png").stat().st_size > 0
+    compare = pd.read_parquet(results / "slosa" / "study" / "compare.parquet")
+    assert set(compare["method"]) == {"fcfs", "sa", "sa-no-early-exit", "exhaustive"}
+    assert len(compare) == 4 * 2 * 2  # methods x N x max batch, one seed
 
     summary = pd.read_parquet(results / "summary" / "asr_sim.parquet")
     assert set(summary["policy"]) == {"fcfs", "sjf", "hrrn"}
