@@ -13,7 +13,9 @@ size that is a multiple of 32; on a GPU the official wheel, with asynchronous sc
 from __future__ import annotations
 
 import os
+import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,21 +68,47 @@ def start_engine(spec: EngineSpec, *, policy: str, kappa: dict[str, float]):
 
     arch = model_arch(spec.model)
     cpu = spec.device == "cpu"
-    return LLM(
-        model=str(model_dir(spec.model)),
-        skip_tokenizer_init=True,
-        load_format="dummy",
-        dtype=spec.dtype,
-        max_model_len=arch.max_target_positions,
-        max_num_seqs=spec.max_num_seqs,
-        max_num_batched_tokens=spec.max_num_batched_tokens,
-        enable_chunked_prefill=True,
-        block_size=spec.block_size,
-        scheduler_cls=SCHEDULER if cpu else ASYNC_SCHEDULER,
-        additional_config={"schedlab": {"policy": policy, "kappa": kappa}},
-        enforce_eager=spec.enforce_eager,
-        seed=spec.seed,
-    )
+    with _modules_hidden_from_kernel_scan():
+        return LLM(
+            model=str(model_dir(spec.model)),
+            skip_tokenizer_init=True,
+            load_format="dummy",
+            dtype=spec.dtype,
+            max_model_len=arch.max_target_positions,
+            max_num_seqs=spec.max_num_seqs,
+            max_num_batched_tokens=spec.max_num_batched_tokens,
+            enable_chunked_prefill=True,
+            block_size=spec.block_size,
+            scheduler_cls=SCHEDULER if cpu else ASYNC_SCHEDULER,
+            additional_config={"schedlab": {"policy": policy, "kappa": kappa}},
+            enforce_eager=spec.enforce_eager,
+            seed=spec.seed,
+        )
+
+
+def _breaks_kernel_scan(value) -> bool:
+    """Whether vLLM's scan (``vars(value).get("kernel")`` on anything with a ``__dict__``) fails."""
+    try:
+        return hasattr(value, "__dict__") and not hasattr(vars(value), "get")
+    except TypeError:
+        return False
+
+
+@contextmanager
+def _modules_hidden_from_kernel_scan():
+    """vLLM's CPU worker rebinds Triton kernels at start-up by scanning every module's
+    namespace and reading ``vars(value)`` of each attribute. llvmlite's ctypes wrapper (loaded
+    with numba, which paper D's search kernels use) answers any attribute name, ``__dict__``
+    included, and breaks that scan; such modules are left out of ``sys.modules`` meanwhile."""
+    hidden = {}
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None) or {}
+        if any(_breaks_kernel_scan(v) for v in list(namespace.values())):
+            hidden[name] = sys.modules.pop(name)
+    try:
+        yield
+    finally:
+        sys.modules.update(hidden)
 
 
 def scheduler_of(llm):
