@@ -15,28 +15,37 @@ import numpy as np
 from schedlab.slo.problem import MappingProblem
 
 
-@numba.njit(cache=True, nogil=True)
-def evaluate_kernel(order, sizes, m, execution, slack):
-    """(# on time, summed e2e) of ``order`` cut into batches ``sizes[:m]`` (see
-    :meth:`MappingProblem.arrays` for ``execution`` and ``slack``)."""
-    wait = 0.0
-    total = 0.0
-    met = 0
+@numba.njit(cache=True, nogil=True, inline="always")
+def evaluate_from(order, sizes, m, execution, slack, j0, wait, total, met):
+    """Finish an evaluation from batch ``j0``: ``wait/total/met[j]`` hold the state before
+    batch ``j`` (entries up to ``j0`` are read, later ones written; index ``m`` is the
+    result). See :meth:`MappingProblem.arrays` for ``execution`` and ``slack``."""
     pos = 0
-    for j in range(m):
+    for j in range(j0):
+        pos += sizes[j]
+    w, t, k = wait[j0], total[j0], met[j0]
+    for j in range(j0, m):
         b = sizes[j] - 1
         longest = 0.0
         for q in range(pos, pos + b + 1):
             i = order[q]
             ex = execution[i, b]
-            total += wait + ex
-            if wait <= slack[i, b]:
-                met += 1
+            t += w + ex
+            if w <= slack[i, b]:
+                k += 1
             if ex > longest:
                 longest = ex
-        wait += longest
+        w += longest
         pos += b + 1
-    return met, total
+        wait[j + 1], total[j + 1], met[j + 1] = w, t, k
+    return k, t
+
+
+@numba.njit(cache=True, nogil=True)
+def evaluate_kernel(order, sizes, m, execution, slack):
+    """(# on time, summed e2e) of ``order`` cut into batches ``sizes[:m]``."""
+    wait, total, met = np.zeros(m + 1), np.zeros(m + 1), np.zeros(m + 1, dtype=np.int64)
+    return evaluate_from(order, sizes, m, execution, slack, 0, wait, total, met)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from schedlab.errors import SchedlabError
-from schedlab.slo.objective import Mapping, evaluate_kernel, score
+from schedlab.slo.objective import Mapping, evaluate_from, evaluate_kernel, score
 from schedlab.slo.problem import MappingProblem
 
 #: Units of f per unit of the start point's G (per mille).
@@ -112,31 +112,6 @@ def _remove_batch(sizes, m, j):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _evaluate_from(order, sizes, m, execution, slack, j0, wait, total, met):
-    """Complete an evaluation from batch ``j0``: ``wait/total/met[j]`` hold the state before
-    batch ``j`` (entries up to ``j0`` are read, later ones written; index ``m`` is the result)."""
-    pos = 0
-    for j in range(j0):
-        pos += sizes[j]
-    w, t, k = wait[j0], total[j0], met[j0]
-    for j in range(j0, m):
-        b = sizes[j] - 1
-        longest = 0.0
-        for q in range(pos, pos + b + 1):
-            i = order[q]
-            ex = execution[i, b]
-            t += w + ex
-            if w <= slack[i, b]:
-                k += 1
-            if ex > longest:
-                longest = ex
-        w += longest
-        pos += b + 1
-        wait[j + 1], total[j + 1], met[j + 1] = w, t, k
-    return k, t
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
 def _uniform(state):
     """Next draw in [0, 1) of a xorshift64* generator whose state is ``state[0]``."""
     x = state[0]
@@ -164,7 +139,7 @@ def _anneal_kernel(order, sizes, m, B, execution, slack, t0, t_min, decay, iters
     rng = np.array([seed * 0x9E3779B97F4A7C15 + 0x2545F4914F6CDD1D], dtype=np.uint64)
     n = order.shape[0]
     wait, total, met = np.zeros(n + 1), np.zeros(n + 1), np.zeros(n + 1, dtype=np.int64)
-    k, t = _evaluate_from(order, sizes, m, execution, slack, 0, wait, total, met)
+    k, t = evaluate_from(order, sizes, m, execution, slack, 0, wait, total, met)
     t_wait, t_total, t_met = wait.copy(), total.copy(), met.copy()
     f = k / t * scale
     best_o, best_s, best_m, best_f = order.copy(), sizes.copy(), m, f
@@ -208,7 +183,7 @@ def _anneal_kernel(order, sizes, m, B, execution, slack, t0, t_min, decay, iters
                     m = _remove_batch(sizes, m, j)
             order[p], order[q] = order[q], order[p]
             t_wait[j0], t_total[j0], t_met[j0] = wait[j0], total[j0], met[j0]
-            k, t = _evaluate_from(order, sizes, m, execution, slack, j0, t_wait, t_total, t_met)
+            k, t = evaluate_from(order, sizes, m, execution, slack, j0, t_wait, t_total, t_met)
             evals += 1
             f_new = k / t * scale
             if f_new >= f or _uniform(rng) < math.exp((f_new - f) / T):
@@ -271,6 +246,7 @@ def _exhaustive_kernel(n, comps, execution, slack):
     for k in range(comps.shape[0]):
         counts[k] = np.count_nonzero(comps[k])
     best_g, best_o, best_s = -1.0, perm.copy(), comps[0].copy()
+    wait, total, met_ = np.zeros(n + 1), np.zeros(n + 1), np.zeros(n + 1, dtype=np.int64)
     evals = 0
     i = 0
     first = True
@@ -289,7 +265,7 @@ def _exhaustive_kernel(n, comps, execution, slack):
             i = 0
         first = False
         for k in range(comps.shape[0]):
-            met, tot = evaluate_kernel(perm, comps[k], counts[k], execution, slack)
+            met, tot = evaluate_from(perm, comps[k], counts[k], execution, slack, 0, wait, total, met_)
             evals += 1
             g = met / tot
             if g > best_g:
