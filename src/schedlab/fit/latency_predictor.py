@@ -20,7 +20,7 @@ from scipy.optimize import brentq
 from schedlab.errors import SchedlabError
 from schedlab.io import write_json
 from schedlab.latency.catalogue import Hardware, ModelArch
-from schedlab.latency.predictor_profile import PHASES, PREDICTOR_PROFILE_COLUMNS, roofline_profile
+from schedlab.latency.predictor_profile import PHASES, PREDICTOR_PROFILE_COLUMNS, roofline_phases
 
 TERMS = ("a", "beta", "g", "d")
 #: statsmodels parameter names of the terms, for ``time ~ batch * length``.
@@ -142,13 +142,12 @@ def calibrate_roofline(
     step times at ``length`` tokens: ``compute_eff`` from the (compute-bound) prefill,
     ``bw_eff`` from the (memory-bound) decode step."""
 
-    def time(phase, **eff):
-        table = roofline_profile(hw, arch, batches=(1,), lengths=(length,), **eff)
-        return float(table.loc[table["phase"] == phase, "time_s"].iloc[0])
+    def time(phase: int, **eff) -> float:
+        return float(roofline_phases(hw, arch, 1, length, **eff)[phase])
 
     target_p, target_d = float(reference.prefill(1, length)), float(reference.decode(1, length))
     eff = {"compute_eff": 1.0, "bw_eff": 1.0}
     for _ in range(3):  # the two phases barely interact: alternate until both are met
-        eff["bw_eff"] = brentq(lambda x: time("decode", compute_eff=eff["compute_eff"], bw_eff=x) - target_d, 1e-3, 10.0)
-        eff["compute_eff"] = brentq(lambda x: time("prefill", compute_eff=x, bw_eff=eff["bw_eff"]) - target_p, 1e-3, 10.0)
+        eff["bw_eff"] = brentq(lambda x: time(1, compute_eff=eff["compute_eff"], bw_eff=x) - target_d, 1e-3, 10.0)
+        eff["compute_eff"] = brentq(lambda x: time(0, compute_eff=x, bw_eff=eff["bw_eff"]) - target_p, 1e-3, 10.0)
     return eff

@@ -31,14 +31,20 @@ def _table(rows, source: str, hardware: str, model: str) -> pd.DataFrame:
     return out[list(PREDICTOR_PROFILE_COLUMNS)]
 
 
+def roofline_phases(hw: Hardware, arch: ModelArch, batch: int, length: int, **eff) -> tuple[float, float]:
+    """Roofline (prefill, decode step) times of one grid point (``eff``: ``compute_eff`` /
+    ``bw_eff``)."""
+    prefill = roofline.step_time(hw, arch, 0, batch * length, 0, 0, n_prefill_seqs=batch, **eff)
+    return prefill, roofline.step_time(hw, arch, 0, 0, batch, batch * length, **eff)
+
+
 def roofline_profile(
     hw: Hardware, arch: ModelArch, batches=BATCHES, lengths=LENGTHS, **eff
 ) -> pd.DataFrame:
-    """Roofline times (``eff``: ``compute_eff`` / ``bw_eff``) for every grid point and phase."""
+    """Roofline times for every grid point and phase."""
     rows = []
     for b, n in itertools.product(batches, lengths):
-        pre = roofline.step_time(hw, arch, 0, b * n, 0, 0, n_prefill_seqs=b, **eff)
-        dec = roofline.step_time(hw, arch, 0, 0, b, b * n, **eff)
+        pre, dec = roofline_phases(hw, arch, b, n, **eff)
         rows += [("prefill", b, n, pre), ("decode", b, n, dec)]
     return _table(rows, "roofline", hw.name, arch.name)
 
@@ -55,24 +61,23 @@ def torch_profile(
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from schedlab.latency.torch_profile import _median_time
+    from schedlab.latency.torch_profile import device_setup, median_time
 
     config = AutoConfig.from_pretrained(model_dir(model))
     too_long = [n for n in lengths if not 0 < n < config.max_position_embeddings]
     if too_long:
         raise SchedlabError(f"lengths must lie in 1..{config.max_position_embeddings - 1}, got {too_long}")
+    if repeats < 1:
+        raise SchedlabError(f"repeats must be >= 1, got {repeats}")
     torch.manual_seed(seed)
-    cuda = device.startswith("cuda")
-    dtype = torch.float16 if cuda else torch.float32
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    dtype, sync, hardware = device_setup(device)
     net = AutoModelForCausalLM.from_config(config).eval().to(device=device, dtype=dtype)
     rows = []
     with torch.inference_mode():
-        hardware = torch.cuda.get_device_name(device).replace(" ", "-") if cuda else f"cpu-{torch.get_num_threads()}c"
         for b, n in itertools.product(batches, lengths):
             prompt = torch.randint(0, config.vocab_size, (b, n), device=device)
             step_ids = torch.randint(0, config.vocab_size, (b, 1), device=device)
-            rows.append(("prefill", b, n, _median_time(lambda: net(prompt, use_cache=True), repeats, sync=sync)))
+            rows.append(("prefill", b, n, median_time(lambda: net(prompt, use_cache=True), repeats, sync=sync)))
 
             def setup():
                 return (net(prompt, use_cache=True).past_key_values,)
@@ -80,5 +85,5 @@ def torch_profile(
             def step(cache):
                 net(step_ids, past_key_values=cache, use_cache=True)
 
-            rows.append(("decode", b, n, _median_time(step, repeats, setup, sync)))
+            rows.append(("decode", b, n, median_time(step, repeats, setup, sync)))
     return _table(rows, "torch", hardware, model)

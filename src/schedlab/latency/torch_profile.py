@@ -30,7 +30,15 @@ def _threads(n: int | None) -> Iterator[int]:
         torch.set_num_threads(before)
 
 
-def _median_time(
+def device_setup(device: str) -> tuple[torch.dtype, Callable[[], None], str]:
+    """Float32 on the CPU, float16 on a CUDA ``device``; the synchronisation a timing needs;
+    the device's label (GPU name, or ``cpu-<threads>c`` at the current thread count)."""
+    if device.startswith("cuda"):
+        return torch.float16, torch.cuda.synchronize, torch.cuda.get_device_name(device).replace(" ", "-")
+    return torch.float32, (lambda: None), f"cpu-{torch.get_num_threads()}c"
+
+
+def median_time(
     run: Callable, repeats: int, setup: Callable[[], tuple] = tuple, sync: Callable = lambda: None
 ) -> float:
     """Median wall time of ``run(*setup())`` over ``repeats`` after one untimed warm-up."""
@@ -72,16 +80,13 @@ def profile(
             f"contexts must lie in 1..{config.max_target_positions - 1}, got {too_long}"
         )
     torch.manual_seed(seed)
-    cuda = device.startswith("cuda")
-    dtype = torch.float16 if cuda else torch.float32
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    net = WhisperForConditionalGeneration(config).eval().to(device=device, dtype=dtype)
     rows = []
-    with _threads(threads) as n_threads, torch.inference_mode():
-        hardware = torch.cuda.get_device_name(device).replace(" ", "-") if cuda else f"cpu-{n_threads}c"
+    with _threads(threads), torch.inference_mode():
+        dtype, sync, hardware = device_setup(device)
+        net = WhisperForConditionalGeneration(config).eval().to(device=device, dtype=dtype)
         for b in encoder_batches:
             mel = torch.randn(b, config.num_mel_bins, MEL_FRAMES, device=device, dtype=dtype)
-            t = _median_time(lambda: net.model.encoder(mel), repeats, sync=sync)
+            t = median_time(lambda: net.model.encoder(mel), repeats, sync=sync)
             rows.append((b, 0, 0, 0, t))
         mel = torch.randn(1, config.num_mel_bins, MEL_FRAMES, device=device, dtype=dtype)
         encoded = net.model.encoder(mel)[0]
@@ -103,7 +108,7 @@ def profile(
                         use_cache=True,
                     )
 
-                rows.append((0, 0, b, b * ctx, _median_time(step, repeats, setup, sync)))
+                rows.append((0, 0, b, b * ctx, median_time(step, repeats, setup, sync)))
     out = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS[3:]))
     out.insert(0, "source", "torch")
     out.insert(1, "hardware", hardware)
