@@ -19,7 +19,7 @@ from schedlab.slo.problem import MappingProblem
 def evaluate_from(order, sizes, m, execution, slack, j0, wait, total, met):
     """Finish an evaluation from batch ``j0``: ``wait/total/met[j]`` hold the state before
     batch ``j`` (entries up to ``j0`` are read, later ones written; index ``m`` is the
-    result). See :meth:`MappingProblem.arrays` for ``execution`` and ``slack``."""
+    result). See :attr:`MappingProblem.arrays` for ``execution`` and ``slack``."""
     pos = 0
     for j in range(j0):
         pos += sizes[j]
@@ -93,7 +93,7 @@ class Score:
 def score(problem: MappingProblem, mapping: Mapping) -> Score:
     """G and its parts for ``mapping`` (checks that it is a legal mapping of ``problem``)."""
     check(problem, mapping)
-    met, total = evaluate_kernel(mapping.order, mapping.sizes, len(mapping.sizes), *problem.arrays())
+    met, total = evaluate_kernel(mapping.order, mapping.sizes, len(mapping.sizes), *problem.arrays)
     return Score(int(met), float(total), problem.n)
 
 

@@ -4,6 +4,7 @@ their SLOs, as flat arrays the search kernels read."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -68,8 +69,9 @@ class MappingProblem:
             max_batch=max_batch,
         )
 
+    @cached_property
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """What the search kernels read: ``exec[i, b-1]``, request ``i``'s execution time in a
+        """What the search kernels read (computed once per problem): ``exec[i, b-1]``, request ``i``'s execution time in a
         batch of ``b``, and ``slack[i, b-1]``, the longest wait that keeps it on time there
         (``-inf`` when no wait can: a chat request whose TPOT misses at that batch size)."""
         execution = self.prefill + self.decode

@@ -69,7 +69,7 @@ class SearchResult:
 
 def anneal(problem: MappingProblem, config: AnnealConfig = AnnealConfig()) -> SearchResult:
     """The paper's simulated-annealing mapper (see the module docstring)."""
-    execution, slack = problem.arrays()
+    execution, slack = problem.arrays
     first = by_predicted_e2e(problem)
     by_e2e, m = first.order, len(first.sizes)
     sizes = _padded(first.sizes, problem.n)
@@ -232,7 +232,7 @@ def exhaustive(problem: MappingProblem) -> SearchResult:
     if problem.n > EXHAUSTIVE_MAX_N:
         raise SchedlabError(f"exhaustive search is limited to N <= {EXHAUSTIVE_MAX_N}, got {problem.n}")
     comps = compositions(problem.n, problem.max_batch)
-    order, sizes, g, evals = _exhaustive_kernel(problem.n, comps, *problem.arrays())
+    order, sizes, g, evals = _exhaustive_kernel(problem.n, comps, *problem.arrays)
     m = int(np.count_nonzero(sizes))
     return SearchResult(Mapping(order, sizes[:m]), float(g), evaluations=int(evals))
 
