@@ -16,10 +16,9 @@ import pytest
 from schedlab.data.conversations import azure_code_standin, count_lengths, first_turns
 from schedlab.errors import SchedlabError
 from schedlab.fit.latency_predictor import REFERENCE, LatencyPredictor, PhaseModel, calibrate_roofline, fit_predictor
-from schedlab.latency.catalogue import hardware, kv_capacity_blocks, model_arch
+from schedlab.latency.catalogue import hardware, model_arch
 from schedlab.latency.predictor_profile import roofline_profile
-from schedlab.sim.engine import EngineConfig
-from schedlab.slo.dispatch import engine_steptime, serve, served_score
+from schedlab.slo.dispatch import paper_engine, serve, served_score
 from schedlab.slo.instances import InstanceMemory, assign
 from schedlab.slo.lengths import RunningGaussian, perturbed
 from schedlab.slo.objective import Mapping, check, score
@@ -293,9 +292,7 @@ def test_slo_mix_is_even_under_2k_and_seeded():
 # -- serving a mapping -------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def engine():
-    hw, arch = hardware("2xV100-32GB"), model_arch("qwen2.5-7b")
-    eff = calibrate_roofline(REFERENCE, hw, arch)
-    return engine_steptime(hw, arch, **eff), EngineConfig(kv_capacity_blocks=kv_capacity_blocks(hw, arch))
+    return paper_engine(hardware("2xV100-32GB"), model_arch("qwen2.5-7b"))
 
 
 def test_served_mapping_keeps_every_request_and_runs_batches_in_order(engine):

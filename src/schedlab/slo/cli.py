@@ -51,23 +51,21 @@ def cmd_fit(args) -> None:
 
 
 def cmd_study(args) -> None:
-    from schedlab.fit.latency_predictor import REFERENCE, LatencyPredictor, calibrate_roofline
-    from schedlab.latency.catalogue import hardware, kv_capacity_blocks, model_arch
-    from schedlab.sim.engine import EngineConfig
+    from schedlab.fit.latency_predictor import LatencyPredictor
+    from schedlab.latency.catalogue import hardware, model_arch
     from schedlab.slo import studies
-    from schedlab.slo.dispatch import engine_steptime
+    from schedlab.slo.dispatch import paper_engine
     from schedlab.slo.instances import InstanceMemory
     from schedlab.slo.search import AnnealConfig, warm_up
 
     predictor = LatencyPredictor.load(args.predictor)
     workload = studies.Workload(read_parquet(args.chat), read_parquet(args.code))
     hw, arch = hardware(args.hardware), model_arch(args.model)
+    step_time, engine = paper_engine(hw, arch)
     warm_up()
     if args.study == "compare":
-        eff = calibrate_roofline(REFERENCE, hw, arch)
-        engine = (engine_steptime(hw, arch, **eff), EngineConfig(kv_capacity_blocks=kv_capacity_blocks(hw, arch)))
         table = studies.compare(workload, predictor, args.ns, args.max_batches, args.seeds,
-                                exhaustive_max_n=args.exhaustive_max_n, anneal_config=AnnealConfig(), engine=engine)
+                                exhaustive_max_n=args.exhaustive_max_n, anneal_config=AnnealConfig(), engine=(step_time, engine))
     elif args.study == "schedule":
         table = studies.anneal_schedule(workload, predictor, (50, 100, 200, 500, 1000), (10, 25, 50, 100, 200), args.seeds)
     elif args.study == "lengths":
@@ -75,7 +73,7 @@ def cmd_study(args) -> None:
     elif args.study == "coefficients":
         table = studies.coefficient_error(workload, predictor, (0.025, 0.05, 0.10, 0.20, 0.30), args.seeds)
     else:
-        capacity = kv_capacity_blocks(hw, arch) * 16 * arch.kv_bytes_per_token
+        capacity = engine.kv_capacity_blocks * engine.block_size * arch.kv_bytes_per_token
         memory = InstanceMemory(free_bytes=capacity, bytes_per_token=arch.kv_bytes_per_token)
         table = studies.multi_instance(workload, predictor, (1, 2, 3, 4), args.seeds, memory)
     write_parquet(table.assign(predictor=predictor.meta.get("source", "")), args.out)

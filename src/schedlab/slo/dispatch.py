@@ -5,11 +5,14 @@ with ``max_num_seqs`` set to the mapping's maximum batch size, so batches do not
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
+from schedlab.fit.latency_predictor import REFERENCE, calibrate_roofline
 from schedlab.fit.steptime import fit_steptime
-from schedlab.latency.catalogue import Hardware, ModelArch
+from schedlab.latency.catalogue import Hardware, ModelArch, kv_capacity_blocks
 from schedlab.latency.predictor_profile import roofline_profile
 from schedlab.policies import make_policy
 from schedlab.sim.engine import EngineConfig, Simulator
@@ -37,16 +40,20 @@ def engine_steptime(hw: Hardware, arch: ModelArch, max_tokens: int = 8192, **eff
     return fit_steptime(table)
 
 
+def paper_engine(hw: Hardware, arch: ModelArch) -> tuple[StepTimeModel, EngineConfig]:
+    """The step model and engine limits (KV capacity of ``hw``) of the roofline calibrated to
+    the paper's reference times: what mappings are served on."""
+    eff = calibrate_roofline(REFERENCE, hw, arch)
+    return engine_steptime(hw, arch, **eff), EngineConfig(kv_capacity_blocks=kv_capacity_blocks(hw, arch))
+
+
 def serve(
     requests: pd.DataFrame, mapping: Mapping, step_time: StepTimeModel, engine: EngineConfig, gap_s: float = GAP_S
 ) -> pd.DataFrame:
     """Per-request results of serving ``mapping`` (times from the decision at t = 0)."""
     rank = mapping.rank()
     trace = requests.assign(arrival_s=rank * gap_s).iloc[np.argsort(rank, kind="stable")]
-    cfg = EngineConfig(
-        max_num_seqs=int(mapping.sizes.max()), max_num_batched_tokens=engine.max_num_batched_tokens,
-        block_size=engine.block_size, kv_capacity_blocks=engine.kv_capacity_blocks,
-    )
+    cfg = replace(engine, max_num_seqs=int(mapping.sizes.max()))
     sizes = rank[trace.index.to_numpy()].astype(float)
     result = Simulator(trace.reset_index(drop=True), make_policy("sjf"), step_time, cfg, sizes).run()
     out = result.requests.assign(task=trace["task"].to_numpy())
