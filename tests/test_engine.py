@@ -424,9 +424,9 @@ def test_fast_forward_matches_step_by_step(policy, case, monkeypatch):
     stretches = []  # (steps taken, whether the KV limit cut the stretch)
     real_stretch = Simulator._stretch
 
-    def counting_stretch(self, run_arr, base, gen_r, blocks_r, output, free, now, nxt):
-        out = real_stretch(self, run_arr, base, gen_r, blocks_r, output, free, now, nxt)
-        to_completion = int((output[run_arr] - gen_r).min())
+    def counting_stretch(self, run_arr, base, left, blocks_r, free, now, nxt):
+        out = real_stretch(self, run_arr, base, left, blocks_r, free, now, nxt)
+        to_completion = int(left.min())
         bs = self.cfg.block_size
         more = -(-(base + to_completion) // bs) - (blocks_r - self.enc_blocks)
         stretches.append((out[0], int(more.sum()) > free))

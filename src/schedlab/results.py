@@ -22,28 +22,29 @@ class RequestLog:
         self.finish = np.full(n, np.nan)
         self.last_tok = np.full(n, np.nan)
         self.max_gap = np.zeros(n)
-        self.sum_gap = np.zeros(n)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.gaps = GapHistogram()
 
     def scheduled(self, idx, t: float) -> None:
         """First admission of each request in ``idx`` (later re-admissions are ignored)."""
-        idx = np.atleast_1d(idx)
-        fresh = idx[np.isnan(self.first_sched[idx])]
-        self.first_sched[fresh] = t
+        self.first_sched[idx] = np.fmin(self.first_sched[idx], t)
 
     def tokens(self, idx, t: float) -> None:
         """Each request in the index array ``idx`` emitted one token at time ``t``."""
-        emitted = idx
-        g = t - self.last_tok[idx]  # NaN for a first token
-        first = np.isnan(g)
-        if first.any():
-            self.first_tok[idx[first]] = t
-            idx, g = idx[~first], g[~first]
+        g = t - self.last_tok[idx]  # NaN for a first token, which the histogram skips
         self.gaps.add(g)
-        self.max_gap[idx] = np.maximum(self.max_gap[idx], g)
-        self.sum_gap[idx] += g
-        self.last_tok[emitted] = t
+        self.max_gap[idx] = np.fmax(self.max_gap[idx], g)
+        self.first_tok[idx] = np.fmin(self.first_tok[idx], t)
+        self.last_tok[idx] = t
+
+    def lockstep(self, idx, ends, dts) -> None:
+        """Every request in ``idx`` (each past its first token) emitted one token at each
+        time of ``ends``, steps of durations ``dts`` run back to back."""
+        first = ends[0] - self.last_tok[idx]
+        self.gaps.add(first)
+        self.gaps.add_repeated(dts[1:], idx.size)
+        self.max_gap[idx] = np.maximum(self.max_gap[idx], np.maximum(first, dts[1:].max()))
+        self.last_tok[idx] = ends[-1]
 
     def frame(self) -> pd.DataFrame:
         """The per-request results table of the contract (see :mod:`schedlab.contracts`)."""
@@ -61,7 +62,8 @@ class RequestLog:
                 "preemptions": self.preemptions,
                 "class": trace["slo_class"].to_numpy() if "slo_class" in trace else "all",
                 "max_gap_s": self.max_gap,
-                "mean_gap_s": np.where(output > 1, self.sum_gap / np.maximum(output - 1, 1), np.nan),
+                # the gaps of a request telescope: their sum is last token - first token
+                "mean_gap_s": np.where(output > 1, (self.last_tok - self.first_tok) / np.maximum(output - 1, 1), np.nan),
             }
         )
         for col in PASSTHROUGH:

@@ -116,15 +116,16 @@ class Simulator:
     def run(self) -> SimResult:
         wall0 = time.perf_counter()
         cfg, policy, step_time = self.cfg, self.policy, self.step_time
+        bs, enc = cfg.block_size, self.enc_blocks
         n = len(self.arrival)
-        arrival, visible, prompt, output = self.arrival, self.visible, self.prompt, self.output
+        visible, prompt = self.visible, self.prompt
+        total = prompt + self.output  # sequence length when a request completes
+        seq = prompt.copy()  # prompt + tokens generated so far
         computed = np.zeros(n, dtype=np.int64)
-        gen = np.zeros(n, dtype=np.int64)
         blocks = np.zeros(n, dtype=np.int64)
         log = RequestLog(self.trace)
-        last_tok, max_gap, sum_gap, gaps = log.last_tok, log.max_gap, log.sum_gap, log.gaps
         rid = self.trace["request_id"].to_numpy(dtype=np.int64)
-        jobs = [SimJob(int(rid[i]), float(arrival[i]), float(self.sizes[i]), i) for i in range(n)]
+        jobs = [SimJob(int(rid[i]), float(self.arrival[i]), float(self.sizes[i]), i) for i in range(n)]
 
         free = cfg.kv_capacity_blocks
         peak = 0
@@ -145,132 +146,114 @@ class Simulator:
                 continue
 
             run_arr = np.fromiter(running, dtype=np.int64, count=len(running))
-            gen_r, comp_r = gen[run_arr], computed[run_arr]
-            want = prompt[run_arr] + gen_r - comp_r
-            if self._steady(run_arr.size, gen_r, want, len(policy)):
-                k, dts, ends, new_blocks = self._stretch(run_arr, comp_r, gen_r, blocks[run_arr], output, free, now, nxt)
+            seq_r, comp_r, blk_r = seq[run_arr], computed[run_arr], blocks[run_arr]
+            want = seq_r - comp_r
+            is_dec = (want == 1) & (seq_r > prompt[run_arr])
+            n_dec = int(np.count_nonzero(is_dec))
+            if self._steady(run_arr.size, n_dec, len(policy)):
+                left_r = total[run_arr] - seq_r
+                k, dts, ends, new_blocks = self._stretch(run_arr, comp_r, left_r, blk_r, free, now, nxt)
                 if k >= 2:
-                    first_gap = ends[0] - last_tok[run_arr]
-                    gaps.add(first_gap)
-                    gaps.add_repeated(dts[1:], run_arr.size)
-                    max_gap[run_arr] = np.maximum(max_gap[run_arr], np.maximum(first_gap, dts[1:].max()))
-                    sum_gap[run_arr] += first_gap + dts[1:].sum()
-                    free -= int(new_blocks.sum() - blocks[run_arr].sum())
+                    log.lockstep(run_arr, ends, dts)
+                    free -= int(new_blocks.sum() - blk_r.sum())
                     blocks[run_arr] = new_blocks
                     peak = max(peak, cfg.kv_capacity_blocks - free)
                     computed[run_arr] = comp_r + k
-                    gen[run_arr] = gen_r + k
+                    seq[run_arr] = seq_r + k
                     now = float(ends[-1])
                     busy += float(dts.sum())
-                    last_tok[run_arr] = now
                     steps += k
-                    if k == int((output[run_arr] - gen_r).min()):
-                        running, done, free = self._retire(running, gen, output, log.finish, now, blocks, free, done)
+                    running, done, free = self._retire(running, run_arr[left_r == k], log, now, blocks, free, done)
                     continue
 
             # -- one scheduler step ---------------------------------------------------------
             budget = cfg.max_num_batched_tokens
-            sched: dict[int, int] = {}
-            preempted = False
-            i = 0
             # Fast path: every running request gets all it needs within the token and KV
-            # budgets, so the per-request pass below (which may preempt) has nothing to decide.
-            if run_arr.size:
-                grow = self._blocks_for(comp_r + want) - blocks[run_arr]
-                total_want, total_grow = int(want.sum()), int(grow.sum())
-                if total_want <= budget and total_grow <= free:
-                    free -= total_grow
-                    blocks[run_arr] += grow
-                    budget -= total_want
-                    sched = dict(zip(running, want.tolist()))
-                    i = len(running)
-            while i < len(running) and budget > 0:
-                r = running[i]
-                new = min(int(prompt[r] + gen[r] - computed[r]), budget)
-                need = self._blocks_for(int(computed[r]) + new) - blocks[r]
-                scheduled = True
-                while need > free:
-                    v = policy.victim([jobs[x] for x in running], now).index
-                    pos = running.index(v)
-                    running.pop(pos)
-                    if v in sched:
-                        budget += sched.pop(v)
-                    if pos < i:
-                        i -= 1
-                    free += int(blocks[v])
-                    blocks[v] = 0
-                    computed[v] = 0
-                    log.preemptions[v] += 1
-                    t0 = clock()
-                    policy.push(jobs[v])
-                    overhead += clock() - t0
-                    preempted = True
-                    if v == r:
-                        scheduled = False
-                        break
-                if not scheduled:
-                    break
-                free -= need
-                blocks[r] += need
-                sched[r] = new
-                budget -= new
-                i += 1
+            # budgets, so the per-request pass (which may preempt) has nothing to decide.
+            need_r = enc + (seq_r + (bs - 1)) // bs
+            total_want, total_grow = int(want.sum()), int(need_r.sum() - blk_r.sum())
+            whole = total_want <= budget and total_grow <= free
+            if whole:
+                free -= total_grow
+                blocks[run_arr] = need_r
+                budget -= total_want
+                sched, preempted = None, False
+            else:
+                sched, budget, free, preempted, spent = self._serve_running(
+                    running, seq, computed, blocks, budget, free, log, jobs, now
+                )
+                overhead += spent
 
-            n_enc = 0
+            admitted: list[tuple[int, int]] = []
             if not preempted:
                 enc_left = cfg.encoder_per_step if cfg.encoder_frames else 1 << 30
-                while len(policy) and budget > 0 and len(running) < cfg.max_num_seqs:
+                while len(policy) and budget > 0 and len(running) < cfg.max_num_seqs and enc_left:
                     t0 = clock()
-                    job = policy.peek(now)
+                    r = policy.peek(now).index
                     overhead += clock() - t0
-                    r = job.index
-                    if cfg.encoder_frames and enc_left == 0:
-                        break
-                    full = int(prompt[r] + gen[r])
-                    if self._blocks_for(full) > free:  # admission needs the whole sequence to fit
+                    full = int(seq[r])
+                    if enc + -(-full // bs) > free:  # admission needs the whole sequence to fit
                         break
                     new = min(full, budget)
-                    need = self._blocks_for(new)
+                    need = enc + -(-new // bs)
                     t0 = clock()
                     policy.pop(now)
                     overhead += clock() - t0
                     free -= need
                     blocks[r] = need
-                    sched[r] = new
                     budget -= new
                     running.append(r)
+                    admitted.append((r, new))
+                    log.scheduled(r, now)
                     if cfg.encoder_frames:
                         enc_left -= 1
-                        n_enc += 1
-                    log.scheduled(r, now)
+            n_enc = len(admitted) if cfg.encoder_frames else 0
 
-            if not sched:
-                if not running and len(policy):
+            if whole:
+                if not run_arr.size and not admitted:
                     raise SchedlabError("engine stalled: a waiting request can never be admitted")
-                continue
+                ctx = int(seq_r[is_dec].sum())
+                n_pre = total_want - n_dec + sum(new for _, new in admitted)
+                computed[run_arr] = seq_r
+                emits = run_arr
+            else:
+                for r, new in admitted:
+                    sched[r] = new
+                if not sched:
+                    if not running and len(policy):
+                        raise SchedlabError("engine stalled: a waiting request can never be admitted")
+                    continue
+                idx = np.fromiter(sched.keys(), dtype=np.int64, count=len(sched))
+                num = np.fromiter(sched.values(), dtype=np.int64, count=len(sched))
+                comp_i, seq_i = computed[idx] + num, seq[idx]
+                is_decode = (num == 1) & (seq_i > prompt[idx]) & (seq_i - comp_i == 0)
+                n_dec = int(np.count_nonzero(is_decode))
+                ctx = int(seq_i[is_decode].sum())
+                n_pre = int(num.sum()) - n_dec
+                computed[idx] = comp_i
+                emits = idx[comp_i == seq_i]
+                admitted = []
+            for r, new in admitted:
+                computed[r] = new
+            done_prefill = [r for r, new in admitted if new == seq[r]]
+            if done_prefill:
+                emits = np.concatenate((emits, done_prefill))
 
             peak = max(peak, cfg.kv_capacity_blocks - free)
-            idx = np.fromiter(sched.keys(), dtype=np.int64, count=len(sched))
-            num = np.fromiter(sched.values(), dtype=np.int64, count=len(sched))
-            gen_i, comp_i, seq_i = gen[idx], computed[idx], prompt[idx] + gen[idx]
-            is_decode = (num == 1) & (gen_i >= 1) & (seq_i - comp_i == 1)
-            n_dec = int(np.count_nonzero(is_decode))
-            ctx = int(comp_i[is_decode].sum()) + n_dec
-            dt = float(step_time(n_enc, int(num.sum()) - n_dec, n_dec, ctx))
+            dt = float(step_time(n_enc, n_pre, n_dec, ctx))
             now += dt
             busy += dt
             steps += 1
-            comp_i += num
-            computed[idx] = comp_i
-            emits = idx[comp_i == seq_i]
+            seq_e = seq[emits] + 1
+            seq[emits] = seq_e
             log.tokens(emits, now)
-            gen[emits] += 1
-            if (gen[emits] >= output[emits]).any():
-                running, done, free = self._retire(running, gen, output, log.finish, now, blocks, free, done)
+            finished = emits[seq_e >= total[emits]]
+            if finished.size:
+                running, done, free = self._retire(running, finished, log, now, blocks, free, done)
 
         return SimResult(
             requests=log.frame(),
-            gaps=gaps,
+            gaps=log.gaps,
             steps=steps,
             busy_s=busy,
             peak_kv_blocks=peak,
@@ -278,52 +261,103 @@ class Simulator:
             wall_s=time.perf_counter() - wall0,
         )
 
+    def _serve_running(self, running, seq, computed, blocks, budget, free, log, jobs, now):
+        """The running requests one by one in admission order, each given what it needs
+        within the token budget, preempting the policy's victims while KV blocks run short.
+        Returns the step's ``{request: tokens}``, the budget and free blocks left, whether
+        anything was preempted, and the time spent in the policy."""
+        policy, clock = self.policy, time.perf_counter
+        sched: dict[int, int] = {}
+        overhead = 0.0
+        preempted = False
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            new = min(int(seq[r] - computed[r]), budget)
+            need = self._blocks_for(int(computed[r]) + new) - blocks[r]
+            scheduled = True
+            while need > free:
+                v = policy.victim([jobs[x] for x in running], now).index
+                pos = running.index(v)
+                running.pop(pos)
+                if v in sched:
+                    budget += sched.pop(v)
+                if pos < i:
+                    i -= 1
+                free += int(blocks[v])
+                blocks[v] = 0
+                computed[v] = 0
+                log.preemptions[v] += 1
+                t0 = clock()
+                policy.push(jobs[v])
+                overhead += clock() - t0
+                preempted = True
+                if v == r:
+                    scheduled = False
+                    break
+            if not scheduled:
+                break
+            free -= need
+            blocks[r] += need
+            sched[r] = new
+            budget -= new
+            i += 1
+        return sched, budget, free, preempted, overhead
+
     # -- helpers --------------------------------------------------------------------------
-    def _steady(self, n_running, gen_r, want, n_waiting) -> bool:
+    def _steady(self, n_running, n_decoding, n_waiting) -> bool:
         """True when every running request decodes and no waiting request can join."""
         if n_running == 0 or n_running > self.cfg.max_num_batched_tokens:
             return False
         if n_waiting and n_running < self.cfg.max_num_seqs:
             return False
-        return bool(((gen_r >= 1) & (want == 1)).all())
+        return n_decoding == n_running
 
-    def _stretch(self, run_arr, base, gen_r, blocks_r, output, free, now, nxt):
-        """Steps that can run back to back: their count, durations, end times, and the
-        running requests' KV blocks after them."""
-        k = int((output[run_arr] - gen_r).min())
-        bs = self.cfg.block_size
-        dec_blocks = blocks_r - self.enc_blocks
-
-        def extra(steps: int) -> int:
-            return int((-(-(base + steps) // bs) - dec_blocks).sum())
-
-        if extra(k) > free:  # largest k whose new blocks fit (extra is monotone in k)
-            lo, hi = 0, k
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if extra(mid) <= free else (lo, mid - 1)
-            k = lo
+    def _stretch(self, run_arr, base, left, blocks_r, free, now, nxt):
+        """Steps that can run back to back (``left``: tokens each running request has still
+        to generate): their count, durations, end times, and the running requests' KV blocks
+        after them."""
+        k = int(left.min())
         if k < 2:
             return k, None, None, None
-        n_dec = run_arr.size
+        n_dec, cfg, step_time = run_arr.size, self.cfg, self.step_time
         ctx0 = int(base.sum()) + n_dec
-        dts = np.asarray(self.step_time(0, 0, n_dec, ctx0 + n_dec * np.arange(k)), dtype=float)
+        joins = nxt < len(self.arrival) and n_dec < cfg.max_num_seqs
+        dt0 = float(step_time(0, 0, n_dec, ctx0))
+        if joins and dt0 > 0:  # steps only lengthen, so the next arrival comes within this many
+            k = min(k, int((self.visible[nxt] - now) / dt0) + 2)
+        bs = cfg.block_size
+        # Each request needs at most k // bs + 1 new blocks in k steps; count exactly only
+        # when that bound does not fit.
+        if n_dec * (k // bs + 1) > free:
+            dec_blocks = blocks_r - self.enc_blocks
+
+            def extra(steps: int) -> int:
+                return int((-(-(base + steps) // bs) - dec_blocks).sum())
+
+            if extra(k) > free:  # largest k whose new blocks fit (extra is monotone in k)
+                lo, hi = 0, k
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    lo, hi = (mid, hi) if extra(mid) <= free else (lo, mid - 1)
+                k = lo
+        if k < 2:
+            return k, None, None, None
+        # each step's context grows by one token per request
+        dts = dt0 + (step_time.ctx_tokens * n_dec) * np.arange(k, dtype=float)
         ends = now + np.cumsum(dts)
-        if nxt < len(self.arrival) and n_dec < self.cfg.max_num_seqs:
+        if joins:
             stop = int(np.searchsorted(ends, self.visible[nxt])) + 1
             if stop < k:
                 k, dts, ends = stop, dts[:stop], ends[:stop]
         return k, dts, ends, self._blocks_for(base + k)
 
-    def _retire(self, running, gen, output, finish, now, blocks, free, done):
-        """Remove finished requests, freeing their KV blocks."""
-        keep = []
-        for r in running:
-            if gen[r] >= output[r]:
-                finish[r] = now
-                free += int(blocks[r])
-                blocks[r] = 0
-                done += 1
-            else:
-                keep.append(r)
-        return keep, done, free
+    def _retire(self, running, finished, log, now, blocks, free, done):
+        """Remove the ``finished`` requests from the running list, freeing their KV blocks."""
+        if not finished.size:
+            return running, done, free
+        log.finish[finished] = now
+        free += int(blocks[finished].sum())
+        blocks[finished] = 0
+        gone = set(finished.tolist())
+        return [r for r in running if r not in gone], done + len(gone), free

@@ -2,7 +2,8 @@
 
 Gaps fall into log-spaced bins (400 per decade from 1 us to 1000 s, so a percentile read
 back is within 0.6% of the exact one) however many tokens a run generates. Gaps are staged in
-a fixed-size buffer and binned in bulk, which keeps the per-step cost to a copy.
+a fixed-size buffer and binned in bulk, which keeps the per-step cost to a copy. A NaN gap (a
+request's first token, which has no previous one) is skipped.
 """
 
 from __future__ import annotations
@@ -21,32 +22,35 @@ class GapHistogram:
         self._weights = np.empty(_BUFFER, dtype=np.int64)
         self._n = 0
 
-    @staticmethod
-    def _bin(gaps: np.ndarray) -> np.ndarray:
+    def _bincount(self, gaps: np.ndarray, weights: np.ndarray | int) -> None:
+        known = ~np.isnan(gaps)
         with np.errstate(divide="ignore"):
-            pos = (np.log10(np.maximum(gaps, 1e-300)) - _LO) * _PER_DECADE
-        return np.clip(np.floor(pos).astype(np.int64) + 1, 0, _NBINS + 1)
+            pos = (np.log10(np.maximum(gaps[known], 1e-300)) - _LO) * _PER_DECADE
+        bins = np.clip(np.floor(pos).astype(np.int64) + 1, 0, _NBINS + 1)
+        w = weights[known] if isinstance(weights, np.ndarray) else np.full(bins.size, weights)
+        self._counts += np.bincount(bins, weights=w, minlength=_NBINS + 2).astype(np.int64)
 
     def _flush(self) -> None:
         n = self._n
         if n:
-            self._counts += np.bincount(self._bin(self._buf[:n]), weights=self._weights[:n], minlength=_NBINS + 2).astype(np.int64)
+            self._bincount(self._buf[:n], self._weights[:n])
             self._n = 0
 
-    def add_repeated(self, gaps, times: int) -> None:
-        """Add each gap ``times`` times (one per request decoding in lock step)."""
-        gaps = np.atleast_1d(np.asarray(gaps, dtype=float))
-        k = gaps.size
-        if self._n + k > _BUFFER:
+    def add_repeated(self, gaps: np.ndarray, times: int) -> None:
+        """Add each gap of the 1-D float array ``gaps`` ``times`` times (one per request
+        decoding in lock step)."""
+        k, n = gaps.size, self._n
+        if n + k > _BUFFER:
             self._flush()
+            n = 0
             if k > _BUFFER:
-                self._counts += np.bincount(self._bin(gaps), minlength=_NBINS + 2) * times
+                self._bincount(gaps, times)
                 return
-        self._buf[self._n : self._n + k] = gaps
-        self._weights[self._n : self._n + k] = times
-        self._n += k
+        self._buf[n : n + k] = gaps
+        self._weights[n : n + k] = times
+        self._n = n + k
 
-    def add(self, gaps) -> None:
+    def add(self, gaps: np.ndarray) -> None:
         self.add_repeated(gaps, 1)
 
     @property
