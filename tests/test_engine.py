@@ -424,11 +424,11 @@ def test_fast_forward_matches_step_by_step(policy, case, monkeypatch):
     stretches = []  # (steps taken, whether the KV limit cut the stretch)
     real_stretch = Simulator._stretch
 
-    def counting_stretch(self, run_arr, base, left, blocks_r, free, now, nxt):
-        out = real_stretch(self, run_arr, base, left, blocks_r, free, now, nxt)
-        to_completion = int(left.min())
+    def counting_stretch(self, run_arr, seq, computed, blocks, total, free, now, nxt, ctx):
+        out = real_stretch(self, run_arr, seq, computed, blocks, total, free, now, nxt, ctx)
+        to_completion = int((total[run_arr] - seq[run_arr]).min())
         bs = self.cfg.block_size
-        more = -(-(base + to_completion) // bs) - (blocks_r - self.enc_blocks)
+        more = -(-(computed[run_arr] + to_completion) // bs) - (blocks[run_arr] - self.enc_blocks)
         stretches.append((out[0], int(more.sum()) > free))
         return out
 

@@ -10,7 +10,9 @@ whole current sequence fits in the free blocks, although only its first chunk is
 after preemption are one rule. The clock advances by the step-time model.
 
 Stretches where every running request decodes and nothing can join are fast-forwarded in
-closed form (numpy), up to the next completion, arrival or KV-block shortage.
+closed form, up to the next completion, arrival or KV-block shortage. Per-request state lives
+in numpy arrays; the passes over the running requests are compiled (:mod:`.kernels`), while
+the policy, admissions and preemptions stay in Python.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pandas as pd
 from schedlab.errors import SchedlabError
 from schedlab.policies.base import Policy
 from schedlab.results import RequestLog
+from schedlab.sim import kernels
 from schedlab.sim.gaps import GapHistogram
 from schedlab.sim.steptime import StepTimeModel
 
@@ -146,36 +149,30 @@ class Simulator:
                 continue
 
             run_arr = np.fromiter(running, dtype=np.int64, count=len(running))
-            seq_r, comp_r, blk_r = seq[run_arr], computed[run_arr], blocks[run_arr]
-            want = seq_r - comp_r
-            is_dec = (want == 1) & (seq_r > prompt[run_arr])
-            n_dec = int(np.count_nonzero(is_dec))
+            n_dec, ctx, total_want, total_grow = kernels.running_totals(run_arr, seq, computed, blocks, prompt, enc, bs)
             if self._steady(run_arr.size, n_dec, len(policy)):
-                left_r = total[run_arr] - seq_r
-                k, dts, ends, new_blocks = self._stretch(run_arr, comp_r, left_r, blk_r, free, now, nxt)
+                k, dts = self._stretch(run_arr, seq, computed, blocks, total, free, now, nxt, ctx)
                 if k >= 2:
+                    ends = now + np.cumsum(dts)
                     log.lockstep(run_arr, ends, dts)
-                    free -= int(new_blocks.sum() - blk_r.sum())
-                    blocks[run_arr] = new_blocks
+                    added, finished = kernels.advance(run_arr, seq, computed, blocks, total, enc, bs, k)
+                    free -= added
                     peak = max(peak, cfg.kv_capacity_blocks - free)
-                    computed[run_arr] = comp_r + k
-                    seq[run_arr] = seq_r + k
                     now = float(ends[-1])
                     busy += float(dts.sum())
                     steps += k
-                    running, done, free = self._retire(running, run_arr[left_r == k], log, now, blocks, free, done)
+                    if finished:
+                        running, done, free = self._retire(running, run_arr, seq, total, log, now, blocks, free, done)
                     continue
 
             # -- one scheduler step ---------------------------------------------------------
             budget = cfg.max_num_batched_tokens
             # Fast path: every running request gets all it needs within the token and KV
             # budgets, so the per-request pass (which may preempt) has nothing to decide.
-            need_r = enc + (seq_r + (bs - 1)) // bs
-            total_want, total_grow = int(want.sum()), int(need_r.sum() - blk_r.sum())
             whole = total_want <= budget and total_grow <= free
             if whole:
+                kernels.serve_all(run_arr, seq, computed, blocks, enc, bs)
                 free -= total_grow
-                blocks[run_arr] = need_r
                 budget -= total_want
                 sched, preempted = None, False
             else:
@@ -212,9 +209,7 @@ class Simulator:
             if whole:
                 if not run_arr.size and not admitted:
                     raise SchedlabError("engine stalled: a waiting request can never be admitted")
-                ctx = int(seq_r[is_dec].sum())
                 n_pre = total_want - n_dec + sum(new for _, new in admitted)
-                computed[run_arr] = seq_r
                 emits = run_arr
             else:
                 for r, new in admitted:
@@ -244,12 +239,9 @@ class Simulator:
             now += dt
             busy += dt
             steps += 1
-            seq_e = seq[emits] + 1
-            seq[emits] = seq_e
             log.tokens(emits, now)
-            finished = emits[seq_e >= total[emits]]
-            if finished.size:
-                running, done, free = self._retire(running, finished, log, now, blocks, free, done)
+            if kernels.emit(emits, seq, total):
+                running, done, free = self._retire(running, emits, seq, total, log, now, blocks, free, done)
 
         return SimResult(
             requests=log.frame(),
@@ -313,49 +305,25 @@ class Simulator:
             return False
         return n_decoding == n_running
 
-    def _stretch(self, run_arr, base, left, blocks_r, free, now, nxt):
-        """Steps that can run back to back (``left``: tokens each running request has still
-        to generate): their count, durations, end times, and the running requests' KV blocks
-        after them."""
-        k = int(left.min())
+    def _stretch(self, run_arr, seq, computed, blocks, total, free, now, nxt, ctx):
+        """Decode-only steps that can run back to back from ``now`` (``ctx``: the running
+        requests' summed context): their count and durations."""
+        n_dec, step_time = run_arr.size, self.step_time
+        joins = nxt < len(self.arrival) and n_dec < self.cfg.max_num_seqs
+        t_join = float(self.visible[nxt]) if joins else np.inf
+        dt0 = float(step_time(0, 0, n_dec, ctx))
+        slope = step_time.ctx_tokens * n_dec  # each step's context grows by one token per request
+        k = kernels.stretch_steps(
+            run_arr, seq, computed, blocks, total, free, self.enc_blocks, self.cfg.block_size, now, t_join, dt0, slope
+        )
         if k < 2:
-            return k, None, None, None
-        n_dec, cfg, step_time = run_arr.size, self.cfg, self.step_time
-        ctx0 = int(base.sum()) + n_dec
-        joins = nxt < len(self.arrival) and n_dec < cfg.max_num_seqs
-        dt0 = float(step_time(0, 0, n_dec, ctx0))
-        if joins and dt0 > 0:  # steps only lengthen, so the next arrival comes within this many
-            k = min(k, int((self.visible[nxt] - now) / dt0) + 2)
-        bs = cfg.block_size
-        # Each request needs at most k // bs + 1 new blocks in k steps; count exactly only
-        # when that bound does not fit.
-        if n_dec * (k // bs + 1) > free:
-            dec_blocks = blocks_r - self.enc_blocks
+            return k, None
+        return k, dt0 + slope * np.arange(k, dtype=float)
 
-            def extra(steps: int) -> int:
-                return int((-(-(base + steps) // bs) - dec_blocks).sum())
-
-            if extra(k) > free:  # largest k whose new blocks fit (extra is monotone in k)
-                lo, hi = 0, k
-                while lo < hi:
-                    mid = (lo + hi + 1) // 2
-                    lo, hi = (mid, hi) if extra(mid) <= free else (lo, mid - 1)
-                k = lo
-        if k < 2:
-            return k, None, None, None
-        # each step's context grows by one token per request
-        dts = dt0 + (step_time.ctx_tokens * n_dec) * np.arange(k, dtype=float)
-        ends = now + np.cumsum(dts)
-        if joins:
-            stop = int(np.searchsorted(ends, self.visible[nxt])) + 1
-            if stop < k:
-                k, dts, ends = stop, dts[:stop], ends[:stop]
-        return k, dts, ends, self._blocks_for(base + k)
-
-    def _retire(self, running, finished, log, now, blocks, free, done):
-        """Remove the ``finished`` requests from the running list, freeing their KV blocks."""
-        if not finished.size:
-            return running, done, free
+    def _retire(self, running, candidates, seq, total, log, now, blocks, free, done):
+        """Remove the complete requests among ``candidates`` from the running list, freeing
+        their KV blocks."""
+        finished = candidates[seq[candidates] >= total[candidates]]
         log.finish[finished] = now
         free += int(blocks[finished].sum())
         blocks[finished] = 0
