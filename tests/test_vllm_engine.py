@@ -76,3 +76,29 @@ def test_vllm_run_cli_replays_a_trace(tmp_path):
     assert (res["arrival_s"] <= res["first_scheduled_s"] + 1e-9).all()
     # Requests are submitted at their arrival offsets, so none is scheduled early.
     assert (res["first_scheduled_s"] >= res["arrival_s"] - 0.01).all()
+
+
+def test_vllm_predictor_profile_times_each_grid_point_as_one_prefill_then_decodes(tmp_path):
+    """Paper D's ``vllm`` predictor source: every (batch, length) point is prefilled in one
+    engine step and then decoded together, and the OLS fit takes the table."""
+    from schedlab.fit.latency_predictor import fit_predictor
+    from schedlab.latency.predictor_profile import PREDICTOR_PROFILE_COLUMNS
+
+    out = tmp_path / "vllm.parquet"
+    proc = subprocess.run(
+        [sys.executable, "-m", "schedlab.cli", "slosa", "profile", "--source", "vllm", "--model", "tiny-llama",
+         "--repeats", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    prof = pd.read_parquet(out)
+    assert tuple(prof.columns) == PREDICTOR_PROFILE_COLUMNS and set(prof["source"]) == {"vllm"}
+    assert (prof["time_s"] > 0).all()
+    prefill, decode = prof[prof["phase"] == "prefill"], prof[prof["phase"] == "decode"]
+    points = {(b, n) for b in (1, 2, 4, 8) for n in (64, 128, 256, 512)}
+    assert sorted(zip(prefill["batch"], prefill["length"])) == sorted(points)  # one step each
+    per_point = decode.assign(base=decode["length"] - decode["length"] % 64).groupby(["batch", "base"]).size()
+    assert set(per_point.index) == points and (per_point == 4).all()  # four decode steps each
+    assert (decode["length"] % 64).between(1, 4).all()  # context: the prompt plus tokens so far
+    fit = fit_predictor(prof)
+    assert np.isfinite(fit.coefficients_ms()["ms"]).all()

@@ -23,8 +23,8 @@ def notebook_inputs(name):
         studies = ("compare", "schedule", "lengths", "coefficients", "instances")
         return {
             **{s: f"{SD}/study/{s}.parquet" for s in studies},
-            **{f"fit_{s}": f"{SD}/fit/{s}.json" for s in ("roofline", "torch", "reference")},
-            **{f"profile_{s}": f"{SD}/profile/{s}.parquet" for s in ("roofline", "torch")},
+            **{f"fit_{s}": f"{SD}/fit/{s}.json" for s in ("roofline", "torch", "vllm", "reference")},
+            **{f"profile_{s}": f"{SD}/profile/{s}.parquet" for s in ("roofline", "torch", "vllm")},
             "chat": rules.slosa_pools.output.chat,
             "code": rules.slosa_pools.output.code,
         }

@@ -1,5 +1,6 @@
 # Paper D: chat/code length pools -> predictor profiles (calibrated roofline on the paper's
-# hardware, torch on the local device) -> OLS fits (+ the paper's reference values) -> studies.
+# hardware, torch and a real vLLM engine on the local device) -> OLS fits (+ the paper's
+# reference values) -> studies.
 SLOSA = config["slosa"]
 SD = f"{R}/slosa"
 
@@ -51,6 +52,24 @@ rule slosa_profile_torch:
         "--out {output} > {log} 2>&1"
 
 
+rule slosa_profile_vllm:
+    output:
+        f"{SD}/profile/vllm.parquet",
+    log:
+        f"{R}/logs/slosa/profile_vllm.log",
+    params:
+        v=VLLM,
+    # The engine's timing is the measurement: it gets the whole machine (or one GPU).
+    threads: workflow.cores
+    resources:
+        gpu=int(VLLM["device"].startswith("cuda")),
+    conda:
+        "../../envs/gpu.yaml" if VLLM["device"].startswith("cuda") else "../../envs/cpu.yaml"
+    shell:
+        "schedlab slosa profile --source vllm --model {params.v[model]} --device {params.v[device]} "
+        "--kv-cache-gib {params.v[kv_cache_gib]} --out {output} > {log} 2>&1"
+
+
 rule slosa_fit:
     input:
         f"{SD}/profile/{{source}}.parquet",
@@ -59,7 +78,7 @@ rule slosa_fit:
     log:
         f"{R}/logs/slosa/fit_{{source}}.log",
     wildcard_constraints:
-        source="roofline|torch",
+        source="roofline|torch|vllm",
     conda:
         "../../envs/cpu.yaml"
     shell:

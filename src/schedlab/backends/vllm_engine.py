@@ -78,6 +78,9 @@ def start_engine(spec: EngineSpec, *, policy: str, kappa: dict[str, float]):
             max_num_seqs=spec.max_num_seqs,
             max_num_batched_tokens=spec.max_num_batched_tokens,
             enable_chunked_prefill=True,
+            # Placeholder prompts repeat the same ids, so a prefix cache would serve most of
+            # every prefill; sim and vllm-sim model none.
+            enable_prefix_caching=False,
             block_size=spec.block_size,
             scheduler_cls=SCHEDULER if cpu else ASYNC_SCHEDULER,
             additional_config={"schedlab": {"policy": policy, "kappa": kappa}},

@@ -1,5 +1,6 @@
 """Profile tables for paper D's latency predictor: prefill and per-token decode times over a
-(batch size, length) grid, from the roofline or from timed torch forward passes.
+(batch size, length) grid, from the roofline, timed torch forward passes, or a real vLLM
+engine's steps.
 
 A prefill row times ``batch`` prompts of ``length`` tokens processed together; a decode row
 times one decode step of ``batch`` sequences that each hold ``length`` tokens of context.
@@ -87,3 +88,47 @@ def torch_profile(
 
             rows.append(("decode", b, n, median_time(step, repeats, setup, sync)))
     return _table(rows, "torch", hardware, model)
+
+
+def vllm_profile(
+    model: str = "tiny-llama",
+    device: str = "cpu",
+    kv_cache_gib: int = 1,
+    batches=(1, 2, 4, 8),
+    lengths=(64, 128, 256, 512),
+    decode_steps: int = 4,
+    repeats: int = 3,
+) -> pd.DataFrame:
+    """Timed steps of a real vLLM engine (dummy weights of ``model``). At each grid point
+    ``batch`` prompts of ``length`` tokens are submitted together: the step that prefills all
+    of them is a prefill row, and each of the ``decode_steps`` steps that then decode all of
+    them is a decode row (its length: the mean context). The engine's limits are set so that
+    the largest point is one step; a first pass over the grid warms it up."""
+    from schedlab.backends.vllm_engine import EngineSpec, replay, start_engine
+    from schedlab.backends.vllm_profile import device_label
+
+    if repeats < 1 or decode_steps < 1:
+        raise SchedlabError(f"repeats and decode_steps must be >= 1, got {repeats} and {decode_steps}")
+    points = list(itertools.product(batches, lengths))
+    spec = EngineSpec(
+        model=model,
+        max_num_seqs=max(batches),
+        max_num_batched_tokens=max(b * n for b, n in points),
+        device=device,
+        kv_cache_gib=kv_cache_gib,
+    )
+    llm = start_engine(spec, policy="fcfs", kappa={})
+    rows = []
+    for rep in range(repeats + 1):
+        for b, n in points:
+            steps = []
+            trace = pd.DataFrame(
+                {"request_id": range(b), "arrival_s": 0.0, "prompt_tokens": n, "output_tokens": decode_steps + 1}
+            )
+            replay(llm, trace, on_step=lambda c, t: steps.append((c, t)))
+            for (_, n_prefill, n_decode, ctx), t in steps if rep else ():
+                if n_prefill == b * n and n_decode == 0:
+                    rows.append(("prefill", b, n, t))
+                elif n_prefill == 0 and n_decode == b:
+                    rows.append(("decode", b, round(ctx / b), t))
+    return _table(rows, "vllm", device_label(spec), model)

@@ -36,8 +36,10 @@ def cmd_profile(args) -> None:
         hw, arch = hardware(args.hardware), model_arch(args.model)
         eff = calibrate_roofline(REFERENCE, hw, arch) if args.calibrate else {}
         table = predictor_profile.roofline_profile(hw, arch, **eff)
-    else:
+    elif args.source == "torch":
         table = predictor_profile.torch_profile(args.model, repeats=args.repeats, device=args.device)
+    else:
+        table = predictor_profile.vllm_profile(args.model, args.device, args.kv_cache_gib, repeats=args.repeats)
     write_parquet(table, args.out)
 
 
@@ -89,13 +91,14 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_pools)
 
     pr = ssub.add_parser("profile", help="prefill/decode times over a (batch, length) grid")
-    pr.add_argument("--source", choices=("roofline", "torch"), required=True)
+    pr.add_argument("--source", choices=("roofline", "torch", "vllm"), required=True)
     pr.add_argument("--hardware", default="2xV100-32GB", help="roofline: catalogue name, <n>x<name> for tensor parallel")
     pr.add_argument("--model", default="qwen2.5-7b")
     pr.add_argument("--calibrate", action="store_true",
                     help="roofline: efficiencies that match the paper's single-request times")
-    pr.add_argument("--repeats", type=int, default=3, help="torch: timed repeats per point")
-    pr.add_argument("--device", default="cpu", help="torch: cpu or cuda:0")
+    pr.add_argument("--repeats", type=int, default=3, help="torch, vllm: timed repeats per point")
+    pr.add_argument("--device", default="cpu", help="torch, vllm: cpu or cuda:0")
+    pr.add_argument("--kv-cache-gib", type=int, default=1, help="vllm: KV cache size")
     pr.add_argument("--out", required=True)
     pr.set_defaults(func=cmd_profile)
 
