@@ -112,14 +112,12 @@ def _remove_batch(sizes, m, j):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _uniform(state):
-    """Next draw in [0, 1) of a xorshift64* generator whose state is ``state[0]``."""
-    x = state[0]
+def _uniform(x):
+    """One step of a xorshift64* generator: its next state, and a draw in [0, 1) from it."""
     x ^= x >> numba.uint64(12)
     x ^= x << numba.uint64(25)
     x ^= x >> numba.uint64(27)
-    state[0] = x
-    return ((x * numba.uint64(2685821657736338717)) >> numba.uint64(11)) * (1.0 / 9007199254740992.0)
+    return x, ((x * numba.uint64(2685821657736338717)) >> numba.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -136,7 +134,7 @@ def _anneal_kernel(order, sizes, m, B, execution, slack, t0, t_min, decay, iters
     """Moves are applied in place and undone when rejected (``saved`` holds the batch sizes);
     a move only re-evaluates the batches from the first one it touches (prefix state in
     ``wait/total/met``, trial values in the ``t_`` copies)."""
-    rng = np.array([seed * 0x9E3779B97F4A7C15 + 0x2545F4914F6CDD1D], dtype=np.uint64)
+    rng = numba.uint64(seed * 0x9E3779B97F4A7C15 + 0x2545F4914F6CDD1D)
     n = order.shape[0]
     wait, total, met = np.zeros(n + 1), np.zeros(n + 1), np.zeros(n + 1, dtype=np.int64)
     k, t = evaluate_from(order, sizes, m, execution, slack, 0, wait, total, met)
@@ -148,12 +146,15 @@ def _anneal_kernel(order, sizes, m, B, execution, slack, t0, t_min, decay, iters
     T = t0
     while T >= t_min:
         for _ in range(iters):
-            move = int(_uniform(rng) * 3)
-            p = int(_uniform(rng) * n)
+            rng, u = _uniform(rng)
+            move = int(u * 3)
+            rng, u = _uniform(rng)
+            p = int(u * n)
             old_m = m
             j, start = _batch_of(sizes, p)
             if move == 2:  # swap two requests
-                q = int(_uniform(rng) * n)
+                rng, u = _uniform(rng)
+                q = int(u * n)
                 jq, _s = _batch_of(sizes, q)
                 if jq == j:  # same batch: G unchanged, the move is a no-op
                     continue
@@ -186,7 +187,11 @@ def _anneal_kernel(order, sizes, m, B, execution, slack, t0, t_min, decay, iters
             k, t = evaluate_from(order, sizes, m, execution, slack, j0, t_wait, t_total, t_met)
             evals += 1
             f_new = k / t * scale
-            if f_new >= f or _uniform(rng) < math.exp((f_new - f) / T):
+            accept = f_new >= f
+            if not accept:
+                rng, u = _uniform(rng)
+                accept = u < math.exp((f_new - f) / T)
+            if accept:
                 f = f_new
                 for i in range(j0 + 1, m + 1):
                     wait[i], total[i], met[i] = t_wait[i], t_total[i], t_met[i]
