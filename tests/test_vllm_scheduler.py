@@ -171,3 +171,31 @@ def test_vllm_sim_equals_sim_under_kv_pressure(policy):
     assert sim["preemptions"].sum() > 10
     np.testing.assert_array_equal(vs["preemptions"], sim["preemptions"])
     np.testing.assert_allclose(vs["finish_s"], sim["finish_s"], rtol=1e-9)
+
+
+def test_paper_d_mapping_served_by_vllms_scheduler_equals_sim():
+    """A simulated-annealing mapping served with each request's batch index as its priority:
+    vLLM's scheduler admits the batches in order, exactly as the sim engine does."""
+    from schedlab.fit.latency_predictor import REFERENCE
+    from schedlab.latency.catalogue import hardware, model_arch
+    from schedlab.slo.dispatch import paper_engine, serve
+    from schedlab.slo.problem import MappingProblem
+    from schedlab.slo.search import AnnealConfig, anneal
+
+    rng = np.random.default_rng(4)
+    n = 16
+    req = pd.DataFrame({
+        "request_id": np.arange(n),
+        "prompt_tokens": rng.integers(50, 1500, n),
+        "output_tokens": rng.integers(20, 300, n),
+        "task": rng.choice(["chat", "code"], n),
+    })
+    mapping = anneal(MappingProblem.build(req, REFERENCE, 4), AnnealConfig(early_exit=False)).mapping
+    engine = paper_engine(hardware("2xV100-32GB"), model_arch("qwen2.5-7b"))
+    sim = serve(req, mapping, *engine)
+    vs = serve(req, mapping, *engine, backend="vllm-sim", model="qwen2.5-7b")
+    rank = mapping.rank()
+    first = vs["first_scheduled_s"].to_numpy()
+    assert all(first[rank == j].max() <= first[rank == j + 1].min() for j in range(len(mapping.sizes) - 1))
+    for col in ("first_scheduled_s", "first_token_s", "finish_s"):
+        np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9, err_msg=col)

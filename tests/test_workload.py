@@ -257,6 +257,11 @@ def test_job_sizes_default_language_and_missing_duration_column():
     )
 
 
+def test_a_trace_priority_is_the_job_size_where_set():
+    trace = pd.DataFrame({"audio_duration_s": [4.0, 4.0, np.nan], "priority": [2.0, np.nan, 0.0], "output_tokens": [9, 9, 9]})
+    np.testing.assert_array_equal(job_sizes(trace, {"en": 3.5}), [2, 14, 0])
+
+
 # -- `schedlab workload` ----------------------------------------------------------------------
 def _cli(*args, cwd=None):
     return subprocess.run(

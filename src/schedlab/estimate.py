@@ -8,13 +8,17 @@ import numpy as np
 import pandas as pd
 
 
-def size_estimate(duration_s: float | None, language: str, kappa: dict[str, float], max_tokens: int) -> float:
-    """``n_hat = max(1, int(duration_s * kappa[language]))``.
+def size_estimate(hint: dict, kappa: dict[str, float], max_tokens: int) -> float:
+    """The job size a policy orders by, from what a client sends (:func:`size_hints`).
 
-    A request without an audio duration, or in a language with no fitted kappa, falls back to
-    its ``max_tokens``, as the paper's engine does.
+    A ``priority`` (lower first; paper D's batch index) is the size itself. Otherwise
+    ``n_hat = max(1, int(audio_duration_s * kappa[language]))``; a request without an audio
+    duration, or in a language with no fitted kappa, falls back to its ``max_tokens``, as the
+    paper's engine does.
     """
-    k = kappa.get(language)
+    if "priority" in hint:
+        return float(hint["priority"])
+    duration_s, k = hint.get("audio_duration_s"), kappa.get(hint.get("language", "en"))
     if duration_s is None or k is None or not math.isfinite(duration_s):
         return float(max_tokens)
     return float(max(1, math.floor(duration_s * k)))
@@ -22,13 +26,19 @@ def size_estimate(duration_s: float | None, language: str, kappa: dict[str, floa
 
 def size_hints(trace: pd.DataFrame) -> list[dict]:
     """Per request, what a client sends for :func:`size_estimate` (vLLM's ``extra_args``):
-    its language, and its audio duration when it has one."""
+    its language, its audio duration when it has one, and its priority when the trace sets
+    one."""
     n = len(trace)
     dur = trace["audio_duration_s"].to_numpy(float) if "audio_duration_s" in trace else np.full(n, np.nan)
     lang = trace["language"].to_numpy() if "language" in trace else np.full(n, "en")
+    prio = trace["priority"].to_numpy(float) if "priority" in trace else np.full(n, np.nan)
     return [
-        {"language": str(l), **({"audio_duration_s": float(d)} if math.isfinite(d) else {})}
-        for d, l in zip(dur, lang)
+        {
+            "language": str(l),
+            **({"audio_duration_s": float(d)} if math.isfinite(d) else {}),
+            **({"priority": float(p)} if math.isfinite(p) else {}),
+        }
+        for d, l, p in zip(dur, lang, prio)
     ]
 
 
@@ -38,7 +48,7 @@ def job_sizes(trace: pd.DataFrame, kappa: dict[str, float]) -> np.ndarray:
     max_tokens = trace["output_tokens"].to_numpy(np.int64)
     return np.array(
         [
-            size_estimate(h.get("audio_duration_s"), h["language"], kappa, m)
+            size_estimate(h, kappa, m)
             for h, m in zip(size_hints(trace), max_tokens)
         ],
         dtype=float,

@@ -128,9 +128,7 @@ class SchedlabMixin:
         if job is None:
             params = request.sampling_params
             xargs = (params.extra_args if params else None) or {}
-            size = size_estimate(
-                xargs.get("audio_duration_s"), xargs.get("language", "en"), self.kappa, request.max_tokens
-            )
+            size = size_estimate(xargs, self.kappa, request.max_tokens)
             job = VllmJob(self._next_id, request.arrival_time, size, request)
             self._next_id += 1
             request.schedlab_job = job

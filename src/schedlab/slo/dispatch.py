@@ -1,7 +1,10 @@
 """A mapping served by an engine: batches are submitted in order, ``gap_s`` apart, each request
-carrying its batch index as priority (lower first; the SJF policy keyed by that index is
-priority scheduling, as vLLM's ``priority`` policy does). The engine is the ``sim`` backend
-with ``max_num_seqs`` set to the mapping's maximum batch size, so batches do not merge."""
+carrying its batch index as its ``priority`` (lower first; SJF keyed by that index is priority
+scheduling, as vLLM's ``priority`` policy does). ``max_num_seqs`` is the mapping's maximum
+batch size, so batches do not merge. The engine is the ``sim`` backend or vLLM's scheduler
+(``vllm-sim``); on a real vLLM engine the same trace, replayed with ``schedlab vllm-run
+--policy sjf``, carries the priority to schedlab's scheduler class in each request's
+``vllm_xargs``."""
 
 from __future__ import annotations
 
@@ -14,8 +17,8 @@ from schedlab.fit.latency_predictor import REFERENCE, calibrate_roofline
 from schedlab.fit.steptime import fit_steptime
 from schedlab.latency.catalogue import Hardware, ModelArch, kv_capacity_blocks
 from schedlab.latency.predictor_profile import roofline_profile
-from schedlab.policies import make_policy
-from schedlab.sim.engine import EngineConfig, Simulator
+from schedlab.sim.engine import EngineConfig
+from schedlab.sim.setup import run_sim
 from schedlab.sim.steptime import StepTimeModel
 from schedlab.slo.objective import Mapping, Score
 from schedlab.slo.problem import CHAT_SLO, CODE_SLO
@@ -48,14 +51,21 @@ def paper_engine(hw: Hardware, arch: ModelArch) -> tuple[StepTimeModel, EngineCo
 
 
 def serve(
-    requests: pd.DataFrame, mapping: Mapping, step_time: StepTimeModel, engine: EngineConfig, gap_s: float = GAP_S
+    requests: pd.DataFrame,
+    mapping: Mapping,
+    step_time: StepTimeModel,
+    engine: EngineConfig,
+    gap_s: float = GAP_S,
+    *,
+    backend: str = "sim",
+    model: str | None = None,
 ) -> pd.DataFrame:
-    """Per-request results of serving ``mapping`` (times from the decision at t = 0)."""
+    """Per-request results of serving ``mapping`` (times from the decision at t = 0) on
+    ``backend`` (``vllm-sim`` needs the ``model``'s architecture)."""
     rank = mapping.rank()
-    trace = requests.assign(arrival_s=rank * gap_s).iloc[np.argsort(rank, kind="stable")]
+    trace = requests.assign(arrival_s=rank * gap_s, priority=rank).iloc[np.argsort(rank, kind="stable")]
     cfg = replace(engine, max_num_seqs=int(mapping.sizes.max()))
-    sizes = rank[trace.index.to_numpy()].astype(float)
-    result = Simulator(trace.reset_index(drop=True), make_policy("sjf"), step_time, cfg, sizes).run()
+    result, _ = run_sim(trace.reset_index(drop=True), "sjf", step_time, cfg, kappa={}, identity={}, backend=backend, model=model)
     out = result.requests.assign(task=trace["task"].to_numpy())
     return out.sort_values("request_id").reset_index(drop=True)
 
