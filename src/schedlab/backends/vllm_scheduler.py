@@ -34,6 +34,7 @@ class VllmJob:
     arrival_s: float
     size: float
     request: Request
+    prompt_tokens: int = 0
 
 
 def step_composition(sched, out) -> tuple[int, int, int, int]:
@@ -131,7 +132,7 @@ class SchedlabMixin:
             size = size_estimate(
                 xargs.get("audio_duration_s"), xargs.get("language", "en"), self.kappa, request.max_tokens
             )
-            job = VllmJob(self._next_id, request.arrival_time, size, request)
+            job = VllmJob(self._next_id, request.arrival_time, size, request, request.num_prompt_tokens)
             self._next_id += 1
             request.schedlab_job = job
         return job

@@ -68,6 +68,7 @@ class SimJob:
     arrival_s: float
     size: float
     index: int
+    prompt_tokens: int
 
 
 @dataclass
@@ -124,7 +125,7 @@ class Simulator:
         log = RequestLog(self.trace)
         last_tok, max_gap, sum_gap, gaps = log.last_tok, log.max_gap, log.sum_gap, log.gaps
         rid = self.trace["request_id"].to_numpy(dtype=np.int64)
-        jobs = [SimJob(int(rid[i]), float(arrival[i]), float(self.sizes[i]), i) for i in range(n)]
+        jobs = [SimJob(int(rid[i]), float(arrival[i]), float(self.sizes[i]), i, int(prompt[i])) for i in range(n)]
 
         free = cfg.kv_capacity_blocks
         peak = 0
