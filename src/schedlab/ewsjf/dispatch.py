@@ -69,7 +69,9 @@ class Dispatcher:
             return left
         if right is not None and length >= DOWN * right.lo:
             return right
-        return self._bubble(length, i + 1, left.hi if left else 0, right.lo if right else math.inf)
+        lo_bound = 0 if left is None else left.hi  # (a Queue is falsy when empty: test for None)
+        hi_bound = math.inf if right is None else right.lo
+        return self._bubble(length, i + 1, lo_bound, hi_bound)
 
     def _bubble(self, length: int, pos: int, lo_bound: float, hi_bound: float) -> Queue:
         width = min(self.bubble_width, hi_bound - lo_bound)

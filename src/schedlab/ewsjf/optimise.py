@@ -19,10 +19,9 @@ from schedlab.ewsjf.policy import Params
 from schedlab.ewsjf.reward import Lambdas, reward
 from schedlab.ewsjf.score import Weights
 
-#: The search space: weight slopes (per 1,000 tokens) and intercepts, alpha, max_queues.
+#: The search space: the urgency and fairness weights' slopes (per 1,000 tokens) and
+#: intercepts, alpha and max_queues. The base weight stays 1: the score's scale is arbitrary.
 SPACE = {
-    "a_base": FloatDistribution(-1.0, 1.0),
-    "b_base": FloatDistribution(0.01, 10.0, log=True),
     "a_urg": FloatDistribution(-1.0, 1.0),
     "b_urg": FloatDistribution(0.01, 10.0, log=True),
     "a_fair": FloatDistribution(-1.0, 1.0),
@@ -30,7 +29,7 @@ SPACE = {
     "alpha": FloatDistribution(1.5, 8.0),
     "max_queues": IntDistribution(4, 32),
 }
-WEIGHTS = ("a_base", "b_base", "a_urg", "b_urg", "a_fair", "b_fair")
+WEIGHTS = ("a_urg", "b_urg", "a_fair", "b_fair")
 
 
 def params_of(values: dict) -> Params:
@@ -72,7 +71,7 @@ class Tuner:
         self.start_s = now
         if self.max_trials is not None and len(self.history) >= self.max_trials:
             self._trial, self.end_s = None, math.inf
-            return params_of(self.study.best_params)
+            return self.best()
         self._trial = self.study.ask(SPACE)
         self.end_s = now + self.trial_s
         return params_of(self._trial.params)
@@ -92,6 +91,11 @@ class Tuner:
             **{k: terms[k] for k in ("C", "L", "S", "U", "n")}, **self._trial.params,
         })
         return self._ask(now)
+
+    def best(self) -> Params:
+        """The best trial's parameters (the starting point before any trial is scored)."""
+        done = [t for t in self.study.trials if t.value is not None]
+        return params_of(self.study.best_params) if done else params_of(self.study.trials[0].params)
 
     def table(self) -> pd.DataFrame:
         """One row per finished trial: reward, its terms, the parameters, best so far."""

@@ -10,7 +10,7 @@ bubble rules cover them). Three stages on a window of N lengths, O(N log N) for 
    ``min_width`` tokens wide;
 3. while there are more than ``max_queues`` bands, merge the adjacent pair of lowest utility
    ``U = (rho_i + rho_{i+1}) / (|mean_{i+1} - mean_i| + eps)`` (rho: the band's share of the
-   window): dense, similar neighbours merge first.
+   window): pairs carrying little traffic for their spread go first, busy bands stay apart.
 
 :func:`adjust` is the online light adjustment between full runs.
 """

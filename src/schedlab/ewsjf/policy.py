@@ -105,7 +105,7 @@ class EWSJF(Policy):
         self.dispatch.taken(job)
         self._n -= 1
         b = job.prompt_tokens
-        self._stats.admitted(id(q), b, (now - job.arrival_s) / self.prefill(b))
+        self._stats.admitted(q, b, now - job.arrival_s, self.prefill(b))
         return job
 
     def remove(self, job: Job) -> None:

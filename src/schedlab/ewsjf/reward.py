@@ -9,14 +9,19 @@ Over the requests admitted during the trial:
   its maximum ``log(k)`` (1 with a single queue);
 - ``S`` (proliferation, >= 0): queues at the trial's end plus bubble queues it created, over
   :data:`QUEUE_CAP`;
-- ``U`` (user-experience latency, >= 0): the mean of ``log(1 + W / C_prefill(b))``, each
-  request's wait before admission in units of its own prefill time (the score's ``cs``).
+- ``U`` (user-experience latency, > 0): the mean slowdown ``1 + W / C_prefill(b)`` (``W``:
+  a request's wait before admission, in units of its own prefill time, the score's ``cs``)
+  over the slowdown of the means, ``1 + mean(W) / mean(C_prefill)``. The ratio is 1 without
+  waiting and for an order blind to length about ``mean(1/C) * mean(C)``; it falls when short
+  prompts wait less. Dividing by the trial's own mean wait cancels most of the load level,
+  which varies from trial to trial whatever the parameters.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Hashable
 
 #: Queue count that makes the proliferation term 1.
 QUEUE_CAP = 64
@@ -34,19 +39,21 @@ class TrialStats:
     """Per-queue sums of the prompt lengths admitted in one trial, and the latency term."""
 
     def __init__(self) -> None:
-        self.queues: dict[int, list[float]] = {}
+        self.queues: dict[Hashable, list[float]] = {}
         self.n = 0
-        self.latency = 0.0
+        self.wait = self.prefill = self.slowdown = 0.0
 
-    def admitted(self, queue_key: int, b: int, norm_wait: float) -> None:
-        s = self.queues.get(queue_key)
+    def admitted(self, queue: Hashable, b: int, wait_s: float, prefill_s: float) -> None:
+        s = self.queues.get(queue)
         if s is None:
-            s = self.queues[queue_key] = [0.0, 0.0, 0.0]
+            s = self.queues[queue] = [0.0, 0.0, 0.0]
         s[0] += 1
         s[1] += b
         s[2] += b * b
         self.n += 1
-        self.latency += math.log1p(norm_wait)
+        self.wait += wait_s
+        self.prefill += prefill_s
+        self.slowdown += 1.0 + wait_s / prefill_s
 
     def terms(self, n_queues: int, bubbles: int) -> dict[str, float]:
         """``C``, ``L``, ``S``, ``U`` and the admission count (needs at least one admission)."""
@@ -63,7 +70,7 @@ class TrialStats:
             "C": compact,
             "L": entropy / math.log(k) if k > 1 else 1.0,
             "S": (n_queues + bubbles) / QUEUE_CAP,
-            "U": self.latency / n,
+            "U": (self.slowdown / n) / (1.0 + self.wait / self.prefill),
             "n": n,
         }
 
