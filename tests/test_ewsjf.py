@@ -4,6 +4,7 @@ loop, starvation freedom, the tuner, workloads and the CLI."""
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 import numpy as np
@@ -364,7 +365,9 @@ def test_pools_from_the_mirror(mirror):
 def test_backlog_counts_waiting_requests():
     req = pd.DataFrame({"arrival_s": [0.0, 1.0, 2.0], "first_scheduled_s": [5.0, 1.5, 2.5]})
     grid = np.array([0.5, 1.2, 2.2, 3.0, 6.0])
-    assert backlog(req, np.array([True, True, True]), grid).tolist() == [1, 2, 2, 1, 0]
+    count, oldest = backlog(req, np.array([True, True, True]), grid)
+    assert count.tolist() == [1, 2, 2, 1, 0]
+    assert oldest.tolist() == [0.5, 1.2, 2.2, 3.0, 0.0]
 
 
 @pytest.mark.parametrize("rate, short_gain", [(9.0, 0.9), (12.0, 0.6)])  # capacity ~9.6 req/s
@@ -384,3 +387,51 @@ def test_registry_policies_run_on_the_sim_engine():
     for name in ("ewsjf", "sjf-prompt"):
         _, s = run(setup, trace, make_policy(name))
         assert s["completed"] == 500
+
+
+# -- command line ---------------------------------------------------------------------------
+def test_cli_calibrates_and_runs_a_study(tmp_path):
+    import json
+
+    from schedlab.cli import main
+    from schedlab.io import write_parquet
+
+    short, long = synthetic_pools()
+    write_parquet(short, tmp_path / "s.parquet")
+    write_parquet(long, tmp_path / "l.parquet")
+    pools = ["--short", str(tmp_path / "s.parquet"), "--long", str(tmp_path / "l.parquet")]
+    assert main(["ewsjf", "steptime", "--out", str(tmp_path / "base.json")]) == 0
+    assert main(["ewsjf", "calibrate", "--base", str(tmp_path / "base.json"), *pools, "--saturation-rps", "20",
+                 "--n-requests", "600", "--overload-rate", "200", "--out", str(tmp_path / "cal.json")]) == 0
+    cal = StepTimeModel.load(tmp_path / "cal.json")
+    from schedlab.ewsjf.studies import Setup
+
+    setup = Setup(cal, engine_limits(hardware("4xA100-80GB"), model_arch("llama-2-13b")), short, long)
+    _, s = run(setup, setup.trace("mixed", 600, 200.0, 0), make_policy("fcfs"))
+    assert s["throughput_rps"] == pytest.approx(20.0, rel=0.01)
+    out = tmp_path / "q.parquet"
+    assert main(["ewsjf", "study", "queues", "--steptime", str(tmp_path / "cal.json"), *pools,
+                 "--n-requests", "300", "--rate", "30", "--out", str(out)]) == 0
+    table = pd.read_parquet(out)
+    assert table["method"].tolist() == ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
+    assert (table["completed"] == 300).all()
+    (tmp_path / "p.json").write_text(json.dumps({"alpha": 3}))
+    assert main(["ewsjf", "study", "load", "--steptime", str(tmp_path / "cal.json"), *pools,
+                 "--params", str(tmp_path / "p.json"), "--out", str(tmp_path / "bad.parquet")]) == 2
+    assert not (tmp_path / "bad.parquet").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["ewsjf", "study", "load", "--steptime", "missing.json", "--short", "s", "--long", "l", "--out", "x.parquet"],
+    ["ewsjf", "workload", "--kind", "mixed", "--short", "s", "--long", "l", "--n-requests", "10", "--rate", "-1", "--out", "x"],
+    ["ewsjf", "study", "starvation", "--steptime", "missing.json", "--short", "s", "--long", "l", "--out", "x.parquet"],
+])
+def test_cli_bad_input_is_one_line_error(argv, capsys, tmp_path, monkeypatch):
+    from schedlab.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) if "-1" in argv else nullcontext():  # argparse exits itself
+        assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("schedlab: error:")
+    assert not list(tmp_path.iterdir())

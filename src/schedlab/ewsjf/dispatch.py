@@ -43,6 +43,8 @@ class Dispatcher:
         self.weights, self.bubble_width, self.idle_limit = weights, bubble_width, idle_limit
         self.queues: list[Queue] = []
         self.bubbles_made = 0
+        #: The most queues any tactical decision saw.
+        self.peak = 0
         self._where: dict[int, Queue] = {}
         self._set(bands)
 
@@ -117,6 +119,7 @@ class Dispatcher:
 
     def drop_idle(self) -> None:
         """Count an idle decision for every empty queue; remove those past the limit."""
+        self.peak = max(self.peak, len(self.queues))
         keep = []
         for q in self.queues:
             if q:

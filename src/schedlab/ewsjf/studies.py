@@ -89,7 +89,7 @@ def run(setup: Setup, trace: pd.DataFrame, policy: Policy) -> tuple[SimResult, d
         p95_e2el_ms=float(np.percentile(lat["e2el_ms"], 95)),
         mean_ttft_short_ms=float(lat["ttft_ms"][short].mean()) if short.any() else math.nan,
         mean_ttft_long_ms=float(lat["ttft_ms"][~short].mean()) if (~short).any() else math.nan,
-        queues=len(policy.dispatch.queues) if isinstance(policy, EWSJF) else 1,
+        queues=policy.dispatch.peak if isinstance(policy, EWSJF) else 1,
         wall_s=result.wall_s,
     )
     return result, s
@@ -145,30 +145,38 @@ def tuning(
     return pd.concat([table, pd.DataFrame(prio).add_prefix("priority_")], axis=1), tuner.best()
 
 
-def backlog(requests: pd.DataFrame, task: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """Requests of ``task`` waiting (arrived, not yet admitted) at each time of ``grid``."""
-    arrive = np.sort(requests["arrival_s"].to_numpy()[task])
-    admit = np.sort(requests["first_scheduled_s"].to_numpy()[task])
-    return np.searchsorted(arrive, grid, side="right") - np.searchsorted(admit, grid, side="right")
+def backlog(requests: pd.DataFrame, task: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Requests of ``task`` waiting (arrived, not yet admitted) at each time of ``grid``, and
+    the age of the oldest of them (0 when none waits): starvation shows as an age that keeps
+    growing."""
+    arrive = requests["arrival_s"].to_numpy()[task]
+    admit = requests["first_scheduled_s"].to_numpy()[task]
+    count = np.searchsorted(np.sort(arrive), grid, side="right") - np.searchsorted(np.sort(admit), grid, side="right")
+    waiting = (arrive[None, :] <= grid[:, None]) & (admit[None, :] > grid[:, None])
+    oldest = np.where(waiting, grid[:, None] - arrive[None, :], 0.0).max(axis=1, initial=0.0)
+    return count, oldest
 
 
 def starvation(
-    setup: Setup, params: Params, n: int, rate: float, seed: int = 0, points: int = 200
+    setup: Setup, params: Params, n: int, rates, seed: int = 0, points: int = 200
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Paper Fig. 6 and the short-TTFT comparison: (backlog over time, per-policy summary)."""
-    trace, history = setup.trace("mixed", n, rate, seed), setup.history("mixed", seed)
-    runs = {m: run(setup, trace, policy_for(m, setup, params, history)) for m in ("fcfs", "sjf-prompt", "ewsjf")}
-    end = max(float(r.requests["finish_s"].max()) for r, _ in runs.values())
-    grid = np.linspace(0.0, end, points)
-    rows = []
-    for method, (result, _) in runs.items():
-        for task in ("long", "short"):
-            rows.append(pd.DataFrame({
-                "method": method, "task": task, "time_s": grid,
-                "waiting": backlog(result.requests, (trace["task"] == task).to_numpy(), grid),
-            }))
-    summary = pd.DataFrame([{"method": m, "rate": rate, "n": n, **s} for m, (_, s) in runs.items()])
-    return pd.concat(rows, ignore_index=True), summary
+    """Paper Fig. 6 and the short-TTFT comparison at each rate: (the waiting requests of each
+    class over time and the oldest one's age, per-policy summaries)."""
+    history = setup.history("mixed", seed)
+    timelines, summaries = [], []
+    for rate in rates:
+        trace = setup.trace("mixed", n, rate, seed)
+        runs = {m: run(setup, trace, policy_for(m, setup, params, history)) for m in ("fcfs", "sjf-prompt", "ewsjf")}
+        end = max(float(r.requests["finish_s"].max()) for r, _ in runs.values())
+        grid = np.linspace(0.0, end, points)
+        for method, (result, s) in runs.items():
+            summaries.append({"method": method, "rate": rate, "n": n, **s})
+            for task in ("long", "short"):
+                count, oldest = backlog(result.requests, (trace["task"] == task).to_numpy(), grid)
+                timelines.append(pd.DataFrame({
+                    "rate": rate, "method": method, "task": task, "time_s": grid, "waiting": count, "oldest_wait_s": oldest,
+                }))
+    return pd.concat(timelines, ignore_index=True), pd.DataFrame(summaries)
 
 
 def with_params(table: pd.DataFrame, params: Params) -> pd.DataFrame:
