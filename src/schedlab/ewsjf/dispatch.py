@@ -29,11 +29,13 @@ class Queue(FCFS):
     def __init__(self, lo: int, hi: float, mean: float, bubble: bool = False) -> None:
         super().__init__()
         self.lo, self.hi, self.mean, self.bubble = lo, hi, mean, bubble
+        #: The FIFO itself (read directly by the tactical loop).
+        self.fifo = self._q
         self.idle = 0
         self.w = (1.0, 1.0, 1.0)
 
     def head(self) -> Job:
-        return self._q[0]
+        return self.fifo[0]
 
 
 class Dispatcher:
@@ -104,7 +106,7 @@ class Dispatcher:
     # -- strategic changes ----------------------------------------------------------------
     def rebuild(self, bands: list[Band]) -> None:
         """New bands; waiting jobs are re-routed in arrival order (each queue stays FIFO)."""
-        old = [q._q for q in self.queues if q]
+        old = [q.fifo for q in self.queues if q.fifo]
         self._set(bands)
         self._where.clear()
         for job in heapq.merge(*old, key=lambda j: (j.arrival_s, j.request_id)):
@@ -120,18 +122,16 @@ class Dispatcher:
     def drop_idle(self) -> None:
         """Count an idle decision for every empty queue; remove those past the limit."""
         self.peak = max(self.peak, len(self.queues))
-        keep = []
+        stale = False
         for q in self.queues:
-            if q:
+            if q.fifo:
                 q.idle = 0
             else:
                 q.idle += 1
-                if q.idle > self.idle_limit:
-                    continue
-            keep.append(q)
-        if len(keep) != len(self.queues):
-            self.queues = keep
-            self._los = [q.lo for q in keep]
+                stale = stale or q.idle > self.idle_limit
+        if stale:
+            self.queues = [q for q in self.queues if q.idle <= self.idle_limit]
+            self._los = [q.lo for q in self.queues]
 
     def bands(self) -> list[Band]:
         return [Band(q.lo, q.hi, len(q), q.mean) for q in self.queues]

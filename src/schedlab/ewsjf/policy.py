@@ -81,8 +81,8 @@ class EWSJF(Policy):
         self._seen = 0
         self._n = 0
         self._at: float | None = None
-        self._order: list[Queue] = []
-        self._cursor = 0
+        self._current: Queue | None = None
+        self._backfill: Iterator[Queue] = iter(())
         self._stats = TrialStats()
         self._bubbles0 = 0
         #: Queue heads scored so far (the tactical loop's cost, counted).
@@ -123,12 +123,15 @@ class EWSJF(Policy):
         """The queue the current batch takes from (a new decision when ``now`` moved)."""
         if now != self._at:
             self._decide(now)
-        order = self._order
-        while self._cursor < len(order) and not order[self._cursor]:
-            self._cursor += 1
-        if self._cursor == len(order):  # emptied within the step: decide again
-            self._decide(now)
-        return self._order[self._cursor]
+        q = self._current
+        while not q.fifo:  # emptied within the step: backfill from the neighbours
+            q = next(self._backfill, None)
+            if q is None:
+                self._decide(now)
+                q = self._current
+                break
+            self._current = q
+        return q
 
     def _decide(self, now: float) -> None:
         if self.tuner is not None and (self.tuner.end_s is None or now >= self.tuner.end_s):
@@ -139,28 +142,22 @@ class EWSJF(Policy):
         c0, c1 = self.prefill.intercept_s, self.prefill.per_token_s
         log = math.log
         scores = [-1.0] * len(queues)
-        best, best_i = -1.0, -1
+        best, best_i, scored = -1.0, -1, 0
         for i, q in enumerate(queues):
-            if q:
-                job = q.head()
+            fifo = q.fifo
+            if fifo:
+                job = fifo[0]
                 b = job.prompt_tokens
                 w_base, w_urg, w_fair = q.w
                 s = (i + 1) / (b + 1) * (w_base + w_urg * (now - job.arrival_s) / (c0 + c1 * b) + w_fair * log(b + 1))
                 scores[i] = s
+                scored += 1
                 if s > best:
                     best, best_i = s, i
-        self.scored += sum(1 for s in scores if s >= 0)
+        self.scored += scored
         self.decisions += 1
-        order = [queues[best_i]]
-        lo, hi, k = best_i - 1, best_i + 1, len(queues)
-        while lo >= 0 or hi < k:
-            if hi >= k or (lo >= 0 and scores[lo] >= scores[hi]):
-                i, lo = lo, lo - 1
-            else:
-                i, hi = hi, hi + 1
-            if scores[i] >= 0:
-                order.append(queues[i])
-        self._order, self._cursor, self._at = order, 0, now
+        self._current, self._at = queues[best_i], now
+        self._backfill = _outward(queues, scores, best_i)
 
     # -- strategic ------------------------------------------------------------------------
     def _observe(self, length: int) -> None:
@@ -199,3 +196,15 @@ class EWSJF(Policy):
         d.reweigh(params.weights)
         if self.learn and (params.alpha, params.max_queues) != (old.alpha, old.max_queues):
             self.refit()
+
+
+def _outward(queues: list[Queue], scores: list[float], best: int) -> Iterator[Queue]:
+    """Non-empty queues by distance from ``best``; at equal distance the better score first."""
+    lo, hi, k = best - 1, best + 1, len(queues)
+    while lo >= 0 or hi < k:
+        if hi >= k or (lo >= 0 and scores[lo] >= scores[hi]):
+            i, lo = lo, lo - 1
+        else:
+            i, hi = hi, hi + 1
+        if scores[i] >= 0:
+            yield queues[i]
