@@ -189,3 +189,17 @@ def test_vllm_sim_equals_sim_for_prompt_length_policies(policy):
     assert not np.allclose(sim["first_scheduled_s"], fcfs["first_scheduled_s"])  # the order differs from FCFS
     for col in ("first_scheduled_s", "first_token_s", "finish_s"):
         np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9)
+
+
+def test_policy_sees_one_clock_reading_per_step():
+    """With a live clock that moves on every read, EWSJF still makes one decision per
+    ``schedule()`` (a batch), and the policy's waits are measured from that step's reading."""
+    engine = EngineConfig(max_num_seqs=8, max_num_batched_tokens=512, block_size=16, kv_capacity_blocks=200)
+    sched = build_scheduler("tiny-llama", engine, policy="ewsjf", kappa={})
+    ticks = iter(np.arange(100.0, 200.0, 0.5))
+    sched.clock = lambda: float(next(ticks))
+    for i in range(6):
+        sched.add_request(make_request(str(i), 20 + 10 * i, 2, 0.0))
+    out, _ = _step(sched)
+    assert len(out.scheduled_new_reqs) == 6
+    assert sched.schedlab_policy.decisions == 1

@@ -119,7 +119,8 @@ class SchedlabMixin:
         self.schedlab_policy = make_policy(opts.get("policy", "fcfs"))
         self.kappa: dict[str, float] = dict(opts.get("kappa", {}))
         self._next_id = 0
-        self.waiting = PolicyQueue(self.schedlab_policy, self._job, lambda: self.clock())
+        self._step_now: float | None = None
+        self.waiting = PolicyQueue(self.schedlab_policy, self._job, self._policy_clock)
         if self.schedlab_policy.ranks_victims:
             self.policy = SchedulingPolicy.PRIORITY
 
@@ -137,15 +138,23 @@ class SchedlabMixin:
             request.schedlab_job = job
         return job
 
+    def _policy_clock(self) -> float:
+        """One clock reading per ``schedule()`` call, as on the sim engine (EWSJF starts a new
+        batch when the reading moves); the live clock between steps."""
+        return self.clock() if self._step_now is None else self._step_now
+
     def schedule(self, *args, **kwargs):
-        if self.schedlab_policy.ranks_victims and self.running:
-            now = self.clock()
-            key = self.schedlab_policy.victim_key
-            ranked = sorted(self.running, key=lambda r: key(self._job(r), now))
-            for rank, request in enumerate(ranked):
-                request.priority = rank
-        # Read by in-process drivers (vllm-sim, engine replay, profiling).
-        self.last_output = super().schedule(*args, **kwargs)
+        self._step_now = now = self.clock()
+        try:
+            if self.schedlab_policy.ranks_victims and self.running:
+                key = self.schedlab_policy.victim_key
+                ranked = sorted(self.running, key=lambda r: key(self._job(r), now))
+                for rank, request in enumerate(ranked):
+                    request.priority = rank
+            # Read by in-process drivers (vllm-sim, engine replay, profiling).
+            self.last_output = super().schedule(*args, **kwargs)
+        finally:
+            self._step_now = None
         self.last_composition = step_composition(self, self.last_output)
         return self.last_output
 

@@ -113,7 +113,9 @@ def refine_and_prune(lengths, *, alpha: float = 2.0, max_queues: int = 32, min_w
         raise SchedlabError(f"alpha must be > 1, got {alpha}")
     x = _lengths(lengths)
     refined = [p for cluster in np.split(x, kmeans_cuts(x, k)) for p in refine(cluster, alpha, min_width)]
-    return prune([_band(p) for p in refined], max_queues, total=x.size)
+    bands = prune([_band(p) for p in refined], max_queues, total=x.size)
+    check(bands, max_queues)
+    return bands
 
 
 def adjust(bands: list[Band], recent, rate: float = 0.25) -> list[Band]:

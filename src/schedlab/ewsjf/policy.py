@@ -143,7 +143,7 @@ class EWSJF(Policy):
         log = math.log
         scores = [-1.0] * len(queues)
         best, best_i, scored = -1.0, -1, 0
-        for i, q in enumerate(queues):
+        for i, q in enumerate(queues):  # score.score() inlined: this loop is the hot path
             fifo = q.fifo
             if fifo:
                 job = fifo[0]
