@@ -85,6 +85,11 @@ def _unknown_backend(c):
     return ["backend"]
 
 
+def _ewsjf_zero_trial(c):
+    c["ewsjf"]["tuning"]["trial_s"] = 0
+    return ["ewsjf", "tuning", "trial_s"]
+
+
 @pytest.mark.parametrize(
     "mutate",
     [
@@ -98,6 +103,7 @@ def _unknown_backend(c):
         _gpu_util_above_one,
         _missing_section,
         _unknown_backend,
+        _ewsjf_zero_trial,
     ],
 )
 def test_mutated_config_is_rejected_where_it_is_wrong(config, validator, mutate):

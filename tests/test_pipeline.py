@@ -1,5 +1,5 @@
 """A tiny end-to-end Snakemake run: data -> profile (roofline, real vLLM engine) -> fit ->
-calibrate -> runs on sim, vllm-sim and vllm -> paper D's studies -> papermill renders."""
+calibrate -> runs on sim, vllm-sim and vllm -> paper D's and paper B's studies -> papermill renders."""
 
 from __future__ import annotations
 
@@ -21,6 +21,10 @@ FIGURES = [
     "fig05_uniform_e2el", "fig06_uniform_e2el_pct", "fig07_throughput", "fig08_librispeech_ttft",
     "fig09_librispeech_ttft_pct", "fig10_uniform_ttft", "fig11_uniform_ttft_pct", "fig12_burst",
     "fig13_medium_e2el",
+]
+EWSJF_FIGURES = [
+    "workload_lengths", "table3_queue_count", "fig3_throughput_vs_rate", "fig4_variants",
+    "fig2_fig5_tuning", "fig6_starvation", "fig7_short_ttft",
 ]
 SLO_SA_FIGURES = [
     "predictor_fit", "fig7_g_attainment_latency", "fig7_served", "fig8_temperature_iterations",
@@ -46,6 +50,15 @@ def _synthetic_mirror(folder: Path, n: int = 300) -> None:
         "ContextTokens": rng.integers(50, 1800, n),
         "GeneratedTokens": rng.integers(5, 150, n),
     }).to_csv(folder / "AzureLLMInferenceTrace_code.csv", index=False)
+    # Paper B's short (Azure conversation) and long (Mooncake) prompt sources.
+    pd.DataFrame({
+        "TIMESTAMP": np.arange(n).astype(str),
+        "ContextTokens": rng.integers(20, 1200, n),
+        "GeneratedTokens": rng.integers(5, 300, n),
+    }).to_csv(folder / "AzureLLMInferenceTrace_conv.csv", index=False)
+    pd.DataFrame({
+        "timestamp": np.arange(n), "input_length": rng.integers(900, 6000, n), "output_length": rng.integers(5, 600, n),
+    }).to_json(folder / "mooncake_conversation_trace.jsonl", orient="records", lines=True)
 
 
 def _tiny_config(results: Path) -> dict:
@@ -67,6 +80,13 @@ def _tiny_config(results: Path) -> dict:
         "engine": {"workload": "librispeech-short", "rates": [5]},
     }
     config["slosa"].update(seeds=[0], ns=[4, 6], max_batches=[1, 2], exhaustive_max_n=6)
+    config["ewsjf"].update(
+        calibration={"saturation_rps": 8.45, "overload_rate": 40, "n_requests": 400},
+        tuning={"n_requests": 1500, "rate": 7, "trial_s": 40, "max_trials": 4},
+        queue_count={"rate": 40, "mixed": 400, "short": 400, "long": 200},
+        load={"sizes": [300], "rates": [10, 40]},
+        starvation={"n_requests": 400, "rates": [10]},
+    )
     for name, rates in {"librispeech": [2, 25], "uniform": [5, 30], "burst": [float("inf")], "medium": [15, 25]}.items():
         asr["experiments"][name]["rates"] = rates
     return config
@@ -96,7 +116,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    for name in ("asr_duration", "calibration", "slo_sa"):
+    for name in ("asr_duration", "calibration", "slo_sa", "ewsjf"):
         nb = json.loads((results / "notebooks" / f"{name}.ipynb").read_text())
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors
@@ -107,6 +127,12 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
 
     for fig in SLO_SA_FIGURES:
         assert (results / "figures" / "slo_sa" / f"{fig}.png").stat().st_size > 0
+    for fig in EWSJF_FIGURES:
+        assert (results / "figures" / "ewsjf" / f"{fig}.png").stat().st_size > 0
+    queues = pd.read_parquet(results / "ewsjf" / "study" / "queues-mixed.parquet")
+    assert queues["method"].tolist() == ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
+    assert (queues["completed"] == 400).all()
+    assert len(pd.read_parquet(results / "ewsjf" / "study" / "tuning.parquet")) == 4
     compare = pd.read_parquet(results / "slosa" / "study" / "compare.parquet")
     assert set(compare["method"]) == {"fcfs", "sa", "sa-no-early-exit", "exhaustive"}
     assert len(compare) == 4 * 2 * 2  # methods x N x max batch, one seed

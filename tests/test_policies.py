@@ -19,6 +19,7 @@ class J:
     request_id: int
     arrival_s: float
     size: float
+    prompt_tokens: int = 1
 
 
 def drain(policy, now: float = 0.0) -> list[int]:
@@ -41,7 +42,7 @@ def ratio_key(job: J, now: float):
 
 # -- registry -------------------------------------------------------------------------------
 def test_registry_names_and_fresh_instances():
-    assert set(POLICIES) == {"fcfs", "sjf", "hrrn"}
+    assert set(POLICIES) == {"fcfs", "sjf", "hrrn", "sjf-prompt", "ewsjf"}
     for name, cls in POLICIES.items():
         a, b = make_policy(name), make_policy(name)
         assert isinstance(a, cls) and a.name == name

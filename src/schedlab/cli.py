@@ -1,4 +1,4 @@
-"""``schedlab`` command line: data, workload, profile, fit, simulate, collect, vllm-run, slosa."""
+"""``schedlab`` command line: data, workload, profile, fit, simulate, collect, vllm-run, slosa, ewsjf."""
 
 from __future__ import annotations
 
@@ -372,6 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     from schedlab.slo.cli import add_commands
 
     add_commands(sub)
+    from schedlab.ewsjf.cli import add_commands as add_ewsjf_commands
+
+    add_ewsjf_commands(sub)
     return p
 
 

@@ -24,6 +24,12 @@ def reported_asr_table1() -> pd.DataFrame:
     return pd.read_csv(files("schedlab") / "assets" / "reported" / "asr_table1.csv")
 
 
+def reported_ewsjf_table3() -> pd.DataFrame:
+    """Paper B's Table 3 (mixed workload, 30k requests, LLaMA-2-13B on 4x A100-80GB); the
+    Refine-and-Prune row is named ``ewsjf``."""
+    return pd.read_csv(files("schedlab") / "assets" / "reported" / "ewsjf_table3.csv")
+
+
 def select(summary: pd.DataFrame, workload: str, model: str) -> pd.DataFrame:
     """One experiment's rows, averaged over seeds, indexed by (rate, policy)."""
     rows = summary[(summary["workload"] == workload) & (summary["model"] == model)]

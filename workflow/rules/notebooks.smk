@@ -28,6 +28,15 @@ def notebook_inputs(name):
             "chat": rules.slosa_pools.output.chat,
             "code": rules.slosa_pools.output.code,
         }
+    if name == "ewsjf":
+        studies = ("tuning", "queues-mixed", "queues-short", "queues-long", "load", "starvation", "starvation_timeline")
+        return {
+            **{s: f"{ED}/study/{s}.parquet" for s in studies},
+            "params": rules.ewsjf_tuning.output.params,
+            "calibrated": rules.ewsjf_calibrate.output[0],
+            "short": rules.ewsjf_pools.output.short,
+            "long": rules.ewsjf_pools.output.long,
+        }
     return {**common, "summary": f"{R}/summary/asr_{config['backend']}.parquet"}
 
 
@@ -45,7 +54,7 @@ rule notebook:
         backend=config["backend"],
         tmp=lambda w: f"{R}/notebooks/.{w.name}.source.ipynb",
     wildcard_constraints:
-        name="calibration|asr_duration|slo_sa",
+        name="calibration|asr_duration|slo_sa|ewsjf",
     conda:
         "../../envs/cpu.yaml"
     shell:

@@ -34,6 +34,7 @@ class VllmJob:
     arrival_s: float
     size: float
     request: Request
+    prompt_tokens: int = 0
 
 
 def step_composition(sched, out) -> tuple[int, int, int, int]:
@@ -118,7 +119,8 @@ class SchedlabMixin:
         self.schedlab_policy = make_policy(opts.get("policy", "fcfs"))
         self.kappa: dict[str, float] = dict(opts.get("kappa", {}))
         self._next_id = 0
-        self.waiting = PolicyQueue(self.schedlab_policy, self._job, lambda: self.clock())
+        self._step_now: float | None = None
+        self.waiting = PolicyQueue(self.schedlab_policy, self._job, self._policy_clock)
         if self.schedlab_policy.ranks_victims:
             self.policy = SchedulingPolicy.PRIORITY
 
@@ -129,20 +131,28 @@ class SchedlabMixin:
             params = request.sampling_params
             xargs = (params.extra_args if params else None) or {}
             size = size_estimate(xargs, self.kappa, request.max_tokens)
-            job = VllmJob(self._next_id, request.arrival_time, size, request)
+            job = VllmJob(self._next_id, request.arrival_time, size, request, request.num_prompt_tokens)
             self._next_id += 1
             request.schedlab_job = job
         return job
 
+    def _policy_clock(self) -> float:
+        """One clock reading per ``schedule()`` call, as on the sim engine (EWSJF starts a new
+        batch when the reading moves); the live clock between steps."""
+        return self.clock() if self._step_now is None else self._step_now
+
     def schedule(self, *args, **kwargs):
-        if self.schedlab_policy.ranks_victims and self.running:
-            now = self.clock()
-            key = self.schedlab_policy.victim_key
-            ranked = sorted(self.running, key=lambda r: key(self._job(r), now))
-            for rank, request in enumerate(ranked):
-                request.priority = rank
-        # Read by in-process drivers (vllm-sim, engine replay, profiling).
-        self.last_output = super().schedule(*args, **kwargs)
+        self._step_now = now = self.clock()
+        try:
+            if self.schedlab_policy.ranks_victims and self.running:
+                key = self.schedlab_policy.victim_key
+                ranked = sorted(self.running, key=lambda r: key(self._job(r), now))
+                for rank, request in enumerate(ranked):
+                    request.priority = rank
+            # Read by in-process drivers (vllm-sim, engine replay, profiling).
+            self.last_output = super().schedule(*args, **kwargs)
+        finally:
+            self._step_now = None
         self.last_composition = step_composition(self, self.last_output)
         return self.last_output
 

@@ -23,9 +23,9 @@ from typing import IO, Iterator
 import ijson
 import pandas as pd
 
+from schedlab.data.llm_traces import azure_lengths
 from schedlab.data.sources import DataUnavailable, cache_dir, download, mirror_file
 from schedlab.data.whisper_tokens import encoding
-from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_parquet
 
 SHAREGPT_URL = (
@@ -116,13 +116,4 @@ def azure_code_standin(path: str | os.PathLike | None = None) -> pd.DataFrame:
             "Python-Code-23k-ShareGPT cannot be downloaded and the mirror lacks "
             f"{AZURE_CODE} (its offline stand-in); set SCHEDLAB_DATA_MIRROR"
         )
-    df = pd.read_csv(path)
-    missing = {"ContextTokens", "GeneratedTokens"} - set(df.columns)
-    if missing:
-        raise SchedlabError(f"{path}: missing columns {', '.join(sorted(missing))}")
-    out = pd.DataFrame({
-        "prompt_tokens": df["ContextTokens"].astype("int64"),
-        "output_tokens": df["GeneratedTokens"].astype("int64"),
-        "source": "azure-code-trace (offline stand-in for Python-Code-23k-ShareGPT)",
-    })
-    return out[(out["prompt_tokens"] > 0) & (out["output_tokens"] > 0)].reset_index(drop=True)
+    return azure_lengths("code", path, "azure-code-trace (offline stand-in for Python-Code-23k-ShareGPT)")

@@ -30,18 +30,17 @@ def _fcfs(trace, model, engine, kappa) -> dict:
     return run_sim(trace, "fcfs", model, engine, kappa=kappa, identity={})[1]
 
 
-def calibrate(
+def saturation_factor(
     base: StepTimeModel,
     engine: EngineConfig,
-    *,
     overload_trace: pd.DataFrame,
-    light_trace: pd.DataFrame,
     saturation_rps: float,
-    light_p50_ttft_ms: float,
+    *,
     kappa: dict[str, float],
     memory: float = 1.0,
-) -> tuple[StepTimeModel, dict]:
-    """Return the calibrated model and a record of targets, solutions and achieved values."""
+) -> float:
+    """The factor on compute-bound costs at which FCFS delivers ``saturation_rps`` on the
+    overloaded trace (Brent's method on its logarithm)."""
 
     def throughput(log_compute: float) -> float:
         model = base.scaled(float(np.exp(log_compute)), memory)
@@ -54,7 +53,22 @@ def calibrate(
             f"the overload trace delivers at most {fastest:.2f} req/s, not above the "
             f"{saturation_rps} req/s target: offer a higher overload rate or lower the memory factor"
         )
-    compute = float(np.exp(brentq(lambda x: np.log(throughput(x) / saturation_rps), lo, hi, xtol=1e-4)))
+    return float(np.exp(brentq(lambda x: np.log(throughput(x) / saturation_rps), lo, hi, xtol=1e-4)))
+
+
+def calibrate(
+    base: StepTimeModel,
+    engine: EngineConfig,
+    *,
+    overload_trace: pd.DataFrame,
+    light_trace: pd.DataFrame,
+    saturation_rps: float,
+    light_p50_ttft_ms: float,
+    kappa: dict[str, float],
+    memory: float = 1.0,
+) -> tuple[StepTimeModel, dict]:
+    """Return the calibrated model and a record of targets, solutions and achieved values."""
+    compute = saturation_factor(base, engine, overload_trace, saturation_rps, kappa=kappa, memory=memory)
     light = _fcfs(light_trace, base.scaled(compute, memory), engine, kappa)
     frontend_s = max(0.0, (light_p50_ttft_ms - light["p50_ttft_ms"]) / 1e3)
     record = {

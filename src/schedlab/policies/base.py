@@ -1,9 +1,9 @@
 """The policy interface: a waiting queue that also names the preemption victim.
 
-A policy orders *jobs*: any object with ``request_id`` (int), ``arrival_s`` (float) and
-``size`` (the job-size estimate, e.g. paper A's n_hat in tokens). Backends wrap their own
-request objects to this shape, so one policy serves the simulator and vLLM alike. ``peek``
-and ``pop`` agree when called at the same ``now``.
+A policy orders *jobs*: any object with ``request_id`` (int), ``arrival_s`` (float),
+``size`` (the job-size estimate, e.g. paper A's n_hat in tokens) and ``prompt_tokens``
+(int). Backends wrap their own request objects to this shape, so one policy serves the
+simulator and vLLM alike. ``peek`` and ``pop`` agree when called at the same ``now``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ class Job(Protocol):
     request_id: int
     arrival_s: float
     size: float
+    prompt_tokens: int
 
 
 class Policy(ABC):

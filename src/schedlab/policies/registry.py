@@ -6,9 +6,11 @@ from schedlab.errors import SchedlabError
 from schedlab.policies.base import Policy
 from schedlab.policies.fcfs import FCFS
 from schedlab.policies.hrrn import HRRN
-from schedlab.policies.sjf import SJF
+from schedlab.policies.sjf import SJF, SJFPrompt
+from schedlab.ewsjf.policy import EWSJF
 
 POLICIES: dict[str, type[Policy]] = {p.name: p for p in (FCFS, SJF, HRRN)}
+POLICIES.update({p.name: p for p in (SJFPrompt, EWSJF)})
 
 
 def make_policy(name: str) -> Policy:

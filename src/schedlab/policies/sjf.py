@@ -17,8 +17,13 @@ class SJF(Policy):
     def __init__(self) -> None:
         self._heap: list[tuple[float, float, int, Job]] = []
 
+    @staticmethod
+    def key(job: Job) -> float:
+        """What the heap orders by: the job-size estimate."""
+        return job.size
+
     def push(self, job: Job) -> None:
-        heapq.heappush(self._heap, (job.size, job.arrival_s, job.request_id, job))
+        heapq.heappush(self._heap, (self.key(job), job.arrival_s, job.request_id, job))
 
     def peek(self, now: float) -> Job:
         return self._heap[0][3]
@@ -37,4 +42,14 @@ class SJF(Policy):
         return len(self._heap)
 
     def victim_key(self, job: Job, now: float) -> tuple:
-        return (job.size, job.arrival_s, job.request_id)
+        return (self.key(job), job.arrival_s, job.request_id)
+
+
+class SJFPrompt(SJF):
+    """Greedy SJF by prompt length (paper B's baseline); it starves long prompts under load."""
+
+    name = "sjf-prompt"
+
+    @staticmethod
+    def key(job: Job) -> float:
+        return job.prompt_tokens

@@ -71,6 +71,7 @@ class SimJob:
     arrival_s: float
     size: float
     index: int
+    prompt_tokens: int
 
 
 @dataclass
@@ -128,7 +129,7 @@ class Simulator:
         blocks = np.zeros(n, dtype=np.int64)
         log = RequestLog(self.trace)
         rid = self.trace["request_id"].to_numpy(dtype=np.int64)
-        jobs = [SimJob(int(rid[i]), float(self.arrival[i]), float(self.sizes[i]), i) for i in range(n)]
+        jobs = [SimJob(int(rid[i]), float(self.arrival[i]), float(self.sizes[i]), i, int(prompt[i])) for i in range(n)]
 
         free = cfg.kv_capacity_blocks
         peak = 0

@@ -1,0 +1,268 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Paper B — EWSJF: adaptive multi-queue SJF for mixed LLM workloads
+#
+# Requests are partitioned by prompt length into queues learned from traffic
+# (Refine-and-Prune), routed by a dispatcher with bubble queues, and admitted from the queue
+# whose head scores best (`score = q_index/(b+1) · (w_base + w_urg·W/C_prefill(b) +
+# w_fair·log(b+1))`, weights linear in the queue's mean length), backfilling from adjacent
+# queues. A Bayesian meta-optimiser (optuna's TPE) tunes the weights, `alpha` and `max_queues`
+# over trials of a fixed interval while the engine runs.
+#
+# **Setup.** The paper serves LLaMA-2-13B-Chat with vLLM 0.11 on four A100-80GB in tensor
+# parallel. Here the `sim` engine (vLLM-v1-style continuous batching, 256 sequences, 8,192
+# batched tokens, paged KV of the four GPUs' memory) steps with a model fitted to the
+# roofline of that model on that hardware. The paper publishes no step times, so the
+# roofline's compute-bound costs are scaled by one factor, chosen so that **FCFS saturates at
+# the paper's 8.45 req/s on the 30k mixed workload (Table 3's FCFS row)**; everything else
+# below is a prediction. The studies run EWSJF with the parameters the tuning study settles
+# on (Fig. 5), as a deployment would carry them.
+
+# %% tags=["parameters"]
+results_dir = "results"
+figures_dir = "results/figures/ewsjf"
+backend = "sim"
+
+# %%
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from schedlab.report import reported_ewsjf_table3, save_figure
+
+sns.set_theme(style="whitegrid", context="notebook")
+D = Path(results_dir) / "ewsjf"
+study = {s: pd.read_parquet(D / "study" / f"{s}.parquet") for s in (
+    "tuning", "queues-mixed", "queues-short", "queues-long", "load", "starvation", "starvation_timeline")}
+pools = {k: pd.read_parquet(D / "pools" / f"{k}.parquet") for k in ("short", "long")}
+calibrated = json.loads((D / "fit" / "calibrated.json").read_text())
+params = json.loads((D / "study" / "params.json").read_text())
+METHODS = ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
+
+# %% [markdown]
+# ## Workloads, and how they differ from the paper's
+# - **mixed**: 80% short interactive, 20% long-context prompts, 32–4,096 tokens, Poisson
+#   arrivals. Short prompts (32–1,023 tokens) come from the Azure 2023 LLM inference trace's
+#   conversation service; long ones (1,024–4,096) from the Mooncake conversation trace and the
+#   Azure code trace (both read from the offline mirror; they are downloaded otherwise). The
+#   paper does not name its sources beyond "chat-like" and "long-context"; its length histogram
+#   is not published, so the modes here are those of these traces.
+# - **short-only** (30k) and **long-only** (10k) use the same pools.
+# - **Output lengths**: the paper's tables imply about 11 output tokens per request (FCFS:
+#   90.4 tok/s at 8.45 req/s), so each trace's outputs keep their source's shape but are scaled
+#   to a mean of 10.7 tokens. The traces' real outputs (hundreds of tokens) would make the runs
+#   decode-bound, unlike the paper's.
+# - Token counts are the traces' own (their services' tokenizers), not LLaMA-2's.
+
+# %%
+desc = pd.DataFrame([
+    {"pool": k, "requests": len(p), "sources": ", ".join(sorted(p["source"].unique())),
+     "prompt p10": p["prompt_tokens"].quantile(0.1), "prompt p50": p["prompt_tokens"].median(),
+     "prompt p90": p["prompt_tokens"].quantile(0.9)}
+    for k, p in pools.items()
+])
+desc
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 3.5))
+mix = pd.concat([pools["short"].sample(8000, replace=True, random_state=0).assign(pool="short (80%)"),
+                 pools["long"].sample(2000, replace=True, random_state=0).assign(pool="long (20%)")])
+sns.histplot(data=mix, x="prompt_tokens", hue="pool", bins=80, multiple="stack", ax=ax)
+ax.set(xlabel="prompt tokens", ylabel="requests (of 10,000)", title="mixed workload: prompt lengths")
+save_figure(fig, figures_dir, "workload_lengths")
+
+# %% [markdown]
+# ## Calibration
+# The factor on compute-bound costs (prefill), i.e. the inverse of the achieved fraction of
+# the roofline's FLOP/s that makes FCFS deliver the paper's throughput.
+
+# %%
+cal = calibrated["meta"]["calibration"]
+pd.DataFrame([{
+    "compute factor": cal["compute"], "achieved FLOP efficiency": 1 / cal["compute"],
+    "target FCFS req/s": cal["targets"]["saturation_rps"], "calibration trace": f"{cal['n_requests']} mixed @ {cal['overload_rate']} req/s",
+    "prefill s/token": calibrated["n_prefill_tokens"], "step intercept s": calibrated["intercept"],
+}]).round(6)
+
+# %% [markdown]
+# ## 1. Queue count (paper Table 3): FCFS, k-means with 5/10/30 queues, Refine-and-Prune
+# One trace of 30k mixed requests arriving at 40 req/s (well above saturation, as the paper's
+# completion times imply). k-means partitions are fixed; Refine-and-Prune is EWSJF's own,
+# re-learned online. `queues` is the most queues a decision saw (k-means on these traces
+# yields fewer distinct clusters than asked when lengths repeat).
+
+# %%
+def beside_reported(table: pd.DataFrame) -> pd.DataFrame:
+    rep = reported_ewsjf_table3().set_index("method")
+    ours = table.set_index("method")[["queues", "completion_s", "throughput_rps", "throughput_tok_s"]]
+    both = pd.concat({"ours": ours, "paper": rep}, axis=1).swaplevel(axis=1)
+    cols = ["queues", "completion_s", "throughput_rps", "throughput_tok_s"]
+    return both[[(c, w) for c in cols for w in ("ours", "paper")]].loc[METHODS]
+
+
+beside_reported(study["queues-mixed"]).round(2)
+
+# %%
+qm = study["queues-mixed"].set_index("method").loc[METHODS]
+rep = reported_ewsjf_table3().set_index("method").loc[METHODS]
+plot = pd.concat([
+    pd.DataFrame({"method": METHODS, "tok/s": qm["throughput_tok_s"].to_numpy(), "source": "ours (sim)"}),
+    pd.DataFrame({"method": METHODS, "tok/s": rep["throughput_tok_s"].to_numpy(), "source": "paper"}),
+])
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+sns.barplot(data=plot, x="method", y="tok/s", hue="source", ax=axes[0])
+axes[0].set(title="Table 3: output tokens/s, mixed 30k")
+sns.barplot(x=qm.index, y=qm["mean_ttft_short_ms"] / 1e3, ax=axes[1], color="C2")
+axes[1].set(title="mean TTFT of short requests (same runs)", ylabel="s", xlabel="method")
+fig.tight_layout()
+save_figure(fig, figures_dir, "table3_queue_count")
+
+# %% [markdown]
+# ## 2. Throughput vs input rate, FCFS vs EWSJF (paper Tables 4–7, Fig. 3)
+
+# %%
+load = study["load"]
+thr = load.pivot_table(index=["n", "rate"], columns="method", values="throughput_tok_s")
+thr["speedup_%"] = (thr["ewsjf"] / thr["fcfs"] - 1) * 100
+ttft = load.pivot_table(index=["n", "rate"], columns="method", values="mean_ttft_short_ms")
+thr.join(ttft.add_prefix("short TTFT ms "), how="left").round(2)
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+sns.lineplot(data=load, x="rate", y="throughput_tok_s", hue="n", style="method", markers=True, ax=axes[0], palette="viridis")
+axes[0].set(xscale="log", xlabel="input rate (req/s)", ylabel="output tok/s", title="throughput vs rate")
+sns.lineplot(data=load, x="rate", y="mean_ttft_short_ms", hue="n", style="method", markers=True, ax=axes[1], palette="viridis")
+axes[1].set(xscale="log", yscale="log", xlabel="input rate (req/s)", ylabel="ms", title="mean TTFT of short requests")
+fig.tight_layout()
+save_figure(fig, figures_dir, "fig3_throughput_vs_rate")
+
+# %% [markdown]
+# ## 3. Short-only and long-only workloads vs queue count (Tables 8–9, Fig. 4), summary (Table 10)
+# GPU utilisation is the engine's busy time over the run's span; tails are P95.
+
+# %%
+variants = pd.concat([study["queues-short"], study["queues-long"], study["queues-mixed"]])
+cols = ["workload", "n", "method", "queues", "throughput_rps", "throughput_tok_s", "utilisation", "p95_ttft_ms", "p95_e2el_ms"]
+variants[cols].round(3)
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+for ax, kind in zip(axes, ("short", "long")):
+    t = variants[variants["workload"] == kind]
+    sns.barplot(data=t, x="method", y="throughput_tok_s", ax=ax, color="C0", order=METHODS)
+    ax.set(title=f"{kind}-only ({int(t['n'].iloc[0]):,} requests)", ylabel="output tok/s")
+fig.tight_layout()
+save_figure(fig, figures_dir, "fig4_variants")
+
+# %% [markdown]
+# ## 4–5. The meta-optimiser beside a run (Figs. 2 and 5)
+# One run of mixed traffic at ~83% of FCFS's saturation; each trial lasts a fixed interval of
+# the engine's clock (the paper: 10–15 minutes). Trial 0 runs the built-in parameters, the
+# next few are random (TPE's start-up), then TPE proposes; after the last trial the best
+# parameters stay. The reward is `R = 0.5·C + 0.25·L − 0.25·S − U` (compactness, load balance,
+# queue proliferation, mean slowdown over the slowdown of the means; see
+# `schedlab.ewsjf.reward`). A trial's reward is noisy: each sees different arrivals.
+# Relative priority (Fig. 2) is the score of a short (256), medium (1,024) and long (3,072)
+# token head after a 10 s wait under each trial's parameters, normalised to sum to 1.
+
+# %%
+tun = study["tuning"]
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+axes[0].plot(tun["trial"], tun["reward"], "o-", label="trial reward")
+axes[0].plot(tun["trial"], tun["best_reward"], "k--", label="best so far")
+axes[0].set(xlabel="trial", ylabel="reward", title="Fig. 5: optimiser convergence")
+axes[0].legend()
+prio = tun.melt(id_vars="trial", value_vars=["priority_short", "priority_medium", "priority_long"], var_name="queue", value_name="priority")
+prio["queue"] = prio["queue"].str.removeprefix("priority_")
+sns.lineplot(data=prio, x="trial", y="priority", hue="queue", marker="o", ax=axes[1])
+axes[1].set(title="Fig. 2: relative priority of short/medium/long", ylabel="share of score")
+fig.tight_layout()
+save_figure(fig, figures_dir, "fig2_fig5_tuning")
+
+# %%
+n0 = 4
+print(f"mean reward of the first {n0} trials {tun['reward'][:n0].mean():.3f}, of the last {n0} {tun['reward'][-n0:].mean():.3f}; "
+      f"best {tun['reward'].max():.3f} at trial {int(tun['reward'].idxmax())}")
+pd.Series(params, name="tuned parameters").to_frame()
+
+# %% [markdown]
+# ## 6. SJF starvation: long prompts waiting over time (Fig. 6), and 7. short requests' TTFT
+# 20k mixed requests at two rates (just below and above FCFS's saturation). Greedy SJF by
+# prompt length admits a long prompt only when no shorter one waits; EWSJF's urgency term
+# grows with the wait, so every request is eventually admitted (`tests/test_ewsjf.py`
+# derives and checks the bound).
+
+# %%
+tl = study["starvation_timeline"]
+rates = sorted(tl["rate"].unique())
+fig, axes = plt.subplots(2, len(rates), figsize=(6 * len(rates), 7), squeeze=False)
+for j, rate in enumerate(rates):
+    t = tl[(tl["rate"] == rate) & (tl["task"] == "long")]
+    sns.lineplot(data=t, x="time_s", y="oldest_wait_s", hue="method", ax=axes[0, j])
+    axes[0, j].set(title=f"{rate:g} req/s: oldest waiting long prompt", ylabel="age (s)")
+    sns.lineplot(data=t, x="time_s", y="waiting", hue="method", ax=axes[1, j], legend=False)
+    axes[1, j].set(title="long prompts waiting", ylabel="requests")
+fig.tight_layout()
+save_figure(fig, figures_dir, "fig6_starvation")
+
+# %%
+st = study["starvation"]
+tab = st.pivot_table(index="rate", columns="method", values=["mean_ttft_short_ms", "mean_ttft_long_ms", "p95_ttft_ms", "throughput_tok_s"])
+tab.round(1)
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3.8))
+sns.barplot(data=st, x="rate", y="mean_ttft_short_ms", hue="method", ax=ax)
+ax.set(yscale="log", ylabel="ms", xlabel="input rate (req/s)", title="mean TTFT of short requests")
+save_figure(fig, figures_dir, "fig7_short_ttft")
+
+# %% [markdown]
+# ## Do the paper's findings hold here?
+
+# %%
+top = load[load["rate"] == load["rate"].max()].pivot_table(index="n", columns="method", values="throughput_tok_s")
+low = load[load["rate"] == load["rate"].min()].pivot_table(index="n", columns="method", values="throughput_tok_s")
+gain_top = float((top["ewsjf"] / top["fcfs"] - 1).mean() * 100)
+gain_low = float((low["ewsjf"] / low["fcfs"] - 1).mean() * 100)
+above = st[st["rate"] == max(rates)].set_index("method")
+sjf_age = tl[(tl["task"] == "long") & (tl["rate"] == max(rates))].groupby("method")["oldest_wait_s"].max()
+pd.DataFrame([
+    ("EWSJF raises token throughput over FCFS, more as the rate rises", f"{gain_low:+.1f}% at the lowest rate, {gain_top:+.1f}% at the highest",
+     gain_top > 5 and gain_top > gain_low),
+    ("EWSJF cuts short requests' mean TTFT vs FCFS", f"{above.loc['ewsjf', 'mean_ttft_short_ms'] / above.loc['fcfs', 'mean_ttft_short_ms']:.2f}x of FCFS at {max(rates):g} req/s",
+     above.loc["ewsjf", "mean_ttft_short_ms"] < above.loc["fcfs", "mean_ttft_short_ms"]),
+    ("Greedy SJF starves long prompts; EWSJF's oldest long wait stays below SJF's", f"max age: SJF {sjf_age['sjf-prompt']:.0f} s, EWSJF {sjf_age['ewsjf']:.0f} s",
+     sjf_age["ewsjf"] < sjf_age["sjf-prompt"]),
+], columns=["claim", "here", "holds"])
+
+# %% [markdown]
+# **Throughput.** It does not rise here, and cannot in this engine model: a step costs a fixed
+# overhead plus terms linear in its prefill tokens, decodes and context, and under saturation
+# every step is full (8,192 batched tokens), so the total busy time of a trace is the same in
+# any admission order; all policies finish the same trace at the same time. The paper's
+# +30–54% must come from effects the linear step model lacks — e.g. attention cost that grows
+# with each sequence's square length (batching similar lengths together helps), kernel
+# efficiency of homogeneous batches, or fewer preemptions in its real engine — or from how
+# its runs were measured; its tokens per request also vary between methods (10.7 for FCFS,
+# 13.4 for Refine-and-Prune), which a fixed trace cannot do. Table 3's FCFS row is the
+# calibration target, so ours matches it by construction.
+#
+# **Latency.** Ordering does change who waits: EWSJF cuts short requests' TTFT against FCFS
+# at and above saturation, at the cost of long prompts; greedy SJF cuts it further but its
+# oldest long prompt ages with the run (it waits from the start until arrivals stop), while
+# EWSJF's urgency term keeps admitting long prompts as they age.

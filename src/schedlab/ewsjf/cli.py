@@ -1,0 +1,187 @@
+"""``schedlab ewsjf ...``: paper B's length pools, calibrated engine, traces and studies."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from schedlab.errors import SchedlabError
+from schedlab.io import read_parquet, write_json, write_parquet
+
+STUDIES = ("queues", "load", "tuning", "starvation")
+POOL_COLUMNS = ("prompt_tokens", "output_tokens")
+
+
+def _numbers(cast):
+    def parse(text: str) -> list:
+        try:
+            values = [cast(v) for v in text.split(",") if v]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+        if not values or min(values) <= 0:
+            raise argparse.ArgumentTypeError(f"need positive numbers, got {text!r}")
+        return values
+
+    return parse
+
+
+def _positive(cast):
+    def parse(text: str):
+        (value,) = _numbers(cast)(text)
+        return value
+
+    return parse
+
+
+def _setup(args):
+    from schedlab.ewsjf.studies import Setup, engine_limits
+    from schedlab.latency.catalogue import hardware, model_arch
+    from schedlab.sim.steptime import StepTimeModel
+
+    return Setup(
+        StepTimeModel.load(args.steptime),
+        engine_limits(hardware(args.hardware), model_arch(args.model)),
+        read_parquet(args.short, POOL_COLUMNS),
+        read_parquet(args.long, POOL_COLUMNS),
+    )
+
+
+def _params(path: str | None):
+    from schedlab.ewsjf.optimise import params_of
+    from schedlab.ewsjf.policy import Params
+
+    if path is None:
+        return Params()
+    p = Path(path)
+    if not p.is_file():
+        raise SchedlabError(f"file not found: {p}")
+    try:
+        return params_of(json.loads(p.read_text()))
+    except (KeyError, TypeError, ValueError) as e:
+        raise SchedlabError(f"{p}: not EWSJF parameters ({e})") from None
+
+
+def cmd_pools(args) -> None:
+    from schedlab.ewsjf.workload import pools
+
+    short, long = pools()
+    write_parquet(short, args.short)
+    write_parquet(long, args.long)
+
+
+def cmd_steptime(args) -> None:
+    from schedlab.latency.catalogue import hardware, model_arch
+    from schedlab.slo.dispatch import engine_steptime
+
+    engine_steptime(hardware(args.hardware), model_arch(args.model)).save(args.out)
+
+
+def cmd_calibrate(args) -> None:
+    from schedlab.ewsjf.studies import Setup, engine_limits
+    from schedlab.fit.calibrate import saturation_factor
+    from schedlab.latency.catalogue import hardware, model_arch
+    from schedlab.sim.steptime import StepTimeModel
+
+    base = StepTimeModel.load(args.base)
+    engine = engine_limits(hardware(args.hardware), model_arch(args.model))
+    setup = Setup(base, engine, read_parquet(args.short, POOL_COLUMNS), read_parquet(args.long, POOL_COLUMNS))
+    overload = setup.trace("mixed", args.n_requests, args.overload_rate, args.seed)
+    compute = saturation_factor(base, engine, overload, args.saturation_rps, kappa={})
+    record = {"targets": {"saturation_rps": args.saturation_rps}, "compute": compute, "memory": 1.0,
+              "overload_rate": args.overload_rate, "n_requests": args.n_requests}
+    base.scaled(compute, 1.0, calibration=record).save(args.out)
+
+
+def cmd_workload(args) -> None:
+    from schedlab.ewsjf.workload import trace
+
+    short, long = read_parquet(args.short, POOL_COLUMNS), read_parquet(args.long, POOL_COLUMNS)
+    write_parquet(trace(args.kind, short, long, args.n_requests, args.rate, args.seed), args.out)
+
+
+def cmd_study(args) -> None:
+    from schedlab.ewsjf import studies
+    from schedlab.ewsjf.optimise import values_of
+
+    setup, params = _setup(args), _params(args.params)
+    if args.study == "queues":
+        table = studies.queue_count(setup, params, args.kind, args.n_requests, args.rate, args.seed)
+    elif args.study == "load":
+        table = studies.load(setup, params, args.sizes, args.rates, args.seed)
+    elif args.study == "tuning":
+        if args.out_params is None:
+            raise SchedlabError("the tuning study needs --out-params")
+        table, params = studies.tuning(setup, args.n_requests, args.rate, args.trial_s, args.max_trials, args.seed)
+        write_json(values_of(params), args.out_params)
+    else:
+        if args.out_timeline is None:
+            raise SchedlabError("the starvation study needs --out-timeline")
+        timeline, table = studies.starvation(setup, params, args.n_requests, args.rates, args.seed)
+        write_parquet(timeline, args.out_timeline)
+    write_parquet(studies.with_params(table, params), args.out)
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hardware", default="4xA100-80GB", help="catalogue name, <n>x<name> for tensor parallel")
+    p.add_argument("--model", default="llama-2-13b")
+
+
+def _pool_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--short", required=True, help="short pool parquet (from `schedlab ewsjf pools`)")
+    p.add_argument("--long", required=True, help="long pool parquet")
+
+
+def add_commands(sub) -> None:
+    e = sub.add_parser("ewsjf", help="paper B: EWSJF adaptive multi-queue scheduling")
+    esub = e.add_subparsers(dest="ewsjf_command", required=True)
+
+    p = esub.add_parser("pools", help="short (Azure conv) and long (Mooncake, Azure code) prompt pools")
+    p.add_argument("--short", required=True, help="parquet out: prompt_tokens, output_tokens, source")
+    p.add_argument("--long", required=True, help="parquet out, same columns")
+    p.set_defaults(func=cmd_pools)
+
+    s = esub.add_parser("steptime", help="the engine's step-time model fitted to the roofline")
+    _engine_args(s)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_steptime)
+
+    c = esub.add_parser("calibrate", help="scale compute costs so FCFS saturates at the paper's throughput")
+    c.add_argument("--base", required=True, help="step-time JSON from `schedlab ewsjf steptime`")
+    _pool_args(c)
+    _engine_args(c)
+    c.add_argument("--saturation-rps", type=_positive(float), default=8.45, help="paper Table 3: FCFS req/s")
+    c.add_argument("--overload-rate", type=_positive(float), default=40.0)
+    c.add_argument("--n-requests", type=_positive(int), default=3000)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--out", required=True)
+    c.set_defaults(func=cmd_calibrate)
+
+    w = esub.add_parser("workload", help="a seeded mixed, short-only or long-only trace")
+    w.add_argument("--kind", choices=("mixed", "short", "long"), required=True)
+    _pool_args(w)
+    w.add_argument("--n-requests", type=_positive(int), required=True)
+    w.add_argument("--rate", type=_positive(float), required=True, help="req/s (Poisson)")
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--out", required=True)
+    w.set_defaults(func=cmd_workload)
+
+    st = esub.add_parser("study", help="one of paper B's experiments, as a parquet table")
+    st.add_argument("study", choices=STUDIES)
+    st.add_argument("--steptime", required=True, help="calibrated step-time JSON")
+    _pool_args(st)
+    _engine_args(st)
+    st.add_argument("--params", help="EWSJF parameters JSON (from the tuning study); default: built-in")
+    st.add_argument("--kind", choices=("mixed", "short", "long"), default="mixed", help="queues: workload")
+    st.add_argument("--n-requests", type=_positive(int), default=30_000, help="queues, tuning, starvation: requests per run")
+    st.add_argument("--rate", type=_positive(float), default=40.0, help="queues, tuning: req/s")
+    st.add_argument("--sizes", type=_numbers(int), default=[10_000, 30_000], help="load: requests per run")
+    st.add_argument("--rates", type=_numbers(float), default=[10, 20, 40, 60, 100, 500], help="load, starvation: req/s")
+    st.add_argument("--trial-s", type=_positive(float), default=300.0, help="tuning: seconds per trial")
+    st.add_argument("--max-trials", type=_positive(int), default=20, help="tuning: trials before it settles")
+    st.add_argument("--seed", type=int, default=0)
+    st.add_argument("--out", required=True)
+    st.add_argument("--out-params", help="tuning: the best parameters found (JSON)")
+    st.add_argument("--out-timeline", help="starvation: waiting requests over time (parquet)")
+    st.set_defaults(func=cmd_study)
+

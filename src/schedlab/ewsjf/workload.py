@@ -1,0 +1,74 @@
+"""Paper B's workloads: a bimodal mix of short interactive and long-context prompts.
+
+- short pool: the Azure 2023 conversation trace's prompts of 32..1023 tokens (chat traffic);
+- long pool: the Mooncake conversation trace and the Azure 2023 code trace, prompts of
+  1024..4096 tokens (long-context traffic).
+Requests draw (prompt, output) pairs from the pools with replacement; arrivals are Poisson.
+Output lengths keep each source's shape but are scaled so the trace's mean is
+``mean_output`` tokens (paper B's tables imply about 11 output tokens per request).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
+from schedlab.errors import SchedlabError
+from schedlab.workload.arrivals import arrival_times
+
+SHORT = (32, 1024)
+LONG = (1024, 4097)
+#: Output tokens per request implied by paper B's Table 3 (FCFS: 90.4 tok/s / 8.45 req/s).
+MEAN_OUTPUT = 90.4 / 8.45
+KINDS = ("mixed", "short", "long")
+
+
+def _within(pool: pd.DataFrame, bounds: tuple[int, int]) -> pd.DataFrame:
+    keep = pool[(pool["prompt_tokens"] >= bounds[0]) & (pool["prompt_tokens"] < bounds[1])]
+    return keep.reset_index(drop=True)
+
+
+def pools() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The short and the long pool: prompt_tokens, output_tokens, source."""
+    short = _within(azure_lengths("conv"), SHORT)
+    long = _within(pd.concat([mooncake_lengths(), azure_lengths("code")], ignore_index=True), LONG)
+    return short, long
+
+
+def trace(
+    kind: str,
+    short: pd.DataFrame,
+    long: pd.DataFrame,
+    n: int,
+    rate: float,
+    seed: int,
+    *,
+    short_share: float = 0.8,
+    mean_output: float = MEAN_OUTPUT,
+) -> pd.DataFrame:
+    """``n`` requests at ``rate`` req/s: ``mixed`` (``short_share`` short), ``short`` or ``long``
+    only. The same (kind, n, rate, seed) gives the same trace."""
+    if kind not in KINDS:
+        raise SchedlabError(f"unknown workload kind {kind!r}; choose {', '.join(KINDS)}")
+    if n < 1:
+        raise SchedlabError(f"need at least one request, got {n}")
+    if short.empty or long.empty:
+        raise SchedlabError("the short and long pools must not be empty")
+    share = {"mixed": short_share, "short": 1.0, "long": 0.0}[kind]
+    rng = np.random.default_rng([seed, n, 11])
+    is_short = rng.random(n) < share
+    s_rows, l_rows = rng.integers(len(short), size=n), rng.integers(len(long), size=n)
+
+    def pick(column: str) -> np.ndarray:
+        return np.where(is_short, short[column].to_numpy()[s_rows], long[column].to_numpy()[l_rows])
+
+    prompt, raw = pick("prompt_tokens"), pick("output_tokens").astype(float)
+    output = np.maximum(1, np.round(raw * mean_output / raw.mean())).astype(np.int64)
+    return pd.DataFrame({
+        "request_id": np.arange(n),
+        "arrival_s": arrival_times(rate, rng=np.random.default_rng([seed, n, 12]), n_requests=n),
+        "prompt_tokens": prompt.astype(np.int64),
+        "output_tokens": output,
+        "task": np.where(is_short, "short", "long"),
+    })
