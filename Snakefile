@@ -14,6 +14,7 @@ include: "workflow/rules/profile.smk"
 include: "workflow/rules/fit.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/slosa.smk"
+include: "workflow/rules/slai.smk"
 include: "workflow/rules/notebooks.smk"
 
 
@@ -22,3 +23,4 @@ rule all:
         notebook_outputs("calibration"),
         notebook_outputs("asr_duration"),
         notebook_outputs("slo_sa"),
+        notebook_outputs("slai"),

@@ -1,5 +1,5 @@
 """A tiny end-to-end Snakemake run: data -> profile (roofline, real vLLM engine) -> fit ->
-calibrate -> runs on sim, vllm-sim and vllm -> paper D's studies -> papermill renders."""
+calibrate -> runs on sim, vllm-sim and vllm -> paper D's and paper C's studies -> papermill renders."""
 
 from __future__ import annotations
 
@@ -21,6 +21,10 @@ FIGURES = [
     "fig05_uniform_e2el", "fig06_uniform_e2el_pct", "fig07_throughput", "fig08_librispeech_ttft",
     "fig09_librispeech_ttft_pct", "fig10_uniform_ttft", "fig11_uniform_ttft_pct", "fig12_burst",
     "fig13_medium_e2el",
+]
+SLAI_FIGURES = [
+    "engine_calibration", "fig6_parameters", "fig7_p5", "fig11_p50", "fig8_kv_memory", "fig9_ttft_buckets",
+    "fig10_priority", "capacity", "throughput_optimality", "queue_around_capacity",
 ]
 SLO_SA_FIGURES = [
     "predictor_fit", "fig7_g_attainment_latency", "fig7_served", "fig8_temperature_iterations",
@@ -46,6 +50,11 @@ def _synthetic_mirror(folder: Path, n: int = 300) -> None:
         "ContextTokens": rng.integers(50, 1800, n),
         "GeneratedTokens": rng.integers(5, 150, n),
     }).to_csv(folder / "AzureLLMInferenceTrace_code.csv", index=False)
+    # openchat-shaped (prompt, decode) lengths for paper C.
+    prompt = np.clip(rng.lognormal(7.4, 0.9, n), 10, 7000).astype(int)
+    decode = rng.integers(20, 900, n)
+    pd.DataFrame({"num_prefill_tokens": prompt, "num_decode_tokens": decode, "num_total_tokens": prompt + decode,
+                  "pd_ratio": prompt / decode}).to_csv(folder / "openchat_sharegpt4_lengths_llama2.csv", index=False)
 
 
 def _tiny_config(results: Path) -> dict:
@@ -67,6 +76,11 @@ def _tiny_config(results: Path) -> dict:
         "engine": {"workload": "librispeech-short", "rates": [5]},
     }
     config["slosa"].update(seeds=[0], ns=[4, 6], max_batches=[1, 2], exhaustive_max_n=6)
+    config["slai"].update(
+        duration_s=200, warmup_s=20, shares=[0.05, 0.5], rates=[0.8, 2.4], capacity_iterations=1,
+        schedulers=["vllm", "sarathi-fcfs", "slai-spf-fixed10", "slai-spf-fixed5", "slai-spf-dynamic", "slai-spf-priority-dynamic"],
+        throughput_schedulers=["rad", "sarathi-fcfs"], throughput_backlog=100, queue_duration_s=100,
+    )
     for name, rates in {"librispeech": [2, 25], "uniform": [5, 30], "burst": [float("inf")], "medium": [15, 25]}.items():
         asr["experiments"][name]["rates"] = rates
     return config
@@ -96,7 +110,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    for name in ("asr_duration", "calibration", "slo_sa"):
+    for name in ("asr_duration", "calibration", "slo_sa", "slai"):
         nb = json.loads((results / "notebooks" / f"{name}.ipynb").read_text())
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors
@@ -107,6 +121,11 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
 
     for fig in SLO_SA_FIGURES:
         assert (results / "figures" / "slo_sa" / f"{fig}.png").stat().st_size > 0
+    for fig in SLAI_FIGURES:
+        assert (results / "figures" / "slai" / f"{fig}.png").stat().st_size > 0
+    slai = pd.concat([pd.read_parquet(p) for p in (results / "slai" / "sweep").glob("p*/*/summary.parquet")])
+    assert len(slai) == 2 * 6 * 2  # shares x schedulers x rates
+    assert (slai["completed"] == slai["arrived"]).all()
     compare = pd.read_parquet(results / "slosa" / "study" / "compare.parquet")
     assert set(compare["method"]) == {"fcfs", "sa", "sa-no-early-exit", "exhaustive"}
     assert len(compare) == 4 * 2 * 2  # methods x N x max batch, one seed

@@ -409,3 +409,37 @@ def test_workload_shares_arrivals_and_lengths_across_schedulers_and_shares():
     pd.testing.assert_frame_equal(a, openchat_trace(pool, 1.6, 2100, 0.05, 0))
     with pytest.raises(SchedlabError, match="share"):
         openchat_trace(pool, 1.0, 10, 1.5, 0)
+
+
+# -- the command line -------------------------------------------------------------------------
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "schedlab.cli", *args], capture_output=True, text=True)
+
+
+def test_cli_runs_one_scheduler_and_rejects_bad_input(tmp_path):
+    from schedlab.io import write_parquet
+
+    pool = tmp_path / "pool.parquet"
+    write_parquet(pd.DataFrame({"prompt_tokens": [100, 900, 3000], "output_tokens": [50, 10, 300]}), pool)
+    MODEL.save(tmp_path / "m.json")
+    common = ["--pool", str(pool), "--steptime", str(tmp_path / "m.json"), "--duration-s", "60", "--warmup-s", "5"]
+    out = [f"--out-results={tmp_path / 'r.parquet'}", f"--out-summary={tmp_path / 's.json'}"]
+    ok = _cli("slai", "run", "--scheduler", "slai-spf-dynamic", "--rate", "1", "--share", "0.5", *common, *out)
+    assert ok.returncode == 0, ok.stderr
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["scheduler"] == "slai-spf-dynamic" and s["completed"] > 0 and "p99_tbt_ms_paying" in s
+    for bad, msg in (
+        (["--scheduler", "nope", "--rate", "1"], "unknown scheduler"),
+        (["--scheduler", "rad", "--rate", "-1"], "positive"),
+        (["--scheduler", "rad", "--rate", "1", "--share", "2"], "within [0, 1]"),
+    ):
+        (tmp_path / "s2.json").unlink(missing_ok=True)
+        proc = _cli("slai", "run", *bad, *common, f"--out-results={tmp_path / 'r2.parquet'}", f"--out-summary={tmp_path / 's2.json'}")
+        assert proc.returncode == 2 and msg in proc.stderr and proc.stderr.count("\n") == 1
+        assert not (tmp_path / "s2.json").exists()
+    missing = _cli("slai", "run", "--scheduler", "rad", "--rate", "1", "--pool", str(tmp_path / "none.parquet"),
+                   "--steptime", str(tmp_path / "m.json"), *out)
+    assert missing.returncode == 2 and "file not found" in missing.stderr

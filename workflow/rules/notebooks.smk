@@ -28,6 +28,18 @@ def notebook_inputs(name):
             "chat": rules.slosa_pools.output.chat,
             "code": rules.slosa_pools.output.code,
         }
+    if name == "slai":
+        return {
+            "sweeps": slai_sweeps(),
+            "capacity": [f"{CD}/capacity/p{slai_share_label(p)}.parquet" for p in SLAI["shares"]],
+            "params": rules.slai_params.output[0],
+            "throughput": rules.slai_throughput.output.capacity,
+            "queue": rules.slai_throughput.output.queue,
+            "fit": rules.slai_fit.output[0],
+            "calibrated": rules.slai_calibrate.output[0],
+            "profile": rules.slai_profile.output[0],
+            "pool": rules.slai_lengths.output[0],
+        }
     return {**common, "summary": f"{R}/summary/asr_{config['backend']}.parquet"}
 
 
@@ -45,7 +57,7 @@ rule notebook:
         backend=config["backend"],
         tmp=lambda w: f"{R}/notebooks/.{w.name}.source.ipynb",
     wildcard_constraints:
-        name="calibration|asr_duration|slo_sa",
+        name="calibration|asr_duration|slo_sa|slai",
     conda:
         "../../envs/cpu.yaml"
     shell:

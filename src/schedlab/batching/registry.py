@@ -18,6 +18,7 @@ SCHEDULERS = {
     "sarathi-fcfs": lambda: Sarathi(order="fcfs"),
     "sarathi-spf": lambda: Sarathi(order="spf"),
     "rad": lambda: RAD(),
+    "rad-long-cycles": lambda: RAD(n=4096),
     "algorithm2": lambda: Algorithm2(),
     "slai-fcfs-fixed10": lambda: SLAI(order="fcfs", offset=10.0),
     "slai-spf-fixed10": lambda: SLAI(order="spf", offset=10.0),
