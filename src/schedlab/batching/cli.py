@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from schedlab.io import read_parquet, write_json, write_parquet
+from schedlab.slo.cli import _ints
 
 TABLES = ("summary", "buckets", "timeline")
 
@@ -19,16 +20,6 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
     if not values or min(values) <= 0:
         raise argparse.ArgumentTypeError(f"need positive numbers, got {text!r}")
-    return values
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"need non-negative integers, got {text!r}")
     return values
 
 

@@ -116,13 +116,19 @@ def azure_code_standin(path: str | os.PathLike | None = None) -> pd.DataFrame:
             "Python-Code-23k-ShareGPT cannot be downloaded and the mirror lacks "
             f"{AZURE_CODE} (its offline stand-in); set SCHEDLAB_DATA_MIRROR"
         )
+    return csv_lengths(path, "ContextTokens", "GeneratedTokens",
+                       "azure-code-trace (offline stand-in for Python-Code-23k-ShareGPT)")
+
+
+def csv_lengths(path: str | os.PathLike, prompt_col: str, output_col: str, source: str) -> pd.DataFrame:
+    """A CSV's (prompt, output) token columns as a length pool (rows with both positive)."""
     df = pd.read_csv(path)
-    missing = {"ContextTokens", "GeneratedTokens"} - set(df.columns)
+    missing = {prompt_col, output_col} - set(df.columns)
     if missing:
         raise SchedlabError(f"{path}: missing columns {', '.join(sorted(missing))}")
     out = pd.DataFrame({
-        "prompt_tokens": df["ContextTokens"].astype("int64"),
-        "output_tokens": df["GeneratedTokens"].astype("int64"),
-        "source": "azure-code-trace (offline stand-in for Python-Code-23k-ShareGPT)",
+        "prompt_tokens": df[prompt_col].astype("int64"),
+        "output_tokens": df[output_col].astype("int64"),
+        "source": source,
     })
     return out[(out["prompt_tokens"] > 0) & (out["output_tokens"] > 0)].reset_index(drop=True)

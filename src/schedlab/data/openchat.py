@@ -17,9 +17,8 @@ from typing import IO, Iterator
 import ijson
 import pandas as pd
 
-from schedlab.data.conversations import LENGTH_COLUMNS
+from schedlab.data.conversations import LENGTH_COLUMNS, csv_lengths
 from schedlab.data.sources import DataUnavailable, cache_dir, download, mirror_file
-from schedlab.errors import SchedlabError
 
 LENGTHS_CSV = "openchat_sharegpt4_lengths_llama2.csv"
 LENGTHS_URL = (
@@ -32,16 +31,7 @@ MAX_TOTAL = 8192
 
 def read_lengths_csv(path: str | os.PathLike, source: str) -> pd.DataFrame:
     """The artifact's table (``num_prefill_tokens, num_decode_tokens, ...``) as length pairs."""
-    df = pd.read_csv(path)
-    missing = {"num_prefill_tokens", "num_decode_tokens"} - set(df.columns)
-    if missing:
-        raise SchedlabError(f"{path}: missing columns {', '.join(sorted(missing))}")
-    out = pd.DataFrame({
-        "prompt_tokens": df["num_prefill_tokens"].astype("int64"),
-        "output_tokens": df["num_decode_tokens"].astype("int64"),
-        "source": source,
-    })
-    return capped(out)
+    return capped(csv_lengths(path, "num_prefill_tokens", "num_decode_tokens", source))
 
 
 def capped(pairs: pd.DataFrame, max_total: int = MAX_TOTAL) -> pd.DataFrame:
