@@ -121,7 +121,7 @@ ax.set(xscale="log", xlabel="token budget", ylabel="median TTFT (s)", title="(a)
 ax2 = ax.twinx()
 ax2.plot(b["budget"], b["mean_batch_ms"], "s--", color="C1", label="mean batch time (ms)")
 ax2.set(ylabel="mean batch time (ms)")
-ax.legend(loc="upper center"), ax2.legend(loc="upper right")
+fig.legend(loc="upper left", bbox_to_anchor=(0.07, 0.88))
 k = params[params["study"] == "kv"]
 axes[1].plot(k["n_decode"], k["kv_frac"] * 100, "o-")
 axes[1].axhline(100, color="k", lw=0.8)
@@ -129,6 +129,7 @@ axes[1].set(xlabel="concurrent decode requests", ylabel="KV memory used (%)", ti
 m = params[params["study"] == "mixed"]
 axes[2].plot(m["n_decode"], m["batch_ms"], "o-")
 axes[2].set(xlabel="decodes beside one prefill (budget 512)", ylabel="batch time (ms)", title="(c) mixed batch")
+fig.subplots_adjust(wspace=0.5)
 save_figure(fig, figures_dir, "fig6_parameters")
 
 
@@ -214,8 +215,9 @@ save_figure(g.figure, figures_dir, "fig10_priority")
 # %% [markdown]
 # ## 8. Serving capacity
 # The highest rate whose median TTFT is at most 0.5 s while both classes meet their P99 TBT
-# target, bisected three times between the sweep's rates (±0.05 req/s). `at least`: still
-# within capacity at the sweep's top rate; `below`: outside it at the lowest.
+# target, bisected three times between the sweep's rates, or above its top rate by rates 1.25x
+# higher. `at least`: still within capacity at the highest rate tried; `below`: outside it at
+# the lowest.
 
 # %%
 cap = capacity.assign(label=capacity["scheduler"].map(LABELS))

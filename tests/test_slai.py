@@ -443,3 +443,25 @@ def test_cli_runs_one_scheduler_and_rejects_bad_input(tmp_path):
     missing = _cli("slai", "run", "--scheduler", "rad", "--rate", "1", "--pool", str(tmp_path / "none.parquet"),
                    "--steptime", str(tmp_path / "m.json"), *out)
     assert missing.returncode == 2 and "file not found" in missing.stderr
+
+
+def test_capacity_brackets_extends_and_bisects():
+    from schedlab.batching.studies import capacity
+
+    class Stub:
+        calls = []
+
+        def run(self, scheduler, rate, share, seed):
+            self.calls.append(rate)
+            return None, {"within_capacity": rate <= {"a": 1.37, "b": 1.37, "c": 0.1}[scheduler]}
+
+    def grid(scheduler, rates):
+        return pd.DataFrame({"scheduler": scheduler, "share": 0.05, "seed": 0, "rate": rates,
+                             "within_capacity": [r <= {"a": 1.37, "b": 1.37, "c": 0.1}[scheduler] for r in rates]})
+
+    stub = Stub()
+    table = capacity(stub, pd.concat([grid("a", [0.5, 1.0, 1.5]), grid("b", [0.5, 1.0]), grid("c", [0.5, 1.0])]),
+                     iterations=3).set_index("scheduler")
+    assert table.loc["a", "capacity_rps"] == pytest.approx(1.3125) and table.loc["a", "bound"] == "bracketed"
+    assert 1.25 <= table.loc["b", "capacity_rps"] <= 1.37 and table.loc["b", "bound"] == "bracketed"
+    assert table.loc["c", "capacity_rps"] == 0.0 and table.loc["c", "bound"] == "below"

@@ -48,29 +48,40 @@ def sweep(setup: Setup, scheduler: str, share: float, rates, seeds) -> dict[str,
     return {"summary": pd.DataFrame(rows), "buckets": pd.concat(buckets), "timeline": pd.concat(timelines)}
 
 
-def capacity(setup: Setup, grid: pd.DataFrame, *, iterations: int = 3) -> pd.DataFrame:
+def capacity(setup: Setup, grid: pd.DataFrame, *, iterations: int = 3, growth: float = 1.25,
+             extensions: int = 3) -> pd.DataFrame:
     """Serving capacity per scheduler (highest rate whose median TTFT <= 0.5 s with every class
-    within its P99 TBT target), bisected ``iterations`` times between the highest grid rate
-    within capacity below the first one outside it. ``grid``: sweep summaries of one share
-    (first seed). ``bound`` says whether the capacity is ``bracketed``, ``at least`` the top
-    grid rate or ``below`` the lowest."""
+    within its P99 TBT target): bracketed by the sweep's rates (``grid``: summaries of one share,
+    first seed), or above the top one by rates ``growth`` times higher (at most ``extensions``
+    of them), then bisected ``iterations`` times. ``bound`` says whether the capacity is
+    ``bracketed``, ``at least`` the highest rate tried or ``below`` the lowest."""
     rows = []
     for (scheduler, share), runs in grid.groupby(["scheduler", "share"], sort=True):
         runs = runs[runs["seed"] == runs["seed"].min()].sort_values("rate")
         seed = int(runs["seed"].iloc[0])
+        within = lambda rate: setup.run(scheduler, rate, share, seed)[1]["within_capacity"]
         ok = runs["within_capacity"].to_numpy(bool)
         rates = runs["rate"].to_numpy(float)
-        if ok.all():
-            rows.append((scheduler, share, rates[-1], "at least"))
-            continue
-        first_out = int(np.argmin(ok))
-        if first_out == 0:
+        if not ok[0]:
             rows.append((scheduler, share, 0.0, "below"))
             continue
-        lo, hi = rates[first_out - 1], rates[first_out]
+        if ok.all():
+            lo, hi = rates[-1], None
+            for _ in range(extensions):
+                rate = round(lo * growth, 4)
+                if not within(rate):
+                    hi = rate
+                    break
+                lo = rate
+            if hi is None:
+                rows.append((scheduler, share, lo, "at least"))
+                continue
+        else:
+            first_out = int(np.argmin(ok))
+            lo, hi = rates[first_out - 1], rates[first_out]
         for _ in range(iterations):
             mid = round((lo + hi) / 2, 4)
-            lo, hi = (mid, hi) if setup.run(scheduler, mid, share, seed)[1]["within_capacity"] else (lo, mid)
+            lo, hi = (mid, hi) if within(mid) else (lo, mid)
         rows.append((scheduler, share, lo, "bracketed"))
     return pd.DataFrame(rows, columns=["scheduler", "share", "capacity_rps", "bound"])
 
