@@ -78,7 +78,7 @@ def _tiny_config(results: Path) -> dict:
     config["slosa"].update(seeds=[0], ns=[4, 6], max_batches=[1, 2], exhaustive_max_n=6)
     config["slai"].update(
         duration_s=200, warmup_s=20, shares=[0.05, 0.5], rates=[0.8, 2.4], capacity_iterations=1,
-        schedulers=["vllm", "sarathi-fcfs", "slai-spf-fixed10", "slai-spf-fixed5", "slai-spf-dynamic", "slai-spf-priority-dynamic"],
+        schedulers=["vllm", "sarathi-fcfs", "slai-spf-dynamic", "slai-spf-priority-dynamic"],
         throughput_schedulers=["rad", "sarathi-fcfs"], throughput_backlog=100, queue_duration_s=100,
     )
     for name, rates in {"librispeech": [2, 25], "uniform": [5, 30], "burst": [float("inf")], "medium": [15, 25]}.items():
@@ -124,7 +124,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     for fig in SLAI_FIGURES:
         assert (results / "figures" / "slai" / f"{fig}.png").stat().st_size > 0
     slai = pd.concat([pd.read_parquet(p) for p in (results / "slai" / "sweep").glob("p*/*/summary.parquet")])
-    assert len(slai) == 2 * 6 * 2  # shares x schedulers x rates
+    assert len(slai) == 2 * 4 * 2  # shares x schedulers x rates
     assert (slai["completed"] == slai["arrived"]).all()
     compare = pd.read_parquet(results / "slosa" / "study" / "compare.parquet")
     assert set(compare["method"]) == {"fcfs", "sa", "sa-no-early-exit", "exhaustive"}
