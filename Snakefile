@@ -15,6 +15,7 @@ include: "workflow/rules/fit.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/slosa.smk"
 include: "workflow/rules/ewsjf.smk"
+include: "workflow/rules/slai.smk"
 include: "workflow/rules/notebooks.smk"
 
 
@@ -24,3 +25,4 @@ rule all:
         notebook_outputs("asr_duration"),
         notebook_outputs("slo_sa"),
         notebook_outputs("ewsjf"),
+        notebook_outputs("slai"),

@@ -1,5 +1,5 @@
 """A tiny end-to-end Snakemake run: data -> profile (roofline, real vLLM engine) -> fit ->
-calibrate -> runs on sim, vllm-sim and vllm -> paper D's and paper B's studies -> papermill renders."""
+calibrate -> runs on sim, vllm-sim and vllm -> paper D's, paper B's and paper C's studies -> papermill renders."""
 
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ FIGURES = [
 EWSJF_FIGURES = [
     "workload_lengths", "table3_queue_count", "fig3_throughput_vs_rate", "fig4_variants",
     "fig2_fig5_tuning", "fig6_starvation", "fig7_short_ttft",
+]
+SLAI_FIGURES = [
+    "engine_calibration", "fig6_parameters", "fig7_p5", "fig11_p50", "fig8_kv_memory", "fig9_ttft_buckets",
+    "fig10_priority", "capacity", "throughput_optimality", "queue_around_capacity",
 ]
 SLO_SA_FIGURES = [
     "predictor_fit", "fig7_g_attainment_latency", "fig7_served", "fig8_temperature_iterations",
@@ -59,6 +63,11 @@ def _synthetic_mirror(folder: Path, n: int = 300) -> None:
     pd.DataFrame({
         "timestamp": np.arange(n), "input_length": rng.integers(900, 6000, n), "output_length": rng.integers(5, 600, n),
     }).to_json(folder / "mooncake_conversation_trace.jsonl", orient="records", lines=True)
+    # openchat-shaped (prompt, decode) lengths for paper C.
+    prompt = np.clip(rng.lognormal(7.4, 0.9, n), 10, 7000).astype(int)
+    decode = rng.integers(20, 900, n)
+    pd.DataFrame({"num_prefill_tokens": prompt, "num_decode_tokens": decode, "num_total_tokens": prompt + decode,
+                  "pd_ratio": prompt / decode}).to_csv(folder / "openchat_sharegpt4_lengths_llama2.csv", index=False)
 
 
 def _tiny_config(results: Path) -> dict:
@@ -86,6 +95,11 @@ def _tiny_config(results: Path) -> dict:
         queue_count={"rate": 40, "mixed": 400, "short": 400, "long": 200},
         load={"sizes": [300], "rates": [10, 40]},
         starvation={"n_requests": 400, "rates": [10]},
+    )
+    config["slai"].update(
+        duration_s=200, warmup_s=20, shares=[0.05, 0.5], rates=[0.8, 2.4], capacity_iterations=1,
+        schedulers=["vllm", "sarathi-fcfs", "slai-spf-dynamic", "slai-spf-priority-dynamic"],
+        throughput_schedulers=["rad", "sarathi-fcfs"], throughput_backlog=100, queue_duration_s=100,
     )
     for name, rates in {"librispeech": [2, 25], "uniform": [5, 30], "burst": [float("inf")], "medium": [15, 25]}.items():
         asr["experiments"][name]["rates"] = rates
@@ -116,7 +130,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    for name in ("asr_duration", "calibration", "slo_sa", "ewsjf"):
+    for name in ("asr_duration", "calibration", "slo_sa", "ewsjf", "slai"):
         nb = json.loads((results / "notebooks" / f"{name}.ipynb").read_text())
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors
@@ -133,6 +147,11 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     assert queues["method"].tolist() == ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
     assert (queues["completed"] == 400).all()
     assert len(pd.read_parquet(results / "ewsjf" / "study" / "tuning.parquet")) == 4
+    for fig in SLAI_FIGURES:
+        assert (results / "figures" / "slai" / f"{fig}.png").stat().st_size > 0
+    slai = pd.concat([pd.read_parquet(p) for p in (results / "slai" / "sweep").glob("p*/*/summary.parquet")])
+    assert len(slai) == 2 * 4 * 2  # shares x schedulers x rates
+    assert (slai["completed"] == slai["arrived"]).all()
     compare = pd.read_parquet(results / "slosa" / "study" / "compare.parquet")
     assert set(compare["method"]) == {"fcfs", "sa", "sa-no-early-exit", "exhaustive"}
     assert len(compare) == 4 * 2 * 2  # methods x N x max batch, one seed

@@ -1,4 +1,4 @@
-"""``schedlab`` command line: data, workload, profile, fit, simulate, collect, vllm-run, slosa, ewsjf."""
+"""``schedlab`` command line: data, workload, profile, fit, simulate, collect, vllm-run, slosa, ewsjf, slai."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def cmd_fit_steptime(args) -> None:
     from schedlab.contracts import PROFILE_COLUMNS
     from schedlab.fit.steptime import fit_steptime
 
-    fit_steptime(read_parquet(args.profile, PROFILE_COLUMNS)).save(args.out)
+    fit_steptime(read_parquet(args.profile, PROFILE_COLUMNS), tile=args.tile).save(args.out)
 
 
 def cmd_fit_kappa(args) -> None:
@@ -324,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     fsub = f.add_subparsers(dest="what", required=True)
     fs = fsub.add_parser("steptime", help="OLS step-time coefficients from a profile table")
     fs.add_argument("--profile", required=True)
+    fs.add_argument("--tile", type=int, default=0, help="GEMM tile width: fit the tile staircase (0: none)")
     fs.add_argument("--out", required=True)
     fs.set_defaults(func=cmd_fit_steptime)
     fk = fsub.add_parser("kappa", help="tokens per second of audio, per language")
@@ -369,12 +370,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_collect)
 
-    from schedlab.slo.cli import add_commands
-
-    add_commands(sub)
+    from schedlab.batching.cli import add_commands as add_slai_commands
     from schedlab.ewsjf.cli import add_commands as add_ewsjf_commands
+    from schedlab.slo.cli import add_commands as add_slosa_commands
 
+    add_slosa_commands(sub)
     add_ewsjf_commands(sub)
+    add_slai_commands(sub)
     return p
 
 

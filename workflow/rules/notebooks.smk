@@ -37,6 +37,18 @@ def notebook_inputs(name):
             "short": rules.ewsjf_pools.output.short,
             "long": rules.ewsjf_pools.output.long,
         }
+    if name == "slai":
+        return {
+            "sweeps": slai_sweeps(),
+            "capacity": [f"{CD}/capacity/p{slai_share_label(p)}.parquet" for p in SLAI["shares"]],
+            "params": rules.slai_params.output[0],
+            "throughput": rules.slai_throughput.output.capacity,
+            "queue": rules.slai_throughput.output.queue,
+            "fit": rules.slai_fit.output[0],
+            "calibrated": rules.slai_calibrate.output[0],
+            "profile": rules.slai_profile.output[0],
+            "pool": rules.slai_lengths.output[0],
+        }
     return {**common, "summary": f"{R}/summary/asr_{config['backend']}.parquet"}
 
 
@@ -54,7 +66,7 @@ rule notebook:
         backend=config["backend"],
         tmp=lambda w: f"{R}/notebooks/.{w.name}.source.ipynb",
     wildcard_constraints:
-        name="calibration|asr_duration|slo_sa|ewsjf",
+        name="calibration|asr_duration|slo_sa|ewsjf|slai",
     conda:
         "../../envs/cpu.yaml"
     shell:

@@ -24,7 +24,9 @@ def _fetch(name: str, url: str):
     return mirror_file(name) or download(url, cache_dir() / name)
 
 
-def _lengths(df: pd.DataFrame, prompt: str, output: str, source: str, path) -> pd.DataFrame:
+def length_pool(df: pd.DataFrame, prompt: str, output: str, source: str, path) -> pd.DataFrame:
+    """A table's (prompt, output) token columns as a length pool (rows with both positive);
+    ``path`` names the table in errors."""
     missing = {prompt, output} - set(df.columns)
     if missing:
         raise SchedlabError(f"{path}: missing columns {', '.join(sorted(missing))}")
@@ -42,10 +44,10 @@ def azure_lengths(service: str, path: str | os.PathLike | None = None, source: s
         raise SchedlabError(f"unknown Azure trace service {service!r}; choose conv or code")
     name = f"AzureLLMInferenceTrace_{service}.csv"
     path = path or _fetch(name, AZURE_URL.format(service))
-    return _lengths(pd.read_csv(path), "ContextTokens", "GeneratedTokens", source or f"azure-{service}-trace", path)
+    return length_pool(pd.read_csv(path), "ContextTokens", "GeneratedTokens", source or f"azure-{service}-trace", path)
 
 
 def mooncake_lengths(path: str | os.PathLike | None = None) -> pd.DataFrame:
     """(prompt, output) tokens of the Mooncake conversation trace."""
     path = path or _fetch(MOONCAKE, MOONCAKE_URL)
-    return _lengths(pd.read_json(path, lines=True), "input_length", "output_length", "mooncake-conversation", path)
+    return length_pool(pd.read_json(path, lines=True), "input_length", "output_length", "mooncake-conversation", path)

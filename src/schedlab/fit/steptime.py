@@ -8,11 +8,25 @@ import statsmodels.api as sm
 
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.sim.steptime import OPTIONAL_TERMS, StepTimeModel, padded_tokens
+
+#: Optional profile column: attention (query, key) pairs of the step's prefill chunks.
+PREFILL_PAIRS = "prefill_pairs"
 
 
-def fit_steptime(profile: pd.DataFrame) -> StepTimeModel:
-    """``time_s ~ 1 + n_encoder + n_prefill_tokens + n_decode + ctx_tokens``.
+def _regressors(profile: pd.DataFrame, tile: int) -> pd.DataFrame:
+    """The profile's step features, its prefill pairs when present, and with ``tile`` > 0 the
+    tile-padded token count (``tile_tokens``)."""
+    X = profile[[*STEP_FEATURES, *([PREFILL_PAIRS] if PREFILL_PAIRS in profile else [])]].astype(float)
+    if tile:
+        X["tile_tokens"] = padded_tokens(X["n_prefill_tokens"] + X["n_decode"], tile)
+    return X
+
+
+def fit_steptime(profile: pd.DataFrame, tile: int = 0) -> StepTimeModel:
+    """``time_s ~ 1 + n_encoder + n_prefill_tokens + n_decode + ctx_tokens``, plus
+    ``prefill_pairs`` when the profile has that column and, with ``tile`` > 0, the staircase
+    ``tile_tokens`` = tokens padded to whole tiles (see :class:`StepTimeModel`).
 
     Features that never vary in the profile (e.g. no prefill rows) get coefficient 0. The
     model's ``meta`` keeps R², the residual standard deviation, 95% CIs and the profile's
@@ -21,17 +35,23 @@ def fit_steptime(profile: pd.DataFrame) -> StepTimeModel:
     missing = [c for c in PROFILE_COLUMNS if c not in profile.columns]
     if missing:
         raise SchedlabError(f"profile table lacks columns {', '.join(missing)}")
-    used = [f for f in STEP_FEATURES if profile[f].nunique() > 1]
+    if tile < 0:
+        raise SchedlabError(f"tile must be >= 0, got {tile}")
+    X = _regressors(profile, tile)
+    used = [f for f in X.columns if X[f].nunique() > 1]
     if len(profile) <= len(used) + 1:
         raise SchedlabError(f"profile has {len(profile)} rows: too few to fit {len(used) + 1} coefficients")
-    X = sm.add_constant(profile[used].astype(float), has_constant="add")
+    X = sm.add_constant(X[used], has_constant="add")
     res = sm.OLS(profile["time_s"].astype(float), X).fit()
     ci = res.conf_int()
     coef = {f: float(res.params.get(f, 0.0)) for f in STEP_FEATURES}
+    extra = {f: float(res.params[f]) for f in OPTIONAL_TERMS if f in res.params}
     first = profile.iloc[0]
     return StepTimeModel(
         intercept=float(res.params["const"]),
         **coef,
+        **extra,
+        tile=tile,
         meta={
             "source": str(first["source"]),
             "hardware": str(first["hardware"]),
@@ -45,4 +65,5 @@ def fit_steptime(profile: pd.DataFrame) -> StepTimeModel:
 
 
 def predict(model: StepTimeModel, profile: pd.DataFrame) -> np.ndarray:
-    return np.asarray(model(*(profile[f].to_numpy(float) for f in STEP_FEATURES)), dtype=float)
+    pairs = profile[PREFILL_PAIRS].to_numpy(float) if PREFILL_PAIRS in profile else 0
+    return np.asarray(model(*(profile[f].to_numpy(float) for f in STEP_FEATURES), pairs), dtype=float)

@@ -4,6 +4,10 @@ A step runs an encoder phase (``n_encoder`` clips, each padded to ``arch.encoder
 decoder phase (``n_prefill_tokens`` prompt tokens plus ``n_decode`` single-token decodes over a
 summed context of ``ctx_tokens``). ``compute_eff`` and ``bw_eff`` are achieved fractions of peak
 FLOP/s and bandwidth; the calibration stage fits them, 1.0 is the pure roofline.
+Optionally (paper C) the dense layers run on tiles of ``tile`` tokens (a GEMM's work is the
+batch padded to whole tiles), a chunked prefill's attention covers its context, and with
+``overlap=False`` a phase takes compute time plus memory time (no overlap: the additive form
+measured batch times of chunked prefills follow).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import pandas as pd
 
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.latency.catalogue import FP16_BYTES, Hardware, ModelArch
+from schedlab.sim.steptime import padded_tokens
 
 
 def step_time(
@@ -26,6 +31,9 @@ def step_time(
     n_prefill_seqs=0,
     compute_eff: float = 1.0,
     bw_eff: float = 1.0,
+    prefill_pairs=None,
+    tile: int = 0,
+    overlap: bool = True,
 ):
     """Seconds for one step; every count may be a scalar or a numpy array (broadcast).
 
@@ -35,7 +43,10 @@ def step_time(
     tokens split evenly over ``n_prefill_seqs``, at least one); cross-attention over all encoder
     frames for every token; and, per new prefill sequence, the cross-attention K/V projections
     of its encoder output. Bytes: decoder weights, the self-attention KV of ``ctx_tokens``, and
-    the cross-attention KV of every decoding or prefilling sequence.
+    the cross-attention KV of every decoding or prefilling sequence. ``prefill_pairs``, when
+    given, replaces the prefill's ``p**2 / 2`` pairs (chunks over a context); with ``tile`` > 0
+    the dense FLOPs count the tokens padded to whole tiles; ``overlap=False`` adds a phase's
+    compute and memory times instead of taking the larger.
     """
     n_enc = np.asarray(n_encoder, dtype=float)
     n_pre = np.asarray(n_prefill_tokens, dtype=float)
@@ -44,18 +55,21 @@ def step_time(
     seqs = np.asarray(n_prefill_seqs, dtype=float)
     flops_s = hw.peak_flops * compute_eff
     bytes_s = hw.mem_bw * bw_eff
+    combine = np.maximum if overlap else np.add
     frames, d = arch.encoder_frames, arch.d_model
 
     enc_flops = n_enc * (
         2.0 * arch.encoder_params * frames + 4.0 * arch.encoder_layers * frames**2 * d
     )
     enc_bytes = arch.encoder_params * FP16_BYTES
-    enc_time = np.where(n_enc > 0, np.maximum(enc_flops / flops_s, enc_bytes / bytes_s), 0.0)
+    enc_time = np.where(n_enc > 0, combine(enc_flops / flops_s, enc_bytes / bytes_s), 0.0)
 
     tokens = n_pre + n_dec
-    attn_pairs = ctx + n_pre**2 / (2.0 * np.maximum(seqs, 1.0))
+    pre_pairs = n_pre**2 / (2.0 * np.maximum(seqs, 1.0)) if prefill_pairs is None else np.asarray(prefill_pairs, dtype=float)
+    attn_pairs = ctx + pre_pairs
+    dense_tokens = padded_tokens(tokens, tile) if tile else tokens
     dec_flops = (
-        2.0 * arch.decoder_params * tokens
+        2.0 * arch.decoder_params * dense_tokens
         + 4.0 * arch.decoder_layers * d * attn_pairs
         + 4.0 * arch.decoder_layers * d * frames * tokens
         + seqs * 4.0 * arch.decoder_layers * d * d * frames
@@ -65,7 +79,7 @@ def step_time(
         + ctx * arch.kv_bytes_per_token
         + (n_dec + seqs) * arch.cross_kv_bytes_per_request
     )
-    dec_time = np.where(tokens > 0, np.maximum(dec_flops / flops_s, dec_bytes / bytes_s), 0.0)
+    dec_time = np.where(tokens > 0, combine(dec_flops / flops_s, dec_bytes / bytes_s), 0.0)
 
     total = enc_time + dec_time
     return float(total) if total.ndim == 0 else total
@@ -99,15 +113,19 @@ def default_grid() -> pd.DataFrame:
 
 def profile(hw: Hardware, arch: ModelArch, grid: pd.DataFrame | None = None, **eff) -> pd.DataFrame:
     """Roofline profile table over ``grid`` (default :func:`default_grid`); ``eff`` passes
-    ``compute_eff`` / ``bw_eff`` to :func:`step_time`."""
+    ``compute_eff`` / ``bw_eff`` (and ``tile``) to :func:`step_time`. A grid with a
+    ``prefill_pairs`` column keeps it in the table."""
     grid = default_grid() if grid is None else grid
     seqs = grid["n_prefill_seqs"] if "n_prefill_seqs" in grid else 0
+    extra = ["prefill_pairs"] if "prefill_pairs" in grid else []
+    if extra:
+        eff = {**eff, "prefill_pairs": grid["prefill_pairs"].to_numpy()}
     times = step_time(
         hw, arch, *(grid[f].to_numpy() for f in STEP_FEATURES), n_prefill_seqs=seqs, **eff
     )
-    out = grid[list(STEP_FEATURES)].astype("int64").reset_index(drop=True)
+    out = grid[[*STEP_FEATURES, *extra]].astype("int64").reset_index(drop=True)
     out.insert(0, "source", "roofline")
     out.insert(1, "hardware", hw.name)
     out.insert(2, "model", arch.name)
     out["time_s"] = np.broadcast_to(times, len(out)).astype(float)
-    return out[list(PROFILE_COLUMNS)]
+    return out[[*PROFILE_COLUMNS, *extra]]

@@ -5,6 +5,11 @@
 profile table) and, for paper figures, from its calibration. ``frontend_s`` is a fixed
 per-request delay outside the engine loop (HTTP, audio decoding, feature extraction) before a
 request reaches the scheduler; it is 0 unless calibrated.
+
+Two optional terms (off by default, leaving every other model unchanged): ``prefill_pairs``
+seconds per prefill attention (query, key) pair, for chunked prefills over a context, and the
+GEMM tile staircase: with ``tile`` > 0, ``tile_tokens`` seconds per token of the batch padded
+to whole tiles, ``tile * ceil((n_prefill_tokens + n_decode) / tile)`` (the linear layers).
 """
 
 from __future__ import annotations
@@ -19,8 +24,15 @@ from schedlab.io import write_json
 
 #: Per-admission costs bound by arithmetic (the encoder pass, a new request's prefill).
 COMPUTE_TERMS = ("n_encoder", "n_prefill_tokens")
+#: The optional terms (prefill attention, tile staircase), compute-bound too.
+OPTIONAL_TERMS = ("prefill_pairs", "tile_tokens")
 #: Per-step costs bound by memory traffic (weights, then the KV each decode reads).
 MEMORY_TERMS = ("intercept", "n_decode", "ctx_tokens")
+
+
+def padded_tokens(tokens, tile: int):
+    """``tokens`` rounded up to whole tiles of ``tile``; vectorises."""
+    return -(-tokens // tile) * tile
 
 
 @dataclass(frozen=True)
@@ -32,16 +44,24 @@ class StepTimeModel:
     ctx_tokens: float = 0.0
     frontend_s: float = 0.0
     meta: dict = field(default_factory=dict, compare=False)
+    prefill_pairs: float = 0.0
+    tile_tokens: float = 0.0
+    tile: int = 0
 
-    def __call__(self, n_encoder, n_prefill_tokens, n_decode, ctx_tokens):
+    def __call__(self, n_encoder, n_prefill_tokens, n_decode, ctx_tokens, prefill_pairs=0):
         """Step time in seconds; accepts scalars or numpy arrays."""
-        return (
+        t = (
             self.intercept
             + self.n_encoder * n_encoder
             + self.n_prefill_tokens * n_prefill_tokens
             + self.n_decode * n_decode
             + self.ctx_tokens * ctx_tokens
         )
+        if self.prefill_pairs:
+            t = t + self.prefill_pairs * prefill_pairs
+        if self.tile:
+            t = t + self.tile_tokens * padded_tokens(n_prefill_tokens + n_decode, self.tile)
+        return t
 
     @property
     def coefficients(self) -> dict[str, float]:
@@ -52,9 +72,11 @@ class StepTimeModel:
     ) -> "StepTimeModel":
         """Compute-bound terms times ``compute`` and memory-bound terms times ``memory`` (inverse
         achieved efficiencies); the front-end delay is replaced when given, kept otherwise."""
-        factor = {**dict.fromkeys(COMPUTE_TERMS, compute), **dict.fromkeys(MEMORY_TERMS, memory)}
+        factor = {**dict.fromkeys(COMPUTE_TERMS + OPTIONAL_TERMS, compute), **dict.fromkeys(MEMORY_TERMS, memory)}
+        terms = {**self.coefficients, **{t: getattr(self, t) for t in OPTIONAL_TERMS}}
         return StepTimeModel(
-            **{k: v * factor[k] for k, v in self.coefficients.items()},
+            **{k: v * factor[k] for k, v in terms.items()},
+            tile=self.tile,
             frontend_s=self.frontend_s if frontend_s is None else frontend_s,
             meta={**self.meta, **meta},
         )

@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from schedlab.errors import SchedlabError
-from schedlab.slo.objective import Mapping, evaluate_from, evaluate_kernel, score
+from schedlab.slo.objective import Mapping, evaluate_from, evaluate_kernel
 from schedlab.slo.problem import MappingProblem
 
 #: Units of f per unit of the start point's G (per mille).

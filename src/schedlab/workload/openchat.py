@@ -1,0 +1,34 @@
+"""Paper C's workload: Poisson arrivals, (prompt, output) pairs drawn from the openchat
+length pool, and two classes: each request is ``paying`` (TBT target 0.1 s) with probability
+``share``, else ``free`` (0.5 s). Arrivals, lengths and class draws use separate seeded
+streams, so every scheduler and every paying share sees the same requests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from schedlab.errors import SchedlabError
+from schedlab.workload.arrivals import arrival_times
+
+TBT_TARGET_S = {"paying": 0.1, "free": 0.5}
+
+
+def openchat_trace(pool: pd.DataFrame, rate: float, duration_s: float, share: float, seed: int) -> pd.DataFrame:
+    if not 0.0 <= share <= 1.0:
+        raise SchedlabError(f"paying share must be within [0, 1], got {share}")
+    if pool.empty:
+        raise SchedlabError("the length pool is empty")
+    arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), duration_s=duration_s)
+    n = len(arrivals)
+    rows = np.random.default_rng([seed, 1]).integers(len(pool), size=n)
+    paying = np.random.default_rng([seed, 2]).random(n) < share
+    cls = np.where(paying, "paying", "free")
+    return pd.DataFrame({
+        "request_id": np.arange(n, dtype=np.int64),
+        "arrival_s": arrivals,
+        "prompt_tokens": pool["prompt_tokens"].to_numpy(np.int64)[rows],
+        "output_tokens": pool["output_tokens"].to_numpy(np.int64)[rows],
+        "slo_class": cls,
+        "tbt_target_s": np.where(paying, TBT_TARGET_S["paying"], TBT_TARGET_S["free"]),
+    })

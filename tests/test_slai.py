@@ -1,0 +1,467 @@
+"""Paper C: the iteration-level engine, the batch builders, per-class TBT, the tile staircase,
+the calibration, the workload and ``schedlab slai``."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from schedlab.batching import engine as engine_mod
+from schedlab.batching.algorithm2 import Algorithm2
+from schedlab.batching.engine import BatchEngine, KVConfig
+from schedlab.batching.prefill_priority import PrefillPriority
+from schedlab.batching.rad import RAD
+from schedlab.batching.registry import SCHEDULERS, make_builder
+from schedlab.batching.request_level import RequestLevel
+from schedlab.batching.run import by_bucket, summary
+from schedlab.batching.sarathi import Sarathi
+from schedlab.batching.slai import SLAI, dynamic_offset
+from schedlab.errors import SchedlabError
+from schedlab.sim.steptime import StepTimeModel
+
+#: A staircase engine model shaped like the calibrated one (seconds).
+MODEL = StepTimeModel(intercept=0.015, ctx_tokens=1.4e-7, prefill_pairs=2e-9, tile_tokens=6e-5, tile=128)
+
+
+def make_trace(n: int = 300, rate: float = 4.0, seed: int = 0, share: float = 0.3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    paying = rng.random(n) < share
+    return pd.DataFrame({
+        "request_id": np.arange(n),
+        "arrival_s": np.cumsum(rng.exponential(1 / rate, n)),
+        "prompt_tokens": rng.integers(1, 3000, n),
+        "output_tokens": rng.integers(1, 200, n),
+        "slo_class": np.where(paying, "paying", "free"),
+        "tbt_target_s": np.where(paying, 0.1, 0.5),
+    })
+
+
+def run(builder, trace=None, capacity=4000, **kw):
+    trace = make_trace() if trace is None else trace
+    return BatchEngine(trace, builder, MODEL, KVConfig(16, capacity), record=True, **kw).run()
+
+
+def checked(builder, check):
+    """Call ``check(engine, decodes, chunks, started_before)`` after every build."""
+    inner = builder.build
+
+    def build(now):
+        started = list(builder.engine.prefilling)
+        dec, chunks = inner(now)
+        check(builder.engine, np.asarray(dec), chunks, started)
+        return dec, chunks
+
+    builder.build = build
+    return builder
+
+
+ALL = sorted(SCHEDULERS)
+
+
+# -- invariants of every builder ----------------------------------------------------------
+@pytest.mark.parametrize("name", ALL)
+def test_every_request_gets_all_its_tokens_once_in_order_within_kv(name):
+    trace = make_trace()
+    res = run(make_builder(name), trace, capacity=3000)
+    req = res.requests
+    assert len(req) == len(trace) and req["request_id"].is_unique
+    assert req["finish_s"].notna().all()
+    for i, times in enumerate(res.token_times):
+        assert len(times) == trace["output_tokens"].iloc[i]  # preempted requests re-emit nothing twice
+        assert np.all(np.diff(times) > 0)
+        assert times[0] == req["first_token_s"].iloc[i] >= req["first_scheduled_s"].iloc[i] >= trace["arrival_s"].iloc[i]
+        assert times[-1] == req["finish_s"].iloc[i]
+    log = res.batch_log
+    assert (log["kv_blocks"] <= 3000).all() and res.peak_kv_frac <= 1.0
+    assert np.all(np.diff(log["start_s"]) >= log["dt_s"].to_numpy()[:-1] - 1e-12)  # clock monotone, no overlap
+    assert (log["dt_s"] > 0).all()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_same_inputs_give_identical_results(name):
+    a, b = run(make_builder(name)), run(make_builder(name))
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    assert np.array_equal(a.gaps["all"].counts, b.gaps["all"].counts)
+
+
+@pytest.mark.parametrize("name", ["sarathi-fcfs", "slai-spf-dynamic", "rad", "algorithm2", "request-level", "vllm"])
+def test_fast_forward_matches_batch_by_batch(name, monkeypatch):
+    fast = run(make_builder(name), capacity=100_000)
+    monkeypatch.setattr(engine_mod.BatchEngine, "_stretch", lambda self, *a: False)
+    slow = run(make_builder(name), capacity=100_000)
+    for a, b in zip(fast.token_times, slow.token_times):
+        np.testing.assert_allclose(a, b, rtol=1e-9)
+    assert fast.batches == slow.batches
+
+
+def test_preemption_recomputes_and_still_finishes_everything():
+    res = run(RAD(n=64, tile_row=32, tile_col=64, tile_red=32), capacity=1200)
+    assert res.requests["preemptions"].sum() > 0
+    assert res.requests["finish_s"].notna().all()
+
+
+def test_a_request_larger_than_the_cache_is_refused():
+    with pytest.raises(SchedlabError, match="KV blocks"):
+        run(make_builder("sarathi-fcfs"), capacity=100)
+
+
+# -- per-class P99 TBT over every token -----------------------------------------------------
+def test_per_class_p99_tbt_matches_brute_force_and_excludes_warm_up():
+    trace = make_trace(400, rate=5.0)
+    warmup = 10.0
+    res = run(make_builder("slai-spf-dynamic"), trace, capacity=100_000, warmup_s=warmup)
+    for cls in ("paying", "free"):
+        rows = np.flatnonzero((trace["slo_class"] == cls).to_numpy() & (trace["arrival_s"] >= warmup).to_numpy())
+        gaps = np.concatenate([np.diff(res.token_times[i]) for i in rows])
+        assert res.gaps[cls].total == gaps.size
+        exact = np.quantile(gaps, 0.99, method="inverted_cdf")
+        assert res.gaps[cls].quantile(0.99) == pytest.approx(exact, rel=0.006)
+    s = summary(res, trace, policy="x")
+    assert s["completed"] == int((trace["arrival_s"] >= warmup).sum())
+    assert s["tbt_ok"] == (s["tbt_ok_paying"] and s["tbt_ok_free"])
+    assert s["tbt_ok_paying"] == (s["p99_tbt_ms_paying"] <= 100.0)
+
+
+# -- Sarathi --------------------------------------------------------------------------------
+@pytest.mark.parametrize("order", ["fcfs", "spf"])
+def test_sarathi_takes_every_decode_then_fills_the_budget(order):
+    def check(eng, dec, chunks, started):
+        assert set(dec.tolist()) == set(eng.decoding().tolist())
+        used = len(dec) + sum(c for _, c in chunks)
+        assert used <= 256 and eng.n_active <= 32
+        if any(i not in started for i, _ in chunks):  # new requests only after started ones
+            assert [i for i, _ in chunks[: len(started)]] == started
+
+    run(checked(Sarathi(budget=256, max_active=32, order=order), check))
+
+
+def test_spf_admits_the_shortest_waiting_prompt_first():
+    admitted = []
+
+    def check(eng, dec, chunks, started):
+        admitted.extend(i for i, _ in chunks if i not in started)
+
+    trace = make_trace(60, rate=1000.0)  # everyone waits at once
+    run(checked(Sarathi(budget=512, max_active=1, order="spf"), check), trace, capacity=100_000)
+    first = admitted[1:8]
+    assert list(trace["prompt_tokens"].iloc[first]) == sorted(trace["prompt_tokens"].iloc[first])
+
+
+# -- SLAI -------------------------------------------------------------------------------------
+def test_slai_orders_decodes_by_last_schedulable_time_and_respects_every_limit():
+    seen = {"critical": 0, "noncritical": 0}
+
+    def check(eng, dec, chunks, started):
+        b = eng.builder
+        tokens = len(dec) + sum(c for _, c in chunks)
+        assert tokens <= b.budget and len(dec) <= b.decode_limit and eng.n_active <= b.max_active
+        all_dec = eng.decoding()
+        deadline = b.deadlines(all_dec)
+        mine = b.deadlines(dec)
+        assert np.all(np.diff(mine) >= 0)  # earliest last schedulable time first
+        left = np.setdiff1d(all_dec, dec)
+        if len(dec) and left.size:
+            assert b.deadlines(left).min() >= mine.max()  # nothing earlier was left out
+        critical = int((deadline <= eng.now).sum())
+        if critical > len(dec):  # some critical decode left out only when a limit binds
+            assert len(dec) == b.decode_limit or tokens == b.budget
+        seen["critical"] += int((mine <= eng.now).sum())
+        seen["noncritical"] += int((mine > eng.now).sum())
+        news = [k for k, (i, _) in enumerate(chunks) if i not in started]
+        if news:  # started prefills first, each given all it needs
+            assert [i for i, _ in chunks[: news[0]]] == [i for i in started][: news[0]]
+            assert all(c == eng.need(i) for i, c in chunks[: news[0]])
+
+    run(checked(SLAI(budget=256, max_active=24, decode_limit=16, offset=3.0), check), capacity=100_000)
+    assert seen["critical"] > 0 and seen["noncritical"] > 0
+
+
+def test_slai_defers_free_decodes_but_not_paying_ones():
+    trace = make_trace(400, rate=5.0)
+    res = run(SLAI(offset=5.0), trace, capacity=100_000)
+    s = summary(res, trace)
+    sarathi = summary(run(Sarathi(), trace, capacity=100_000), trace)
+    assert s["p99_tbt_ms_free"] > 1.5 * sarathi["p99_tbt_ms_free"]
+    assert s["p99_tbt_ms_paying"] <= 100.0
+
+
+def test_dynamic_offset_switches_at_96_percent_kv_use():
+    assert dynamic_offset(0.0) == dynamic_offset(0.9599) == 5.0
+    assert dynamic_offset(0.96) == dynamic_offset(1.0) == 10.0
+    offsets = set()
+
+    def check(eng, dec, chunks, started):
+        offsets.add((eng.builder.current_offset(), eng.kv_frac >= 0.96))
+
+    run(checked(SLAI(offset=None), check), make_trace(300, rate=8.0), capacity=2500)
+    assert offsets == {(5.0, False), (10.0, True)}
+
+
+def test_priority_variant_admits_paying_requests_strictly_first():
+    order = []
+
+    def check(eng, dec, chunks, started):
+        order.extend(i for i, _ in chunks if i not in started)
+
+    trace = make_trace(80, rate=1000.0, share=0.5)
+    run(checked(SLAI(max_active=1, offset=None, paying_first="paying"), check), trace, capacity=100_000)
+    classes = trace["slo_class"].to_numpy()[order[1:]]
+    n_paying = int((classes == "paying").sum())
+    assert (classes[:n_paying] == "paying").all()
+
+
+# -- RAD, Algorithm 2, request-level, vLLM ----------------------------------------------------
+def test_rad_alternates_modes_with_lcm_aligned_chunks():
+    tiles = dict(tile_row=32, tile_col=8, tile_red=48)
+    lcm = math.lcm(32, 8, 48)
+    history = []
+
+    def check(eng, dec, chunks, started):
+        b = eng.builder
+        if chunks:
+            assert len(dec) == 0 and len(chunks) == 1
+            i, c = chunks[0]
+            assert c == min(lcm, eng.need(i)) and eng.n_active <= 8
+            if history and history[-1][0] == "prefill" and history[-1][2] > 0:
+                assert i == history[-1][1]  # a prefill runs to its end before anything else
+            history.append(("prefill", i, eng.need(i) - c))
+        else:
+            assert set(dec.tolist()) == set(eng.decoding().tolist())
+            assert len(dec) >= 8 or not b.n_waiting() or b.started >= b.n or not eng.fits(b.queue.peek())
+            history.append(("decode", None, 0))
+
+    run(checked(RAD(n=6, **tiles), check), capacity=100_000)
+    modes = [h[0] for h in history]
+    assert "prefill" in modes and "decode" in modes
+
+
+def test_rad_cycle_admits_at_most_n_requests():
+    per_cycle = []
+
+    def check(eng, dec, chunks, started):
+        if len(eng.decoding()) == 0 and not started:
+            per_cycle.append(0)
+        if chunks and chunks[0][0] not in started:
+            per_cycle[-1] += 1
+
+    run(checked(RAD(n=3, tile_row=64, tile_col=64, tile_red=64), check), capacity=100_000)
+    assert max(per_cycle) <= 3 and sum(per_cycle) > 0
+
+
+def test_algorithm2_prefills_the_cycle_then_decodes_a_sliding_set():
+    def check(eng, dec, chunks, started):
+        b = eng.builder
+        assert len(dec) <= 4
+        if len(dec):
+            assert not chunks and set(dec.tolist()) <= set(b.cycle)
+            assert all(eng.gen[i] >= 1 for i in b.cycle if eng.admit_seq[i] >= 0)  # all prefilled
+
+    res = run(checked(Algorithm2(n=10, tile_row=32, tile_col=4, tile_red=32), check), capacity=100_000)
+    assert res.requests["finish_s"].notna().all()
+
+
+def test_request_level_admits_only_when_the_group_is_done():
+    def check(eng, dec, chunks, started):
+        if chunks:
+            assert len(dec) == 0 and len(chunks) <= 8 and eng.n_active == len(chunks)
+            assert all(c == eng.need(i) for i, c in chunks)  # whole prompts
+
+    run(checked(RequestLevel(max_batch=8), check), capacity=100_000)
+
+
+def test_vllm_style_runs_prefill_only_batches_of_whole_prompts():
+    def check(eng, dec, chunks, started):
+        if chunks:
+            assert len(dec) == 0 and sum(c for _, c in chunks) <= 8192
+            assert all(c == eng.need(i) for i, c in chunks)
+        else:
+            assert set(dec.tolist()) == set(eng.decoding().tolist())
+
+    run(checked(PrefillPriority(), check), capacity=100_000)
+
+
+def test_unknown_scheduler_is_a_clear_error():
+    with pytest.raises(SchedlabError, match="unknown scheduler 'nope'"):
+        make_builder("nope")
+
+
+def test_buckets_count_served_requests_by_prompt_length():
+    trace = make_trace(200)
+    res = run(make_builder("sarathi-fcfs"), trace, capacity=100_000)
+    table = by_bucket(res, horizon_s=float(trace["arrival_s"].max()))
+    assert table["requests"].sum() == 200
+    assert (table["served"] <= table["requests"]).all()
+    assert list(table["bucket"]) == sorted(table["bucket"], key=lambda b: float(b.split(",")[0][1:]))
+
+
+# -- the tile staircase, its fit and the calibration ----------------------------------------
+def test_staircase_is_off_by_default_and_steps_by_whole_tiles():
+    plain = StepTimeModel(intercept=0.01, n_prefill_tokens=1e-5, n_decode=2e-5, ctx_tokens=1e-7)
+    assert plain(0, 300, 7, 9000) == 0.01 + 300e-5 + 7 * 2e-5 + 9000e-7  # unchanged form
+    stair = StepTimeModel(intercept=0.01, tile_tokens=1e-4, tile=128)
+    assert stair(0, 1, 0, 0) == stair(0, 128, 0, 0) < stair(0, 129, 0, 0) == stair(0, 200, 56, 0)
+    assert stair(0, 129, 0, 0) - stair(0, 128, 0, 0) == pytest.approx(128 * 1e-4)
+    back = StepTimeModel(**{**stair.__dict__})
+    assert back == stair and back.scaled(2.0, 1.0).tile_tokens == pytest.approx(2e-4)
+
+
+def test_fit_recovers_a_known_staircase_and_prefill_attention(tmp_path):
+    from schedlab.fit.steptime import fit_steptime, predict
+
+    rng = np.random.default_rng(0)
+    n = 400
+    prof = pd.DataFrame({
+        "source": "synthetic", "hardware": "x", "model": "y", "n_encoder": 0,
+        "n_prefill_tokens": rng.integers(0, 1024, n), "n_decode": rng.integers(0, 64, n),
+        "ctx_tokens": rng.integers(0, 200_000, n), "prefill_pairs": rng.integers(0, 5_000_000, n),
+    })
+    truth = StepTimeModel(intercept=0.015, n_decode=1e-5, ctx_tokens=1.4e-7, prefill_pairs=2e-9, tile_tokens=6e-5, tile=128)
+    prof["time_s"] = predict(truth, prof)
+    fit = fit_steptime(prof, tile=128)
+    for term in ("intercept", "n_decode", "ctx_tokens", "prefill_pairs", "tile_tokens"):
+        assert getattr(fit, term) == pytest.approx(getattr(truth, term), rel=1e-6, abs=1e-12)
+    assert fit.tile == 128 and fit.meta["r2"] == pytest.approx(1.0)
+    assert fit_steptime(prof).meta["r2"] < 0.9999  # without the staircase the fit is worse
+    fit.save(tmp_path / "m.json")
+    assert StepTimeModel.load(tmp_path / "m.json") == fit
+
+
+def test_roofline_staircase_and_additive_form():
+    from schedlab.latency.catalogue import hardware, model_arch
+    from schedlab.latency.roofline import step_time
+
+    hw, arch = hardware("RTX-6000-Ada"), model_arch("mistral-7b")
+    t = lambda c, **kw: step_time(hw, arch, 0, c, 0, 0, prefill_pairs=0, **kw)
+    assert t(1, tile=128, overlap=False) == t(128, tile=128, overlap=False) < t(129, tile=128, overlap=False)
+    assert t(1000, tile=128) == t(1024, tile=128) < t(1025, tile=128)  # compute-bound: steps too
+    assert t(1000) < t(1024)  # no staircase by default
+    weights = arch.decoder_params * 2 / hw.mem_bw
+    assert t(64, overlap=False) == pytest.approx(weights + 2 * arch.decoder_params * 64 / hw.peak_flops)
+    assert t(64) == pytest.approx(weights)  # overlapped: memory-bound
+
+
+def test_calibration_matches_the_measured_chunk_times():
+    from schedlab.batching.model import MEASURED_CHUNKS, MEASURED_TIMES_S, calibrated_model, roofline_profile
+    from schedlab.fit.chunk_times import calibrate_chunks, chunk_time
+    from schedlab.latency.catalogue import hardware, model_arch
+
+    model, record = calibrated_model(roofline_profile(hardware("RTX-6000-Ada"), model_arch("mistral-7b")))
+    np.testing.assert_allclose(chunk_time(model, MEASURED_CHUNKS), MEASURED_TIMES_S, rtol=0.05)
+    assert record["max_rel_error"] < 0.05 and model.tile == 128
+    assert 0.5 < 1 / record["compute"] < 1.0 and 0.5 < 1 / record["memory"] <= 1.0  # plausible efficiencies
+    assert model.meta["calibration"]["targets_s"] == list(MEASURED_TIMES_S)
+    with pytest.raises(SchedlabError, match="two"):
+        calibrate_chunks(model, [64], [0.02])
+
+
+# -- data and workload ------------------------------------------------------------------------
+def test_openchat_lengths_from_the_mirror_match_the_paper_table(mirror):
+    from schedlab.data.openchat import openchat_lengths
+
+    pool = openchat_lengths()
+    assert len(pool) == 30_731
+    assert pool["prompt_tokens"].median() == 1730 and pool["prompt_tokens"].quantile(0.9) == pytest.approx(5696, abs=2)
+    assert pool["output_tokens"].median() == 415
+    assert (pool["prompt_tokens"] + pool["output_tokens"]).max() <= 8192
+
+
+def test_openchat_rounds_from_the_original_format():
+    from schedlab.data.openchat import count_rounds, rounds
+
+    data = [
+        {"items": [{"from": "human", "value": "hi there"}, {"from": "gpt", "value": "hello friend"},
+                   {"from": "human", "value": "more"}, {"from": "gpt", "value": "sure thing"}]},
+        {"conversations": [{"from": "gpt", "value": "x"}, {"from": "human", "value": "q"}]},
+    ]
+    got = list(rounds(io.BytesIO(json.dumps(data).encode())))
+    assert got == [("hi there", "hello friend"), ("hi therehello friendmore", "sure thing")]
+    table = count_rounds(io.BytesIO(json.dumps(data).encode()), "fixture")
+    assert len(table) == 2 and table["prompt_tokens"].iloc[1] > table["prompt_tokens"].iloc[0]
+
+
+def test_openchat_loader_without_mirror_or_network_fails_clearly(data_cache, monkeypatch):
+    from schedlab.data import openchat
+    from schedlab.data.sources import DataUnavailable
+
+    def offline(url, dest):
+        raise DataUnavailable(f"cannot download {url}")
+
+    monkeypatch.setattr(openchat, "download", offline)
+    with pytest.raises(DataUnavailable, match="sharegpt_gpt4.json"):
+        openchat.openchat_lengths()
+
+
+def test_workload_shares_arrivals_and_lengths_across_schedulers_and_shares():
+    from schedlab.workload.openchat import openchat_trace
+
+    pool = pd.DataFrame({"prompt_tokens": np.arange(1, 1001), "output_tokens": np.arange(1000, 0, -1)})
+    a, b = openchat_trace(pool, 1.6, 2100, 0.05, 0), openchat_trace(pool, 1.6, 2100, 0.95, 0)
+    assert 3100 < len(a) < 3600 and a["arrival_s"].max() < 2100
+    pd.testing.assert_frame_equal(a.drop(columns=["slo_class", "tbt_target_s"]), b.drop(columns=["slo_class", "tbt_target_s"]))
+    assert set(a.index[a["slo_class"] == "paying"]) <= set(b.index[b["slo_class"] == "paying"])
+    assert (a["slo_class"] == "paying").mean() == pytest.approx(0.05, abs=0.015)
+    assert (a.loc[a["slo_class"] == "paying", "tbt_target_s"] == 0.1).all()
+    pd.testing.assert_frame_equal(a, openchat_trace(pool, 1.6, 2100, 0.05, 0))
+    with pytest.raises(SchedlabError, match="share"):
+        openchat_trace(pool, 1.0, 10, 1.5, 0)
+
+
+# -- the command line -------------------------------------------------------------------------
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "schedlab.cli", *args], capture_output=True, text=True)
+
+
+def test_cli_runs_one_scheduler_and_rejects_bad_input(tmp_path):
+    from schedlab.io import write_parquet
+
+    pool = tmp_path / "pool.parquet"
+    write_parquet(pd.DataFrame({"prompt_tokens": [100, 900, 3000], "output_tokens": [50, 10, 300]}), pool)
+    MODEL.save(tmp_path / "m.json")
+    common = ["--pool", str(pool), "--steptime", str(tmp_path / "m.json"), "--duration-s", "60", "--warmup-s", "5"]
+    out = [f"--out-results={tmp_path / 'r.parquet'}", f"--out-summary={tmp_path / 's.json'}"]
+    ok = _cli("slai", "run", "--scheduler", "slai-spf-dynamic", "--rate", "1", "--share", "0.5", *common, *out)
+    assert ok.returncode == 0, ok.stderr
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["scheduler"] == "slai-spf-dynamic" and s["completed"] > 0 and "p99_tbt_ms_paying" in s
+    for bad, msg in (
+        (["--scheduler", "nope", "--rate", "1"], "unknown scheduler"),
+        (["--scheduler", "rad", "--rate", "-1"], "positive"),
+        (["--scheduler", "rad", "--rate", "1", "--share", "2"], "within [0, 1]"),
+    ):
+        (tmp_path / "s2.json").unlink(missing_ok=True)
+        proc = _cli("slai", "run", *bad, *common, f"--out-results={tmp_path / 'r2.parquet'}", f"--out-summary={tmp_path / 's2.json'}")
+        assert proc.returncode == 2 and msg in proc.stderr and proc.stderr.count("\n") == 1
+        assert not (tmp_path / "s2.json").exists()
+    missing = _cli("slai", "run", "--scheduler", "rad", "--rate", "1", "--pool", str(tmp_path / "none.parquet"),
+                   "--steptime", str(tmp_path / "m.json"), *out)
+    assert missing.returncode == 2 and "file not found" in missing.stderr
+
+
+def test_capacity_brackets_extends_and_bisects():
+    from schedlab.batching.studies import capacity
+
+    class Stub:
+        calls = []
+
+        def run(self, scheduler, rate, share, seed):
+            self.calls.append(rate)
+            return None, {"within_capacity": rate <= {"a": 1.37, "b": 1.37, "c": 0.1}[scheduler]}
+
+    def grid(scheduler, rates):
+        return pd.DataFrame({"scheduler": scheduler, "share": 0.05, "seed": 0, "rate": rates,
+                             "within_capacity": [r <= {"a": 1.37, "b": 1.37, "c": 0.1}[scheduler] for r in rates]})
+
+    stub = Stub()
+    table = capacity(stub, pd.concat([grid("a", [0.5, 1.0, 1.5]), grid("b", [0.5, 1.0]), grid("c", [0.5, 1.0])]),
+                     iterations=3).set_index("scheduler")
+    assert table.loc["a", "capacity_rps"] == pytest.approx(1.3125) and table.loc["a", "bound"] == "bracketed"
+    assert 1.25 <= table.loc["b", "capacity_rps"] <= 1.37 and table.loc["b", "bound"] == "bracketed"
+    assert table.loc["c", "capacity_rps"] == 0.0 and table.loc["c", "bound"] == "below"
