@@ -126,7 +126,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     }
     proc = subprocess.run(
         ["snakemake", "--cores", "2", "--quiet", "rules"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=900,
+        cwd=work, env=env, capture_output=True, text=True, timeout=2400,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
