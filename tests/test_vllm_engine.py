@@ -47,14 +47,17 @@ def test_sjf_in_a_real_engine_admits_by_audio_duration():
     assert (req["first_scheduled_s"] <= req["first_token_s"]).all() and (req["first_token_s"] < req["finish_s"]).all()
 
 
-def test_vllm_run_cli_replays_a_trace(tmp_path):
+@pytest.mark.parametrize("policy", ["fcfs", "hrrn", "ewsjf"])
+def test_vllm_run_cli_replays_a_trace(tmp_path, policy):
+    """Each policy family through a real engine: FCFS, a victim-ranking policy (HRRN) and
+    paper B's multi-queue EWSJF (prompt lengths from the engine's requests)."""
     rng = np.random.default_rng(0)
     n = 30
     trace = pd.DataFrame(
         {
             "request_id": np.arange(n),
             "arrival_s": np.sort(rng.uniform(0, 2.0, n)),
-            "prompt_tokens": 4,
+            "prompt_tokens": rng.integers(4, 200, n),
             "output_tokens": rng.integers(5, 40, n),
             "audio_duration_s": rng.uniform(2, 20, n),
             "language": "en",
@@ -64,7 +67,7 @@ def test_vllm_run_cli_replays_a_trace(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "schedlab.cli", "vllm-run", "--trace", str(tmp_path / "trace.parquet"),
-         "--policy", "fcfs", "--max-num-seqs", "8", "--rate", "15", "--workload", "test",
+         "--policy", policy, "--max-num-seqs", "8", "--rate", "15", "--workload", "test",
          "--out-results", str(out / "r.parquet"), "--out-summary", str(out / "s.json")],
         capture_output=True, text=True, timeout=600,
     )
