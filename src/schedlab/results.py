@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -29,22 +30,17 @@ class RequestLog:
         """First admission of each request in ``idx`` (later re-admissions are ignored)."""
         self.first_sched[idx] = np.fmin(self.first_sched[idx], t)
 
-    def tokens(self, idx, t: float) -> None:
+    def tokens(self, idx: np.ndarray, t: float) -> None:
         """Each request in the index array ``idx`` emitted one token at time ``t``."""
-        g = t - self.last_tok[idx]  # NaN for a first token, which the histogram skips
-        self.gaps.add(g)
-        self.max_gap[idx] = np.fmax(self.max_gap[idx], g)
-        self.first_tok[idx] = np.fmin(self.first_tok[idx], t)
-        self.last_tok[idx] = t
+        buf, weights, n = self.gaps.staging(idx.size)
+        self.gaps.staged = _tokens(idx, t, self.first_tok, self.last_tok, self.max_gap, buf, weights, n)
 
-    def lockstep(self, idx, ends, dts) -> None:
+    def lockstep(self, idx: np.ndarray, ends: np.ndarray, dts: np.ndarray) -> None:
         """Every request in ``idx`` (each past its first token) emitted one token at each
         time of ``ends``, steps of durations ``dts`` run back to back."""
-        first = ends[0] - self.last_tok[idx]
-        self.gaps.add(first)
+        buf, weights, n = self.gaps.staging(idx.size)
+        self.gaps.staged = _lockstep(idx, ends[0], ends[-1], dts[1:].max(), self.last_tok, self.max_gap, buf, weights, n)
         self.gaps.add_repeated(dts[1:], idx.size)
-        self.max_gap[idx] = np.maximum(self.max_gap[idx], np.maximum(first, dts[1:].max()))
-        self.last_tok[idx] = ends[-1]
 
     def frame(self) -> pd.DataFrame:
         """The per-request results table of the contract (see :mod:`schedlab.contracts`)."""
@@ -70,3 +66,33 @@ class RequestLog:
             if col in trace:
                 out[col] = trace[col].to_numpy()
         return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _tokens(idx, t, first_tok, last_tok, max_gap, buf, weights, n):
+    """One token per request of ``idx`` at ``t``: gaps staged from ``buf[n]`` on (a first
+    token has none); returns the new fill."""
+    for r in idx:
+        if np.isnan(last_tok[r]):
+            first_tok[r] = t
+        else:
+            g = t - last_tok[r]
+            buf[n], weights[n] = g, 1
+            n += 1
+            if g > max_gap[r]:
+                max_gap[r] = g
+        last_tok[r] = t
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def _lockstep(idx, t_first, t_last, longest_step, last_tok, max_gap, buf, weights, n):
+    """The per-request part of a lock-step stretch: each request's gap to its first token
+    there (staged), its longest gap, its last token time; returns the new fill."""
+    for r in idx:
+        g = t_first - last_tok[r]
+        buf[n], weights[n] = g, 1
+        n += 1
+        max_gap[r] = max(max_gap[r], g, longest_step)
+        last_tok[r] = t_last
+    return n

@@ -22,33 +22,41 @@ class GapHistogram:
         self._weights = np.empty(_BUFFER, dtype=np.int64)
         self._n = 0
 
-    def _bincount(self, gaps: np.ndarray, weights: np.ndarray | int) -> None:
-        known = ~np.isnan(gaps)
-        with np.errstate(divide="ignore"):
-            pos = (np.log10(np.maximum(gaps[known], 1e-300)) - _LO) * _PER_DECADE
-        bins = np.clip(np.floor(pos).astype(np.int64) + 1, 0, _NBINS + 1)
-        w = weights[known] if isinstance(weights, np.ndarray) else np.full(bins.size, weights)
-        self._counts += np.bincount(bins, weights=w, minlength=_NBINS + 2).astype(np.int64)
-
     def _flush(self) -> None:
         n = self._n
         if n:
-            self._bincount(self._buf[:n], self._weights[:n])
+            gaps, weights = self._buf[:n], self._weights[:n]
+            known = ~np.isnan(gaps)
+            with np.errstate(divide="ignore"):
+                pos = (np.log10(np.maximum(gaps[known], 1e-300)) - _LO) * _PER_DECADE
+            bins = np.clip(np.floor(pos).astype(np.int64) + 1, 0, _NBINS + 1)
+            self._counts += np.bincount(bins, weights=weights[known], minlength=_NBINS + 2).astype(np.int64)
             self._n = 0
 
     def add_repeated(self, gaps: np.ndarray, times: int) -> None:
         """Add each gap of the 1-D float array ``gaps`` ``times`` times (one per request
         decoding in lock step)."""
-        k, n = gaps.size, self._n
-        if n + k > _BUFFER:
+        buf, weights, n = self.staging(gaps.size)
+        buf[n : n + gaps.size] = gaps
+        weights[n : n + gaps.size] = times
+        self._n = n + gaps.size
+
+    def staging(self, k: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """The staging buffer, its weights and its fill, with room for ``k`` more gaps; a
+        writer that adds gaps there then sets :attr:`staged` to the new fill."""
+        if self._n + k > self._buf.size:
             self._flush()
-            n = 0
-            if k > _BUFFER:
-                self._bincount(gaps, times)
-                return
-        self._buf[n : n + k] = gaps
-        self._weights[n : n + k] = times
-        self._n = n + k
+            if k > self._buf.size:
+                self._buf, self._weights = np.empty(k), np.empty(k, dtype=np.int64)
+        return self._buf, self._weights, self._n
+
+    @property
+    def staged(self) -> int:
+        return self._n
+
+    @staged.setter
+    def staged(self, n: int) -> None:
+        self._n = n
 
     def add(self, gaps: np.ndarray) -> None:
         self.add_repeated(gaps, 1)
