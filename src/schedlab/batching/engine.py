@@ -25,6 +25,7 @@ import pandas as pd
 
 from schedlab.errors import SchedlabError
 from schedlab.results import RequestLog
+from schedlab.sim import kernels
 from schedlab.sim.gaps import GapHistogram
 from schedlab.sim.steptime import StepTimeModel
 
@@ -263,30 +264,19 @@ class BatchEngine:
         dec = self.decoding()
         if dec.size == 0:
             return False
-        gen0, comp0 = self.gen[dec], self.computed[dec]
-        k = int((self.output[dec] - gen0).min())
-
-        def extra(steps: int) -> int:
-            return int((self.blocks_for(comp0 + steps) - self.blocks[dec]).clip(0).sum())
-
-        if extra(k) > self.free:  # largest k whose new blocks fit (monotone in k)
-            lo, hi = 0, k
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if extra(mid) <= self.free else (lo, mid - 1)
-            k = lo
+        n_dec = dec.size
+        dt0 = float(self.step_time(0, 0, n_dec, int(self.computed[dec].sum()) + n_dec))
+        slope = self.step_time.ctx_tokens * n_dec  # each batch's context grows by one token per request
+        stop = min(next_sample, next_arrival if mode == UNTIL_ARRIVAL else np.inf)
+        bs = self.kv.block_size
+        # generated and output counts stand for the kernels' sequence and final lengths: their
+        # difference is the tokens left; KV here has no encoder blocks
+        k = kernels.stretch_steps(dec, self.gen, self.computed, self.blocks, self.output, self.free, 0, bs,
+                                  self.now, stop, dt0, slope)
         if k < 2:
             return False
-        n_dec = dec.size
-        dts = np.asarray(self.step_time(0, 0, n_dec, int(comp0.sum()) + n_dec * (1 + np.arange(k))), float)
-        dts = np.broadcast_to(dts, (k,))
+        dts = dt0 + slope * np.arange(k, dtype=float)
         ends = self.now + np.cumsum(dts)
-        stop = min(next_sample, next_arrival if mode == UNTIL_ARRIVAL else np.inf)
-        cut = int(np.searchsorted(ends, stop)) + 1
-        if cut < k:
-            k, dts, ends = cut, dts[:cut], ends[:cut]
-            if k < 2:
-                return False
         # gaps: each request's first one from its own last token, then k - 1 shared ones
         first = ends[0] - self.log.last_tok[dec]
         ci = self.cls[dec]
@@ -300,13 +290,9 @@ class BatchEngine:
         if self.token_times is not None:
             for i in dec.tolist():
                 self.token_times[i].extend(ends.tolist())
-        new_blocks = self.blocks_for(comp0 + k)
-        grow = (new_blocks - self.blocks[dec]).clip(0)
-        self.free -= int(grow.sum())
-        self.blocks[dec] += grow
+        added, _ = kernels.advance(dec, self.gen, self.computed, self.blocks, self.output, 0, bs, k)
+        self.free -= added
         self.peak = max(self.peak, self.kv.capacity_blocks - self.free)
-        self.computed[dec] = comp0 + k
-        self.gen[dec] = gen0 + k
         self.now = float(ends[-1])
         self.busy += float(dts.sum())
         self.batches += k

@@ -4,6 +4,8 @@ Each takes the running requests' trace positions (``run``) and the engine's per-
 arrays (``seq``: prompt + tokens generated, ``computed``: tokens whose KV is written,
 ``blocks``: KV blocks held, ``total``: sequence length at completion) and loops once, in
 place of a dozen small numpy operations whose fixed costs dominate at a few dozen requests.
+``stretch_steps`` and ``advance`` only use ``total - seq`` (tokens left to generate), so an
+engine that counts generated and output tokens instead passes those (paper C's engine does).
 """
 
 from __future__ import annotations
