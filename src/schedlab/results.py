@@ -33,13 +33,13 @@ class RequestLog:
     def tokens(self, idx: np.ndarray, t: float) -> None:
         """Each request in the index array ``idx`` emitted one token at time ``t``."""
         buf, weights, n = self.gaps.staging(idx.size)
-        self.gaps.staged = _tokens(idx, t, self.first_tok, self.last_tok, self.max_gap, buf, weights, n)
+        self.gaps.commit(_tokens(idx, t, self.first_tok, self.last_tok, self.max_gap, buf, weights, n))
 
     def lockstep(self, idx: np.ndarray, ends: np.ndarray, dts: np.ndarray) -> None:
         """Every request in ``idx`` (each past its first token) emitted one token at each
         time of ``ends``, steps of durations ``dts`` run back to back."""
         buf, weights, n = self.gaps.staging(idx.size)
-        self.gaps.staged = _lockstep(idx, ends[0], ends[-1], dts[1:].max(), self.last_tok, self.max_gap, buf, weights, n)
+        self.gaps.commit(_lockstep(idx, ends[0], ends[-1], dts[1:].max(), self.last_tok, self.max_gap, buf, weights, n))
         self.gaps.add_repeated(dts[1:], idx.size)
 
     def frame(self) -> pd.DataFrame:

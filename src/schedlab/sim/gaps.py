@@ -39,24 +39,20 @@ class GapHistogram:
         buf, weights, n = self.staging(gaps.size)
         buf[n : n + gaps.size] = gaps
         weights[n : n + gaps.size] = times
-        self._n = n + gaps.size
+        self.commit(n + gaps.size)
 
     def staging(self, k: int) -> tuple[np.ndarray, np.ndarray, int]:
         """The staging buffer, its weights and its fill, with room for ``k`` more gaps; a
-        writer that adds gaps there then sets :attr:`staged` to the new fill."""
+        writer that adds gaps there then commits the new fill."""
         if self._n + k > self._buf.size:
             self._flush()
             if k > self._buf.size:
                 self._buf, self._weights = np.empty(k), np.empty(k, dtype=np.int64)
         return self._buf, self._weights, self._n
 
-    @property
-    def staged(self) -> int:
-        return self._n
-
-    @staged.setter
-    def staged(self, n: int) -> None:
-        self._n = n
+    def commit(self, fill: int) -> None:
+        """The staging buffer now holds ``fill`` gaps (see :meth:`staging`)."""
+        self._n = fill
 
     def add(self, gaps: np.ndarray) -> None:
         self.add_repeated(gaps, 1)
