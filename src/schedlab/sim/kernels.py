@@ -14,6 +14,12 @@ import numba
 import numpy as np
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _blocks(tokens, enc, bs):
+    """KV blocks holding ``tokens`` tokens, plus ``enc`` cross-attention blocks."""
+    return enc + (tokens + bs - 1) // bs
+
+
 @numba.njit(cache=True, nogil=True)
 def running_totals(run, seq, computed, blocks, prompt, enc, bs):
     """Decode rows (one token of a generated sequence), their summed context, the tokens the
@@ -25,7 +31,7 @@ def running_totals(run, seq, computed, blocks, prompt, enc, bs):
         if w == 1 and seq[r] > prompt[r]:
             n_dec += 1
             ctx += seq[r]
-        grow += enc + (seq[r] + bs - 1) // bs - blocks[r]
+        grow += _blocks(seq[r], enc, bs) - blocks[r]
     return n_dec, ctx, want, grow
 
 
@@ -33,7 +39,7 @@ def running_totals(run, seq, computed, blocks, prompt, enc, bs):
 def serve_all(run, seq, computed, blocks, enc, bs):
     """Give every running request all it wants: KV blocks for its whole sequence, written."""
     for r in run:
-        blocks[r] = enc + (seq[r] + bs - 1) // bs
+        blocks[r] = _blocks(seq[r], enc, bs)
         computed[r] = seq[r]
 
 
@@ -68,7 +74,7 @@ def stretch_steps(run, seq, computed, blocks, total, free, enc, bs, now, t_join,
 def _new_blocks(run, computed, blocks, enc, bs, k):
     extra = 0
     for r in run:
-        extra += enc + (computed[r] + k + bs - 1) // bs - blocks[r]
+        extra += _blocks(computed[r] + k, enc, bs) - blocks[r]
     return extra
 
 
@@ -80,7 +86,7 @@ def advance(run, seq, computed, blocks, total, enc, bs, k):
     for r in run:
         seq[r] += k
         computed[r] += k
-        b = enc + (computed[r] + bs - 1) // bs
+        b = _blocks(computed[r], enc, bs)
         added += b - blocks[r]
         blocks[r] = b
         if seq[r] >= total[r]:
