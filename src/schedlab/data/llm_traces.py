@@ -3,6 +3,9 @@
 - Azure LLM inference trace 2023 (``conv`` and ``code`` services): ``ContextTokens``,
   ``GeneratedTokens`` per request;
 - Mooncake (FAST'25) conversation trace: ``input_length``, ``output_length`` per request.
+
+Each pool also keeps the request's arrival in the original trace (``timestamp_s``, seconds
+from the trace's first request) for replays (:mod:`schedlab.workload.replay`).
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ def _fetch(name: str, url: str):
     return mirror_file(name) or download(url, cache_dir() / name)
 
 
-def length_pool(df: pd.DataFrame, prompt: str, output: str, source: str, path) -> pd.DataFrame:
+def length_pool(df: pd.DataFrame, prompt: str, output: str, source: str, path,
+                timestamps: pd.Series | None = None) -> pd.DataFrame:
     """A table's (prompt, output) token columns as a length pool (rows with both positive);
-    ``path`` names the table in errors."""
+    ``path`` names the table in errors. ``timestamps`` (seconds) become ``timestamp_s``,
+    measured from the earliest."""
     missing = {prompt, output} - set(df.columns)
     if missing:
         raise SchedlabError(f"{path}: missing columns {', '.join(sorted(missing))}")
@@ -35,6 +40,8 @@ def length_pool(df: pd.DataFrame, prompt: str, output: str, source: str, path) -
         "output_tokens": df[output].astype("int64"),
         "source": source,
     })
+    if timestamps is not None:
+        out["timestamp_s"] = (timestamps - timestamps.min()).to_numpy(float)
     return out[(out["prompt_tokens"] > 0) & (out["output_tokens"] > 0)].reset_index(drop=True)
 
 
@@ -44,10 +51,17 @@ def azure_lengths(service: str, path: str | os.PathLike | None = None, source: s
         raise SchedlabError(f"unknown Azure trace service {service!r}; choose conv or code")
     name = f"AzureLLMInferenceTrace_{service}.csv"
     path = path or _fetch(name, AZURE_URL.format(service))
-    return length_pool(pd.read_csv(path), "ContextTokens", "GeneratedTokens", source or f"azure-{service}-trace", path)
+    df = pd.read_csv(path)
+    stamps = pd.to_datetime(df["TIMESTAMP"], errors="coerce") if "TIMESTAMP" in df else None
+    if stamps is not None and stamps.isna().any():
+        raise SchedlabError(f"{path}: unreadable TIMESTAMP values")
+    seconds = None if stamps is None else (stamps - stamps.min()).dt.total_seconds()
+    return length_pool(df, "ContextTokens", "GeneratedTokens", source or f"azure-{service}-trace", path, seconds)
 
 
 def mooncake_lengths(path: str | os.PathLike | None = None) -> pd.DataFrame:
     """(prompt, output) tokens of the Mooncake conversation trace."""
     path = path or _fetch(MOONCAKE, MOONCAKE_URL)
-    return length_pool(pd.read_json(path, lines=True), "input_length", "output_length", "mooncake-conversation", path)
+    df = pd.read_json(path, lines=True)
+    seconds = df["timestamp"] / 1e3 if "timestamp" in df else None  # milliseconds in the release
+    return length_pool(df, "input_length", "output_length", "mooncake-conversation", path, seconds)

@@ -45,10 +45,11 @@ def trace(
     seed: int,
     *,
     short_share: float = 0.8,
-    mean_output: float = MEAN_OUTPUT,
+    mean_output: float | None = MEAN_OUTPUT,
 ) -> pd.DataFrame:
     """``n`` requests at ``rate`` req/s: ``mixed`` (``short_share`` short), ``short`` or ``long``
-    only. The same (kind, n, rate, seed) gives the same trace."""
+    only, outputs scaled to ``mean_output`` (``None``: the pools' own lengths).
+    The same (kind, n, rate, seed) gives the same trace."""
     if kind not in KINDS:
         raise SchedlabError(f"unknown workload kind {kind!r}; choose {', '.join(KINDS)}")
     if n < 1:
@@ -64,7 +65,8 @@ def trace(
         return np.where(is_short, short[column].to_numpy()[s_rows], long[column].to_numpy()[l_rows])
 
     prompt, raw = pick("prompt_tokens"), pick("output_tokens").astype(float)
-    output = np.maximum(1, np.round(raw * mean_output / raw.mean())).astype(np.int64)
+    scale = 1.0 if mean_output is None else mean_output / raw.mean()
+    output = np.maximum(1, np.round(raw * scale)).astype(np.int64)
     return pd.DataFrame({
         "request_id": np.arange(n),
         "arrival_s": arrival_times(rate, rng=np.random.default_rng([seed, n, 12]), n_requests=n),

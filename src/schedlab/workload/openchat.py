@@ -15,18 +15,23 @@ TBT_TARGET_S = {"paying": 0.1, "free": 0.5}
 
 
 def openchat_trace(pool: pd.DataFrame, rate: float, duration_s: float, share: float, seed: int) -> pd.DataFrame:
+    arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), duration_s=duration_s)
+    return openchat_requests(pool, arrivals, share, seed)
+
+
+def openchat_requests(pool: pd.DataFrame, arrivals: np.ndarray, share: float, seed: int) -> pd.DataFrame:
+    """Requests at ``arrivals`` with lengths and classes drawn from their own seeded streams."""
     if not 0.0 <= share <= 1.0:
         raise SchedlabError(f"paying share must be within [0, 1], got {share}")
     if pool.empty:
         raise SchedlabError("the length pool is empty")
-    arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), duration_s=duration_s)
     n = len(arrivals)
     rows = np.random.default_rng([seed, 1]).integers(len(pool), size=n)
     paying = np.random.default_rng([seed, 2]).random(n) < share
     cls = np.where(paying, "paying", "free")
     return pd.DataFrame({
         "request_id": np.arange(n, dtype=np.int64),
-        "arrival_s": arrivals,
+        "arrival_s": np.asarray(arrivals, float),
         "prompt_tokens": pool["prompt_tokens"].to_numpy(np.int64)[rows],
         "output_tokens": pool["output_tokens"].to_numpy(np.int64)[rows],
         "slo_class": cls,

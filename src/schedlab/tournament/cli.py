@@ -1,0 +1,126 @@
+"""``schedlab tournament ...``: timed trace pools, one workload's matches, the results table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from schedlab.errors import SchedlabError
+from schedlab.io import read_parquet, write_parquet
+
+POOLS = ("azure-code", "azure-conv", "mooncake")
+
+
+def _json(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}")
+    return value
+
+
+def _named_path(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
+    return name, path
+
+
+def _loads(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"loads must be positive, got {text!r}")
+    return values
+
+
+def arena(spec: dict, modality: str):
+    """The arena of an engine spec: step-time file, hardware, model, engine limits, kappa file."""
+    from schedlab.fit.kappa import kappas
+    from schedlab.latency.catalogue import model_arch
+    from schedlab.sim.setup import engine_config
+    from schedlab.sim.steptime import StepTimeModel
+    from schedlab.tournament.play import Arena
+
+    limits = {k: spec[k] for k in ("max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization") if k in spec}
+    engine = engine_config(spec["hardware"], spec["model"], **limits)
+    missing = [k for k in ("steptime", "hardware", "model") if k not in spec]
+    if missing:
+        raise SchedlabError(f"the arena spec lacks {', '.join(missing)}")
+    for key in ("steptime", "kappa"):
+        if spec.get(key) and not Path(spec[key]).is_file():
+            raise SchedlabError(f"file not found: {spec[key]}")
+    kappa = kappas(json.loads(Path(spec["kappa"]).read_text())) if spec.get("kappa") else {}
+    context = model_arch(spec["model"]).max_target_positions if modality == "llm" else None
+    return Arena(StepTimeModel.load(spec["steptime"]), engine, kappa, context)
+
+
+def cmd_pool(args) -> None:
+    from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
+
+    pool = mooncake_lengths() if args.kind == "mooncake" else azure_lengths(args.kind.removeprefix("azure-"))
+    write_parquet(pool, args.out)
+
+
+def cmd_play(args) -> None:
+    from schedlab.tournament.entrants import entrant, lineup
+    from schedlab.tournament.play import capacity, match
+    from schedlab.tournament.workloads import check_spec, modality, pool_names, trace
+
+    check_spec(args.workload, args.spec)
+    pools = dict(args.pool)
+    missing = [p for p in pool_names(args.spec["kind"]) if p not in pools]
+    if missing:
+        raise SchedlabError(f"workload {args.workload!r} needs --pool {' '.join(f'{m}=PATH' for m in missing)}")
+    pools = {name: read_parquet(path) for name, path in pools.items()}
+    kind = modality(args.spec)
+    ring = arena(args.arena, kind)
+    players = lineup(args.entrants.split(","), kind)
+    cap = capacity(args.spec, pools, ring, entrant("fcfs"))
+    rows = []
+    for load in args.loads:
+        served = trace(args.spec, pools, load * cap, max_tokens=ring.max_tokens)
+        for player in players:
+            rows.append(match(player, served, ring, workload=args.workload, modality=kind, load=load,
+                              rate=load * cap, capacity_rps=cap, offered=len(served)))
+    write_parquet(pd.DataFrame(rows), args.out)
+
+
+def cmd_table(args) -> None:
+    from schedlab.tournament.pareto import on_front
+
+    table = pd.concat([read_parquet(p) for p in args.runs], ignore_index=True)
+    write_parquet(on_front(table), args.out)
+
+
+def add_commands(sub) -> None:
+    t = sub.add_parser("tournament", help="every paper's policies on shared workloads, one table")
+    tsub = t.add_subparsers(dest="tournament_command", required=True)
+
+    p = tsub.add_parser("pool", help="a real trace's timestamps and lengths as a parquet pool")
+    p.add_argument("--kind", choices=POOLS, required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_pool)
+
+    m = tsub.add_parser("play", help="every entrant with a meaning on one workload, at each load")
+    m.add_argument("--workload", required=True, help="the workload's name (a label)")
+    m.add_argument("--spec", type=_json, required=True, help='workload spec as JSON, e.g. {"kind": "mixed", "n_requests": 1000}')
+    m.add_argument("--arena", type=_json, required=True,
+                   help='engine spec as JSON: steptime, hardware, model, engine limits, kappa (file)')
+    m.add_argument("--pool", type=_named_path, action="append", default=[], help="NAME=PATH of a pool the kind draws from")
+    m.add_argument("--loads", type=_loads, required=True, help="offered rates as fractions of FCFS's backlog capacity")
+    m.add_argument("--entrants", required=True, help="comma-separated entrant names")
+    m.add_argument("--out", required=True)
+    m.set_defaults(func=cmd_play)
+
+    tb = tsub.add_parser("table", help="gather the workloads' matches into one table, Pareto front marked")
+    tb.add_argument("--runs", nargs="+", required=True)
+    tb.add_argument("--out", required=True)
+    tb.set_defaults(func=cmd_table)
