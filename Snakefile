@@ -16,6 +16,7 @@ include: "workflow/rules/run.smk"
 include: "workflow/rules/slosa.smk"
 include: "workflow/rules/ewsjf.smk"
 include: "workflow/rules/slai.smk"
+include: "workflow/rules/tournament.smk"
 include: "workflow/rules/notebooks.smk"
 
 
@@ -26,3 +27,4 @@ rule all:
         notebook_outputs("slo_sa"),
         notebook_outputs("ewsjf"),
         notebook_outputs("slai"),
+        notebook_outputs("tournament"),

@@ -49,6 +49,8 @@ def notebook_inputs(name):
             "profile": rules.slai_profile.output[0],
             "pool": rules.slai_lengths.output[0],
         }
+    if name == "tournament":
+        return {"table": rules.tournament_table.output[0]}
     return {**common, "summary": f"{R}/summary/asr_{config['backend']}.parquet"}
 
 
@@ -66,7 +68,7 @@ rule notebook:
         backend=config["backend"],
         tmp=lambda w: f"{R}/notebooks/.{w.name}.source.ipynb",
     wildcard_constraints:
-        name="calibration|asr_duration|slo_sa|ewsjf|slai",
+        name="calibration|asr_duration|slo_sa|ewsjf|slai|tournament",
     conda:
         "../../envs/cpu.yaml"
     shell:
