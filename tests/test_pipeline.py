@@ -1,5 +1,6 @@
 """A tiny end-to-end Snakemake run: data -> profile (roofline, real vLLM engine) -> fit ->
-calibrate -> runs on sim, vllm-sim and vllm -> paper D's, paper B's and paper C's studies -> papermill renders."""
+calibrate -> runs on sim, vllm-sim and vllm -> paper D's, paper B's and paper C's studies -> the
+tournament -> papermill renders."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ SLAI_FIGURES = [
     "engine_calibration", "fig6_parameters", "fig7_p5", "fig11_p50", "fig8_kv_memory", "fig9_ttft_buckets",
     "fig10_priority", "capacity", "throughput_optimality", "queue_around_capacity",
 ]
+TOURNAMENT_FIGURES = ["pareto", "slo_g_heatmap", "attainment_vs_load", "mean_rank"]
 SLO_SA_FIGURES = [
     "predictor_fit", "fig7_g_attainment_latency", "fig7_served", "fig8_temperature_iterations",
     "fig9_length_error", "fig10_coefficient_perturbation", "fig11_multi_instance",
@@ -49,19 +51,20 @@ def _synthetic_mirror(folder: Path, n: int = 300) -> None:
         folder / "librispeech_test_clean.tsv", sep="\t", index=False
     )
     # Azure-trace-shaped code lengths (paper D's offline stand-in for its code requests).
+    stamps = lambda: (pd.Timestamp("2023-11-16 18:17:03") + pd.to_timedelta(np.cumsum(rng.exponential(0.4, n)), unit="s")).astype(str)
     pd.DataFrame({
-        "TIMESTAMP": np.arange(n).astype(str),
+        "TIMESTAMP": stamps(),
         "ContextTokens": rng.integers(50, 1800, n),
         "GeneratedTokens": rng.integers(5, 150, n),
     }).to_csv(folder / "AzureLLMInferenceTrace_code.csv", index=False)
     # Paper B's short (Azure conversation) and long (Mooncake) prompt sources.
     pd.DataFrame({
-        "TIMESTAMP": np.arange(n).astype(str),
+        "TIMESTAMP": stamps(),
         "ContextTokens": rng.integers(20, 1200, n),
         "GeneratedTokens": rng.integers(5, 300, n),
     }).to_csv(folder / "AzureLLMInferenceTrace_conv.csv", index=False)
     pd.DataFrame({
-        "timestamp": np.arange(n), "input_length": rng.integers(900, 6000, n), "output_length": rng.integers(5, 600, n),
+        "timestamp": np.cumsum(rng.integers(0, 900, n)), "input_length": rng.integers(900, 6000, n), "output_length": rng.integers(5, 600, n),
     }).to_json(folder / "mooncake_conversation_trace.jsonl", orient="records", lines=True)
     # openchat-shaped (prompt, decode) lengths for paper C.
     prompt = np.clip(rng.lognormal(7.4, 0.9, n), 10, 7000).astype(int)
@@ -101,6 +104,10 @@ def _tiny_config(results: Path) -> dict:
         schedulers=["vllm", "sarathi-fcfs", "slai-spf-dynamic", "slai-spf-priority-dynamic"],
         throughput_schedulers=["rad", "sarathi-fcfs"], throughput_backlog=100, queue_duration_s=100,
     )
+    config["tournament"].update(loads=[0.5, 0.9], workloads={
+        name: {**spec, "n_requests": 40 if spec["kind"] == "mooncake" else 80}
+        for name, spec in config["tournament"]["workloads"].items()
+    })
     for name, rates in {"librispeech": [2, 25], "uniform": [5, 30], "burst": [float("inf")], "medium": [15, 25]}.items():
         asr["experiments"][name]["rates"] = rates
     return config
@@ -130,7 +137,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    for name in ("asr_duration", "calibration", "slo_sa", "ewsjf", "slai"):
+    for name in ("asr_duration", "calibration", "slo_sa", "ewsjf", "slai", "tournament"):
         nb = json.loads((results / "notebooks" / f"{name}.ipynb").read_text())
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors
@@ -155,6 +162,15 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     compare = pd.read_parquet(results / "slosa" / "study" / "compare.parquet")
     assert set(compare["method"]) == {"fcfs", "sa", "sa-no-early-exit", "exhaustive"}
     assert len(compare) == 4 * 2 * 2  # methods x N x max batch, one seed
+
+    for fig in TOURNAMENT_FIGURES:
+        assert (results / "figures" / "tournament" / f"{fig}.png").stat().st_size > 0
+    table = pd.read_parquet(results / "tournament" / "table.parquet")
+    per_workload = table.groupby("workload")["policy"].nunique()
+    assert per_workload[["librispeech", "uniform"]].eq(3).all()  # paper A's policies only on ASR
+    assert per_workload.drop(["librispeech", "uniform"]).eq(12).all()
+    assert (table.groupby(["workload", "load"])["pareto"].sum() >= 1).all()
+    assert (table["completed"] == table["arrived"]).all()
 
     summary = pd.read_parquet(results / "summary" / "asr_sim.parquet")
     assert set(summary["policy"]) == {"fcfs", "sjf", "hrrn"}

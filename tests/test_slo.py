@@ -271,7 +271,7 @@ def test_first_turns_stream_and_stop_at_a_truncated_end():
 
 def test_azure_code_standin_is_labelled(tmp_path):
     path = tmp_path / "code.csv"
-    pd.DataFrame({"TIMESTAMP": ["t1", "t2"], "ContextTokens": [300, 0], "GeneratedTokens": [20, 5]}).to_csv(path, index=False)
+    pd.DataFrame({"TIMESTAMP": ["2023-11-16 18:17:03.9799600", "2023-11-16 18:17:04.0319600"], "ContextTokens": [300, 0], "GeneratedTokens": [20, 5]}).to_csv(path, index=False)
     out = azure_code_standin(path)
     assert out[["prompt_tokens", "output_tokens"]].values.tolist() == [[300, 20]]
     assert "stand-in" in out["source"].iloc[0]

@@ -1,0 +1,185 @@
+"""The tournament: timed replays, the online mapper, scoring, Pareto fronts, and whole matches."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
+from schedlab.errors import SchedlabError
+from schedlab.sim.engine import EngineConfig, SimJob
+from schedlab.sim.steptime import StepTimeModel
+from schedlab.slo.online import OnlineMapper, predictor_for
+from schedlab.tournament.entrants import ENTRANTS, lineup
+from schedlab.tournament.pareto import front, on_front
+from schedlab.tournament.play import Arena, capacity, match, slo_score
+from schedlab.tournament.workloads import trace
+from schedlab.workload.replay import native_rate, replay_trace
+
+STEP = StepTimeModel(intercept=0.01, n_prefill_tokens=5e-5, n_decode=2e-4, ctx_tokens=2e-7)
+ARENA = Arena(STEP, EngineConfig(max_num_seqs=64, max_num_batched_tokens=2048, kv_capacity_blocks=4000), {}, 8192)
+
+
+def _timed_pool(n: int = 400, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "prompt_tokens": rng.integers(20, 3000, n), "output_tokens": rng.integers(2, 400, n),
+        "source": "test", "timestamp_s": np.cumsum(rng.exponential(0.5, n)),
+    })
+
+
+# -- replays ----------------------------------------------------------------------------------
+def test_replay_scales_time_to_the_rate_and_keeps_the_pattern():
+    pool = _timed_pool()
+    out = replay_trace(pool, 3.0, 200, start=50)
+    assert len(out) == 200 and out["request_id"].tolist() == list(range(200))
+    assert (len(out) - 1) / out["arrival_s"].iloc[-1] == pytest.approx(3.0)
+    gaps = np.diff(pool["timestamp_s"].to_numpy()[50:250])
+    assert np.diff(out["arrival_s"]) == pytest.approx(gaps * native_rate(pool, 200, 50) / 3.0)
+    assert out["prompt_tokens"].tolist() == pool["prompt_tokens"].iloc[50:250].tolist()
+
+
+def test_replay_drops_what_the_context_cannot_hold_and_rejects_bad_input():
+    pool = _timed_pool()
+    out = replay_trace(pool, 2.0, 300, max_tokens=1500)
+    assert (out["prompt_tokens"] + out["output_tokens"] <= 1500).all()
+    assert len(out) == int((pool.iloc[:300].eval("prompt_tokens + output_tokens") <= 1500).sum())
+    with pytest.raises(SchedlabError, match="timestamp_s"):
+        replay_trace(pool.drop(columns="timestamp_s"), 1.0, 10)
+    with pytest.raises(SchedlabError, match="cannot take"):
+        replay_trace(pool, 1.0, 300, start=200)
+    with pytest.raises(SchedlabError, match="positive"):
+        replay_trace(pool, 0.0, 10)
+
+
+def test_trace_loaders_keep_timestamps_in_seconds_from_the_first(tmp_path):
+    azure = tmp_path / "azure.csv"
+    pd.DataFrame({"TIMESTAMP": ["2023-11-16 18:17:04.5", "2023-11-16 18:17:03.0", "2023-11-16 18:18:03.0"],
+                  "ContextTokens": [10, 20, 30], "GeneratedTokens": [1, 2, 3]}).to_csv(azure, index=False)
+    assert azure_lengths("code", azure)["timestamp_s"].tolist() == pytest.approx([1.5, 0.0, 60.0])
+    moon = tmp_path / "mooncake.jsonl"
+    pd.DataFrame({"timestamp": [1000, 3500], "input_length": [5, 6], "output_length": [1, 2]}).to_json(
+        moon, orient="records", lines=True)
+    assert mooncake_lengths(moon)["timestamp_s"].tolist() == [0.0, 2.5]
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame({"TIMESTAMP": ["yesterday"], "ContextTokens": [1], "GeneratedTokens": [1]}).to_csv(bad, index=False)
+    with pytest.raises(SchedlabError, match="TIMESTAMP"):
+        azure_lengths("code", bad)
+
+
+# -- the online mapper ------------------------------------------------------------------------
+def test_predictor_fitted_to_a_bilinear_step_model_recovers_its_terms():
+    # prefill of b prompts of l tokens: 0.01 + 5e-5*b*l; a decode step: 0.01 + 2e-4*b + 2e-7*b*l
+    p = predictor_for(STEP)
+    assert (p.prefill.a, p.prefill.beta, p.prefill.g, p.prefill.d) == pytest.approx((5e-5, 0, 0, 0.01), abs=1e-9)
+    assert (p.decode.a, p.decode.beta, p.decode.g, p.decode.d) == pytest.approx((2e-7, 2e-4, 0, 0.01), abs=1e-9)
+
+
+def _requests(slo_e2e, slo_ttft, prompts, outputs) -> pd.DataFrame:
+    n = len(prompts)
+    return pd.DataFrame({"request_id": np.arange(n), "prompt_tokens": prompts, "output_tokens": outputs,
+                         "slo_ttft_s": slo_ttft, "slo_tpot_s": np.full(n, np.nan), "slo_e2e_s": slo_e2e})
+
+
+def test_mapper_puts_the_request_that_can_still_make_its_slo_first():
+    # Request 0 arrived first but is long and has no deadline; request 1 is short with a tight
+    # e2e target that only holds if it goes first.
+    req = _requests([np.nan, 0.5], [np.nan, np.nan], [1500, 100], [300, 5])
+    mapper = OnlineMapper(req, predictor_for(STEP), max_batch=1)
+    jobs = [SimJob(i, float(i) * 0.01, 1.0, i, int(p)) for i, p in enumerate(req["prompt_tokens"])]
+    for j in jobs:
+        mapper.push(j)
+    assert mapper.peek(0.02) is jobs[1]
+    assert mapper.pop(0.02) is jobs[1] and mapper.pop(0.02) is jobs[0] and len(mapper) == 0
+
+
+def test_mapper_loses_and_duplicates_nothing_and_replans_on_arrivals():
+    rng = np.random.default_rng(3)
+    n = 60
+    req = _requests(np.where(rng.random(n) < 0.5, 30.0, np.nan), np.full(n, 10.0), rng.integers(50, 2000, n),
+                    rng.integers(1, 400, n))
+    mapper = OnlineMapper(req, predictor_for(STEP), window=8)
+    jobs = [SimJob(i, i * 0.1, 1.0, i, int(req["prompt_tokens"][i])) for i in range(n)]
+    popped = []
+    for k, j in enumerate(jobs):
+        mapper.push(j)
+        if k % 3 == 2:
+            now = j.arrival_s
+            assert mapper.peek(now) is mapper.peek(now)
+            popped.append(mapper.pop(now))
+    mapper.remove(jobs[-1])
+    while len(mapper):
+        popped.append(mapper.pop(10.0))
+    ids = [j.request_id for j in popped]
+    assert sorted(ids) == list(range(n - 1))
+    with pytest.raises(SchedlabError, match="slo_e2e_s"):
+        OnlineMapper(req.drop(columns="slo_e2e_s"), predictor_for(STEP))
+
+
+# -- scoring ----------------------------------------------------------------------------------
+def test_slo_score_counts_every_target_that_applies():
+    tr = pd.DataFrame({"request_id": [0, 1, 2, 3], "slo_ttft_s": [1.0, 1.0, np.nan, 1.0],
+                       "slo_tpot_s": [0.1, 0.1, np.nan, 0.1], "slo_e2e_s": [np.nan, np.nan, 2.0, np.nan]})
+    served = pd.DataFrame({"request_id": [0, 1, 2, 3], "arrival_s": [0.0, 0.0, 0.0, 0.0],
+                           "first_token_s": [0.5, 0.5, 1.0, np.nan], "finish_s": [1.4, 2.5, 3.0, np.nan],
+                           "output_tokens": [10, 11, 5, 5]})
+    # 0: TTFT 0.5 and TPOT 0.1 meet; 1: TPOT 0.2 misses; 2: e2e 3 > 2 misses; 3: never finished.
+    score = slo_score(served, tr)
+    assert score["slo_attainment"] == 0.25
+    assert score["g_per_s"] == pytest.approx(1 / (1.4 + 2.5 + 3.0))
+
+
+def test_pareto_front_keeps_the_undominated():
+    x, y = np.array([1.0, 2.0, 3.0, 2.0, np.nan]), np.array([5.0, 2.0, 1.0, 3.0, 0.0])
+    assert front(x, y).tolist() == [True, True, True, False, False]
+    table = pd.DataFrame({"workload": ["a"] * 3 + ["b"] * 2, "load": 0.5, "p50_e2el_ms": [1, 2, 3, 1, 1],
+                          "p99_e2el_ms": [3, 2, 4, 2, 2]})
+    assert on_front(table)["pareto"].tolist() == [True, True, False, True, True]
+
+
+# -- whole matches ----------------------------------------------------------------------------
+def test_asr_lineup_is_paper_a_only_and_every_llm_entrant_plays():
+    names = [e.name for e in ENTRANTS]
+    assert [e.name for e in lineup(names, "asr")] == ["fcfs", "sjf", "hrrn"]
+    assert len(lineup(names, "llm")) == len(ENTRANTS)
+    with pytest.raises(SchedlabError, match="unknown tournament entrant"):
+        lineup(["fifo"], "llm")
+
+
+@pytest.fixture(scope="module")
+def matches():
+    pools = {"azure-code": _timed_pool(300, 1)}
+    spec = {"kind": "azure-code", "n_requests": 150, "slo": {"e2e_s": 20.0}}
+    cap = capacity(spec, pools, ARENA, lineup(["fcfs"], "llm")[0])
+    served = trace(spec, pools, 0.8 * cap, max_tokens=ARENA.max_tokens)
+    rows = [match(e, served, ARENA, workload="w", load=0.8) for e in ENTRANTS]
+    return cap, served, pd.DataFrame(rows)
+
+
+def test_every_entrant_serves_every_request_of_the_same_trace(matches):
+    cap, served, table = matches
+    assert cap > 0
+    assert (table["arrived"] == len(served)).all() and (table["completed"] == len(served)).all()
+    assert table["policy"].tolist() == [e.name for e in ENTRANTS]
+    assert table["slo_attainment"].between(0, 1).all() and (table["g_per_s"] > 0).all()
+
+
+def test_chunked_prefill_keeps_token_gaps_short_where_prefill_priority_stalls(matches):
+    _, _, table = matches
+    tbt = table.set_index("policy")["p99_itl_ms"]
+    assert tbt["sarathi-fcfs"] < tbt["vllm"]
+
+
+def test_tournament_cli_rejects_bad_input_in_one_line(tmp_path):
+    out = tmp_path / "t.parquet"
+    proc = subprocess.run(
+        [sys.executable, "-m", "schedlab.cli", "tournament", "play", "--workload", "w", "--spec",
+         '{"kind": "azure-code", "n_requests": 10}', "--arena", '{"steptime": "nope.json", "hardware": "A100-40GB", "model": "mistral-7b"}',
+         "--pool", f"azure-code={tmp_path / 'none.parquet'}", "--loads", "0.5", "--entrants", "fcfs", "--out", str(out)],
+        capture_output=True, text=True)
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()
