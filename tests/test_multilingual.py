@@ -52,7 +52,8 @@ def test_stand_in_pool_fit_recovers_the_ratio(utts, ratio):
     np.testing.assert_array_equal(other["audio_duration_s"], utts["duration_s"])
     np.testing.assert_array_equal(other["output_tokens"], other["text_tokens"] + 1)
     # The per-utterance spread is kept: tokens per second scale utterance by utterance.
-    np.testing.assert_allclose(other["text_tokens"] / english["text_tokens"], ratio, atol=0.5 / english["text_tokens"].min() + 1e-12)
+    rounding = 0.5 / english["text_tokens"].min() + 1e-12
+    np.testing.assert_allclose(other["text_tokens"] / english["text_tokens"], ratio, atol=rounding)
 
 
 def test_each_request_is_sized_with_its_languages_kappa():
@@ -99,7 +100,8 @@ def test_ratio_one_gives_identical_schedules(utts):
 
 
 def test_large_ratio_per_language_kappa_ranks_better_and_cuts_sjf_median(utts):
-    q = estimate_quality(utts, ratios=(1.0, 3.0), shares=SHARES, n_requests=2000).set_index(["ratio", "estimate", "group"])
+    q = estimate_quality(utts, ratios=(1.0, 3.0), shares=SHARES, n_requests=2000)
+    q = q.set_index(["ratio", "estimate", "group"])
     rho = q["spearman"]
     assert rho[1.0, "per-language", "all"] == rho[1.0, "global", "all"]
     assert rho[3.0, "per-language", "all"] > rho[3.0, "global", "all"] + 0.1
@@ -156,9 +158,10 @@ def test_per_request_arrivals_are_identical_across_estimates_and_policies(utts):
         assert latency_columns(r)["e2el_ms"].notna().all()
 
 
+#: FLEURS TSV rows (id, file, raw transcript, transcript, words, samples, gender).
 FLEURS_HI = [
-    ("1", "a.wav", "नमस्ते दुनिया", "नमस्ते दुनिया", "नमस्ते|दुनिया", "48000", "MALE"),
-    ("2", "b.wav", "यह एक परीक्षण वाक्य है", "यह एक परीक्षण वाक्य है", "यह|एक", "96000", "FEMALE"),
+    ("1", "a.wav", "नमस्ते दुनिया", "x", "x", "48000", "MALE"),
+    ("2", "b.wav", "यह एक परीक्षण वाक्य है", "x", "x", "96000", "FEMALE"),
     ("3", "c.wav", "आज मौसम अच्छा है और हम बाहर जा रहे हैं", "x", "x", "160000", "MALE"),
 ]
 

@@ -36,13 +36,15 @@ from schedlab.workload.multilingual import check_shares, mix_trace, stand_in_poo
 ESTIMATES = ("per-language", "global")
 SHARES = MappingProxyType({"en": 0.5, "hi": 0.5})
 RATIOS = (1.0, 1.5, 2.0, 3.0)
-RATES = (4.0, 8.0, 12.0, 14.0, 16.0, 18.0, 20.0)
+RATES = (4.0, 8.0, 12.0, 14.0, 16.0, 18.0, 20.0, 22.0, 25.0)
 GROUPS = ("en", "non_en")
 
 Tables = Mapping[str, "pd.DataFrame | str"]
 
 
-def kappa_for(languages: Iterable[str], kappa: Mapping[str, float], *, default: float | None = None) -> dict[str, float]:
+def kappa_for(
+    languages: Iterable[str], kappa: Mapping[str, float], *, default: float | None = None
+) -> dict[str, float]:
     """The kappa each language is sized with: its own, else ``default``.
 
     A language with neither is an error: :func:`size_estimate` would silently size it by its
@@ -135,12 +137,14 @@ def kappa_study(
     policies=("fcfs", "sjf", "hrrn"),
 ) -> pd.DataFrame:
     """One row per (ratio, estimate, policy, rate): :func:`run_sim`'s summary, the run's
-    ``ratio``, ``source``, ``estimate``, ``kappa_global`` and per-language ``kappa_<lang>``,
-    and :func:`group_latency`'s English / non-English columns.
+    ``ratio`` (NaN when no pool is a stand-in), ``source``, ``estimate``, ``kappa_global`` and
+    the estimate's ``kappa_<lang>``, and :func:`group_latency`'s English / non-English columns.
 
-    ``utterances`` is LibriSpeech's table (``duration_s``, ``text_tokens``). Feeds the
-    multilingual figure: P50 (and P90) E2EL vs rate, hue = estimate, one panel per ratio and
-    policy, and English vs non-English E2EL to show who gains and who loses.
+    ``utterances`` is LibriSpeech's table (``duration_s``, ``text_tokens``); ``tables`` is
+    :func:`~schedlab.workload.multilingual.fleurs_tables` for the non-English languages of
+    ``shares``. Feeds the multilingual figure: P50 and P90 E2EL vs rate, hue = estimate, one
+    panel per ratio and policy; and the same with ``p50_e2el_ms_en`` / ``p50_e2el_ms_non_en``
+    to show who gains and who loses.
     """
     rows = []
     for ratio, source, pools in _configs(utterances, shares, ratios, tables):
