@@ -24,7 +24,7 @@ POOLS = ("librispeech", "uniform")
 DEFAULT_PHASES: tuple[dict, ...] = (
     {"name": "light", "duration_s": 60.0, "rate": 6.0, "pool": "librispeech"},
     {"name": "surge", "duration_s": 60.0, "rate": 22.0, "pool": "librispeech"},
-    {"name": "long", "duration_s": 60.0, "rate": 8.0, "pool": "uniform"},
+    {"name": "long", "duration_s": 60.0, "rate": 10.0, "pool": "uniform"},
     {"name": "recovery", "duration_s": 60.0, "rate": 6.0, "pool": "librispeech"},
 )
 
