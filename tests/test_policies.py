@@ -42,7 +42,7 @@ def ratio_key(job: J, now: float):
 
 # -- registry -------------------------------------------------------------------------------
 def test_registry_names_and_fresh_instances():
-    assert set(POLICIES) == {"fcfs", "sjf", "hrrn", "sjf-prompt", "ewsjf"}
+    assert set(POLICIES) == {"fcfs", "sjf", "hrrn", "adaptive", "adaptive-hrrn", "sjf-prompt", "ewsjf"}
     for name, cls in POLICIES.items():
         a, b = make_policy(name), make_policy(name)
         assert isinstance(a, cls) and a.name == name
