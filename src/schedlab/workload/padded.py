@@ -92,12 +92,15 @@ def vad_clips(utterances: pd.DataFrame, *, seed: int = 0, pad_fraction: float = 
     )
 
 
-def scenario_pool(clips: pd.DataFrame, scenario: str) -> pd.DataFrame:
-    """A scenario's clips as a request pool for :func:`schedlab.workload.asr.asr_trace`."""
+def vad_trace(clips: pd.DataFrame, scenario: str, rate: float, *, seed: int, duration_s: float) -> pd.DataFrame:
+    """A scenario's clips as an ASR trace with ``speech_duration_s``: for a (rate, seed) both
+    scenarios get the same arrivals and the same utterance per request (the CLI's seeding)."""
     if scenario not in SCENARIOS:
         raise SchedlabError(f"unknown VAD scenario {scenario!r}; choose {' or '.join(SCENARIOS)}")
     rows = clips[clips["scenario"] == scenario]
-    return rows[["audio_duration_s", "output_tokens", "speech_duration_s"]].reset_index(drop=True)
+    pool = rows[["audio_duration_s", "output_tokens", "speech_duration_s"]].reset_index(drop=True)
+    arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), duration_s=duration_s)
+    return asr_trace(pool, arrivals, rng=np.random.default_rng([seed, 1]))
 
 
 def vad_accuracy(clips: pd.DataFrame) -> pd.DataFrame:
@@ -138,17 +141,16 @@ def vad_study(
     estimate, one panel per scenario (padding misleads raw-duration SJF/HRRN; without padding
     VAD does not help).
 
-    Every run at a rate sees the same arrivals and utterance order; scenarios differ only by
-    padding. Policies in :data:`ESTIMATE_FREE` run once per (scenario, rate), their row
+    Every run at a rate sees the same arrivals and utterance order (:func:`vad_trace`);
+    scenarios differ only by padding. Policies in :data:`ESTIMATE_FREE` run once per (scenario, rate), their row
     repeated for both estimates.
     """
     clips = vad_clips(utterances, seed=seed, pad_fraction=pad_fraction, max_pad_s=max_pad_s)
     identity = {"model": step_time.meta.get("model"), "hardware": step_time.meta.get("hardware"), "seed": seed}
     rows = []
     for rate in rates:
-        arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), duration_s=duration_s)
         for scenario in SCENARIOS:
-            trace = asr_trace(scenario_pool(clips, scenario), arrivals, rng=np.random.default_rng([seed, 1]))
+            trace = vad_trace(clips, scenario, rate, seed=seed, duration_s=duration_s)
             tokens = trace["output_tokens"].to_numpy()
             for policy in policies:
                 summary = None
