@@ -8,6 +8,7 @@ from schedlab.data.vad import FRAME_MS, speech_frames, speech_sample, speech_sec
 from schedlab.errors import SchedlabError
 from schedlab.estimate import job_sizes, size_estimate, size_hints
 from schedlab.sim.engine import EngineConfig
+from schedlab.sim.setup import engine_config, run_sim
 from schedlab.sim.steptime import StepTimeModel
 from schedlab.workload.padded import SCENARIOS, synth_clip, vad_accuracy, vad_clips, vad_study, vad_trace
 
@@ -76,6 +77,8 @@ def test_bad_study_parameters_raise_one_line_errors(clips):
         speech_seconds(np.zeros(16000, np.int16), aggressiveness=4)
     with pytest.raises(SchedlabError, match="pad_fraction"):
         vad_clips(utterances(3, 0), pad_fraction=1.5)
+    with pytest.raises(SchedlabError, match="output_tokens"):
+        vad_clips(utterances(3, 0).drop(columns="output_tokens"))
     with pytest.raises(SchedlabError, match="scenario"):
         vad_trace(clips, "silent", 5.0, seed=0, duration_s=10.0)
 
@@ -180,3 +183,16 @@ def test_sjf_by_vad_beats_sjf_by_raw_only_when_clips_are_padded(study):
     assert p50["padded", "vad"] == pytest.approx(p50["librispeech", "raw"], rel=0.05)  # padding undone
     # Without padding the detector has nothing to remove: no gain.
     assert p50["librispeech", "vad"] == pytest.approx(p50["librispeech", "raw"], rel=0.05)
+
+
+def test_vllm_sim_orders_by_the_speech_time_a_client_sends(clips):
+    """vLLM's real scheduler sees ``speech_duration_s`` in the hints: same times as ``sim``."""
+    pytest.importorskip("vllm")
+    trace = vad_trace(clips, "padded", 25.0, seed=0, duration_s=8.0)
+    engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
+    kw = dict(kappa=KAPPA, identity={}, duration="vad")
+    sim = run_sim(trace, "sjf", STEP, engine, **kw)[0].requests
+    vs = run_sim(trace, "sjf", STEP, engine, backend="vllm-sim", model="whisper-large-v3", **kw)[0].requests
+    raw = run_sim(trace, "sjf", STEP, engine, kappa=KAPPA, identity={})[0].requests
+    np.testing.assert_allclose(vs["finish_s"], sim["finish_s"], rtol=1e-9, atol=1e-9)
+    assert not np.allclose(raw["finish_s"], sim["finish_s"])

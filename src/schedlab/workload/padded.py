@@ -8,6 +8,10 @@ a leading and a trailing part. Silence is zeros plus Gaussian noise at ``noise_d
 by default: a quiet room's noise floor, as a real recording has, rather than digital zero).
 Output tokens stay the utterance's: they depend on the speech only. ``audio_duration_s`` is
 speech plus padding; ``speech_duration_s`` is what WebRTC's detector measures on the clip.
+
+The detector is not exact: it leaves out the pauses of real speech (about 40% of the sample),
+a little more on short clips, and a leading silence lets its noise estimate settle, so a padded
+clip reads about 0.5 s more speech than the same clip unpadded, whatever the silence's length.
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ def vad_clips(utterances: pd.DataFrame, *, seed: int = 0, pad_fraction: float = 
         raise SchedlabError(f"pad_fraction must be in [0, 1], got {pad_fraction}")
     if not max_pad_s >= 0:
         raise SchedlabError(f"max_pad_s must be >= 0, got {max_pad_s}")
+    missing = {"duration_s", "output_tokens"} - set(utterances.columns)
+    if missing:
+        raise SchedlabError(f"utterances lack column(s) {', '.join(sorted(missing))}")
     speech, rate = speech_sample()
     true_s = utterances["duration_s"].to_numpy(float)
     n = len(true_s)
