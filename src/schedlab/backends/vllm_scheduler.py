@@ -3,7 +3,8 @@
 ``SchedlabScheduler`` is vLLM's own ``Scheduler`` with two changes: its waiting queue is a
 schedlab policy, and under memory pressure it preempts the policy's victim. Options come
 through ``--additional-config '{"schedlab": {"policy": "sjf", "kappa": {"en": 2.96}}}'``;
-requests carry ``audio_duration_s`` (and ``language``) in ``SamplingParams.extra_args``
+requests carry ``audio_duration_s`` (and ``language``; ``speech_duration_s``, a VAD's
+speech-active time, takes precedence when sent) in ``SamplingParams.extra_args``
 (``vllm_xargs`` on the OpenAI endpoints). Without a duration a job's size is its max_tokens.
 
 The victim rule uses vLLM's priority path: with ``SchedulingPolicy.PRIORITY`` vLLM preempts

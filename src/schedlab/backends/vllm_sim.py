@@ -34,8 +34,10 @@ def run_vllm_sim(
     *,
     model: str,
     kappa: dict[str, float],
+    duration: str = "raw",
 ) -> SimResult:
-    """Run ``trace`` through vLLM's scheduler; the result has the ``sim`` backend's shape."""
+    """Run ``trace`` through vLLM's scheduler; the result has the ``sim`` backend's shape.
+    ``duration`` picks the duration the requests' size hints carry (:func:`size_hints`)."""
     wall0 = time.perf_counter()
     check_fits(trace, engine)
     arch = model_arch(model)
@@ -47,7 +49,7 @@ def run_vllm_sim(
     visible = arrival + step_time.frontend_s
     prompt = trace["prompt_tokens"].to_numpy(np.int64)
     output = trace["output_tokens"].to_numpy(np.int64)
-    hints = size_hints(trace)
+    hints = size_hints(trace, duration)
     log = RequestLog(trace)
     requests = []
     nxt = steps = 0

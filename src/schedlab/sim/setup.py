@@ -49,18 +49,20 @@ def run_sim(
     identity: dict,
     backend: str = "sim",
     model: str | None = None,
+    duration: str = "raw",
 ) -> tuple[SimResult, dict]:
     """Simulate ``trace`` under ``policy`` on schedlab's engine (``sim``) or on vLLM's
-    scheduler (``vllm-sim``, which needs the ``model``); return the result and its summary."""
+    scheduler (``vllm-sim``, which needs the ``model``); return the result and its summary.
+    ``duration`` picks the job-size estimate's duration source (:func:`job_sizes`)."""
     if backend == "vllm-sim":
         from schedlab.backends.vllm_sim import run_vllm_sim  # imported before the clock starts
     t0 = time.perf_counter()
     if backend == "sim":
-        sizes = job_sizes(trace, kappa)
+        sizes = job_sizes(trace, kappa, duration)
         result = Simulator(trace, make_policy(policy), step_time, engine, sizes).run()
     elif backend == "vllm-sim":
         make_policy(policy)  # fail early on an unknown name
-        result = run_vllm_sim(trace, policy, step_time, engine, model=model, kappa=kappa)
+        result = run_vllm_sim(trace, policy, step_time, engine, model=model, kappa=kappa, duration=duration)
     else:
         raise SchedlabError(f"unknown simulation backend {backend!r}; choose sim or vllm-sim")
     summary = summarize(result.requests, result.gaps, policy=policy, backend=backend, **identity)

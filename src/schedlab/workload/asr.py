@@ -60,7 +60,8 @@ def uniform_pool(
 
 
 def asr_trace(pool: pd.DataFrame, arrivals: np.ndarray, *, rng: np.random.Generator) -> pd.DataFrame:
-    """Attach pool rows (seeded permutations, cycled) to arrival times."""
+    """Attach pool rows (seeded permutations, cycled) to arrival times; a pool's
+    ``speech_duration_s`` (speech-active seconds) comes along."""
     if len(pool) == 0:
         raise SchedlabError("empty request pool")
     n = len(arrivals)
@@ -75,6 +76,7 @@ def asr_trace(pool: pd.DataFrame, arrivals: np.ndarray, *, rng: np.random.Genera
             "prompt_tokens": np.full(n, PROMPT_TOKENS, dtype=np.int64),
             "output_tokens": out,
             "audio_duration_s": picked["audio_duration_s"].to_numpy(float),
+            **({"speech_duration_s": picked["speech_duration_s"].to_numpy(float)} if "speech_duration_s" in pool else {}),
             "language": "en",
         }
     )
