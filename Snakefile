@@ -16,6 +16,7 @@ include: "workflow/rules/run.smk"
 include: "workflow/rules/slosa.smk"
 include: "workflow/rules/ewsjf.smk"
 include: "workflow/rules/slai.smk"
+include: "workflow/rules/extensions.smk"
 include: "workflow/rules/tournament.smk"
 include: "workflow/rules/notebooks.smk"
 
@@ -28,3 +29,4 @@ rule all:
         notebook_outputs("ewsjf"),
         notebook_outputs("slai"),
         notebook_outputs("tournament"),
+        notebook_outputs("asr_extensions"),

@@ -19,6 +19,7 @@
 # | paper | entrants | engine |
 # |---|---|---|
 # | A (duration-aware ASR) | `fcfs`, `sjf`, `hrrn` (size = audio duration x kappa; on LLM traces, the request's `max_tokens`) | continuous batching |
+# | A+ (schedlab's extension of A) | `adaptive`: FCFS while the queue is shallow, SJF when it is deep, FCFS again when the P90 wait grows too long (see the ASR extensions notebook) | continuous batching |
 # | B (EWSJF) | `sjf-prompt`, `ewsjf` (by prompt length) | continuous batching |
 # | C (Sarathi-Serve, RAD, SLAI) | `request-level`, `vllm` (prefill priority), `sarathi-fcfs`, `sarathi-spf`, `rad`, `slai-spf-dynamic` | batch builders |
 # | D (SLO-aware SA) | `slo-sa`: the mapper re-planning the 10 oldest waiting requests whenever the waiting set changes | continuous batching |
@@ -151,7 +152,7 @@ display(Markdown(f"At load {top}:\n\n" + "\n".join(lines)))
 
 # %% [markdown]
 # ## 5. Reading the results
-# - On ASR traffic the three duration-aware orders are the whole field; SJF gains the median at
+# - On ASR traffic paper A's duration-aware orders (and the adaptive switch) are the whole field; SJF gains the median at
 #   high load and pays in the P99, HRRN sits between (paper A's claim, here on the tournament's
 #   SLO metrics).
 # - On LLM traffic the largest differences come from *batch composition*, not admission order:

@@ -16,7 +16,7 @@ from schedlab.policies.hrrn import HRRN
 from schedlab.policies.sjf import SJF
 from schedlab.sim.setup import engine_config
 from schedlab.sim.steptime import StepTimeModel
-from schedlab.switching import switching_study
+from schedlab.extensions.switching import switching_study
 from schedlab.workload.drift import drift_trace, parse_phases
 
 

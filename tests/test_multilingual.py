@@ -11,7 +11,7 @@ from schedlab.data.whisper_tokens import PROMPT_TOKENS, count_text_tokens
 from schedlab.errors import SchedlabError
 from schedlab.estimate import job_sizes
 from schedlab.fit.kappa import fit_kappa
-from schedlab.language_kappa import (
+from schedlab.extensions.language_kappa import (
     estimate_quality,
     estimator_kappas,
     kappa_for,

@@ -1,6 +1,6 @@
 """A tiny end-to-end Snakemake run: data -> profile (roofline, real vLLM engine) -> fit ->
 calibrate -> runs on sim, vllm-sim and vllm -> paper D's, paper B's and paper C's studies -> the
-tournament -> papermill renders."""
+tournament and paper A's extensions -> papermill renders."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ SLAI_FIGURES = [
     "engine_calibration", "fig6_parameters", "fig7_p5", "fig11_p50", "fig8_kv_memory", "fig9_ttft_buckets",
     "fig10_priority", "capacity", "throughput_optimality", "queue_around_capacity",
 ]
+EXTENSION_FIGURES = ["vad_e2el", "kappa_estimate_quality", "kappa_who_gains", "switching_timeline"]
 TOURNAMENT_FIGURES = ["pareto", "slo_g_heatmap", "attainment_vs_load", "mean_rank"]
 SLO_SA_FIGURES = [
     "predictor_fit", "fig7_g_attainment_latency", "fig7_served", "fig8_temperature_iterations",
@@ -108,6 +109,11 @@ def _tiny_config(results: Path) -> dict:
         name: {**spec, "n_requests": 40 if spec["kind"] == "mooncake" else 80}
         for name, spec in config["tournament"]["workloads"].items()
     })
+    config["extensions"] = {
+        "vad": {"rates": [5, 25], "duration_s": 10, "pad_fraction": 0.5, "max_pad_s": 5.0},
+        "kappa": {"shares": {"en": 0.5, "hi": 0.5}, "ratios": [1.0, 3.0], "rates": [5, 25], "duration_s": 10},
+        "switching": {"phases": [{**p, "duration_s": 10} for p in config["extensions"]["switching"]["phases"]]},
+    }
     for name, rates in {"librispeech": [2, 25], "uniform": [5, 30], "burst": [float("inf")], "medium": [15, 25]}.items():
         asr["experiments"][name]["rates"] = rates
     return config
@@ -137,7 +143,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    for name in ("asr_duration", "calibration", "slo_sa", "ewsjf", "slai", "tournament"):
+    for name in ("asr_duration", "calibration", "slo_sa", "ewsjf", "slai", "tournament", "asr_extensions"):
         nb = json.loads((results / "notebooks" / f"{name}.ipynb").read_text())
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors
@@ -165,10 +171,18 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
 
     for fig in TOURNAMENT_FIGURES:
         assert (results / "figures" / "tournament" / f"{fig}.png").stat().st_size > 0
+    for fig in EXTENSION_FIGURES:
+        assert (results / "figures" / "asr_extensions" / f"{fig}.png").stat().st_size > 0
+    vad = pd.read_parquet(results / "extensions" / "vad" / "runs.parquet")
+    assert len(vad) == 2 * 2 * 3 * 2  # scenarios x estimates x policies x rates
+    kappa = pd.read_parquet(results / "extensions" / "kappa" / "runs.parquet")
+    assert set(kappa["source"]) == {"stand-in"}  # no FLEURS in the mirror
+    switching = pd.read_parquet(results / "extensions" / "switching" / "summary.parquet")
+    assert (switching["completed"] == switching["completed"].iloc[0]).all()
     table = pd.read_parquet(results / "tournament" / "table.parquet")
     per_workload = table.groupby("workload")["policy"].nunique()
-    assert per_workload[["librispeech", "uniform"]].eq(3).all()  # paper A's policies only on ASR
-    assert per_workload.drop(["librispeech", "uniform"]).eq(12).all()
+    assert per_workload[["librispeech", "uniform"]].eq(4).all()  # paper A's policies only on ASR
+    assert per_workload.drop(["librispeech", "uniform"]).eq(13).all()
     assert (table.groupby(["workload", "load"])["pareto"].sum() >= 1).all()
     assert (table["completed"] == table["arrived"]).all()
 

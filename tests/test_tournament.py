@@ -144,7 +144,7 @@ def test_pareto_front_keeps_the_undominated():
 # -- whole matches ----------------------------------------------------------------------------
 def test_asr_lineup_is_paper_a_only_and_every_llm_entrant_plays():
     names = [e.name for e in ENTRANTS]
-    assert [e.name for e in lineup(names, "asr")] == ["fcfs", "sjf", "hrrn"]
+    assert [e.name for e in lineup(names, "asr")] == ["fcfs", "sjf", "hrrn", "adaptive"]
     assert len(lineup(names, "llm")) == len(ENTRANTS)
     with pytest.raises(SchedlabError, match="unknown tournament entrant"):
         lineup(["fifo"], "llm")

@@ -10,7 +10,8 @@ from schedlab.estimate import job_sizes, size_estimate, size_hints
 from schedlab.sim.engine import EngineConfig
 from schedlab.sim.setup import engine_config, run_sim
 from schedlab.sim.steptime import StepTimeModel
-from schedlab.workload.padded import SCENARIOS, synth_clip, vad_accuracy, vad_clips, vad_study, vad_trace
+from schedlab.extensions.vad import vad_accuracy, vad_study
+from schedlab.workload.padded import SCENARIOS, synth_clip, vad_clips, vad_trace
 
 #: A Whisper-like step model saturating near 18 req/s (as in tests/test_engine.py).
 STEP = StepTimeModel(intercept=0.006, n_encoder=0.031, n_prefill_tokens=0.0009, n_decode=0.00066, ctx_tokens=4e-7)

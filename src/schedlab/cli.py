@@ -372,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from schedlab.batching.cli import add_commands as add_slai_commands
     from schedlab.ewsjf.cli import add_commands as add_ewsjf_commands
+    from schedlab.extensions.cli import add_commands as add_extension_commands
     from schedlab.slo.cli import add_commands as add_slosa_commands
     from schedlab.tournament.cli import add_commands as add_tournament_commands
 
@@ -379,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ewsjf_commands(sub)
     add_slai_commands(sub)
     add_tournament_commands(sub)
+    add_extension_commands(sub)
     return p
 
 

@@ -51,6 +51,8 @@ def notebook_inputs(name):
         }
     if name == "tournament":
         return {"table": rules.tournament_table.output[0]}
+    if name == "asr_extensions":
+        return extension_inputs()
     return {**common, "summary": f"{R}/summary/asr_{config['backend']}.parquet"}
 
 
@@ -68,7 +70,7 @@ rule notebook:
         backend=config["backend"],
         tmp=lambda w: f"{R}/notebooks/.{w.name}.source.ipynb",
     wildcard_constraints:
-        name="calibration|asr_duration|slo_sa|ewsjf|slai|tournament",
+        name="calibration|asr_duration|slo_sa|ewsjf|slai|tournament|asr_extensions",
     conda:
         "../../envs/cpu.yaml"
     shell:

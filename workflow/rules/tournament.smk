@@ -30,9 +30,7 @@ _check_tournament()
 def tournament_arena(w):
     spec = TN["workloads"][w.workload]
     if modality(spec) == "asr":
-        return {**TN["engines"]["asr"], "hardware": ASR["hardware"], "model": ASR["calibration"]["model"],
-                "steptime": f"{R}/fit/steptime/calibrated/{ASR['hardware']}/{ASR['calibration']['model']}.json",
-                "kappa": rules.kappa.output[0]}
+        return asr_engine_spec()
     return {**TN["engines"]["llm"], "steptime": rules.slai_calibrate.output[0]}
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import pandas as pd
 
@@ -41,27 +40,6 @@ def _loads(text: str) -> list[float]:
     return values
 
 
-def arena(spec: dict, modality: str):
-    """The arena of an engine spec: step-time file, hardware, model, engine limits, kappa file."""
-    from schedlab.fit.kappa import kappas
-    from schedlab.latency.catalogue import model_arch
-    from schedlab.sim.setup import engine_config
-    from schedlab.sim.steptime import StepTimeModel
-    from schedlab.tournament.play import Arena
-
-    limits = {k: spec[k] for k in ("max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization") if k in spec}
-    engine = engine_config(spec["hardware"], spec["model"], **limits)
-    missing = [k for k in ("steptime", "hardware", "model") if k not in spec]
-    if missing:
-        raise SchedlabError(f"the arena spec lacks {', '.join(missing)}")
-    for key in ("steptime", "kappa"):
-        if spec.get(key) and not Path(spec[key]).is_file():
-            raise SchedlabError(f"file not found: {spec[key]}")
-    kappa = kappas(json.loads(Path(spec["kappa"]).read_text())) if spec.get("kappa") else {}
-    context = model_arch(spec["model"]).max_target_positions if modality == "llm" else None
-    return Arena(StepTimeModel.load(spec["steptime"]), engine, kappa, context)
-
-
 def cmd_pool(args) -> None:
     from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
 
@@ -71,7 +49,7 @@ def cmd_pool(args) -> None:
 
 def cmd_play(args) -> None:
     from schedlab.tournament.entrants import entrant, lineup
-    from schedlab.tournament.play import capacity, match
+    from schedlab.tournament.play import Arena, capacity, match
     from schedlab.tournament.workloads import check_spec, modality, pool_names, trace
 
     check_spec(args.workload, args.spec)
@@ -81,7 +59,7 @@ def cmd_play(args) -> None:
         raise SchedlabError(f"workload {args.workload!r} needs --pool {' '.join(f'{m}=PATH' for m in missing)}")
     pools = {name: read_parquet(path) for name, path in pools.items()}
     kind = modality(args.spec)
-    ring = arena(args.arena, kind)
+    ring = Arena.from_spec(args.arena, kind)
     players = lineup(args.entrants.split(","), kind)
     cap = capacity(args.spec, pools, ring, entrant("fcfs"))
     rows = []

@@ -5,7 +5,8 @@ builders (paper C) compose iterations on the batching engine. Both advance the s
 step-time model with the same KV capacity. ASR workloads (an encoder–decoder model with
 4-token prompts) admit only the policies whose size signal exists there: paper A's, which
 order by audio duration; the others order by prompt length, need an LLM latency predictor, or
-compose prefill chunks that a Whisper request does not have.
+compose prefill chunks that a Whisper request does not have. Paper ``A+`` marks schedlab's
+extension of paper A (dynamic FCFS/SJF switching, :mod:`schedlab.policies.adaptive`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ ENTRANTS = (
     Entrant("fcfs", "A", QUEUE, (ASR, LLM)),
     Entrant("sjf", "A", QUEUE, (ASR, LLM)),
     Entrant("hrrn", "A", QUEUE, (ASR, LLM)),
+    Entrant("adaptive", "A+", QUEUE, (ASR, LLM)),
     Entrant("sjf-prompt", "B", QUEUE),
     Entrant("ewsjf", "B", QUEUE),
     Entrant("request-level", "C", BATCH),

@@ -8,9 +8,11 @@ end-to-end latency).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,10 +20,14 @@ import pandas as pd
 from schedlab.batching.engine import BatchEngine, KVConfig
 from schedlab.batching.prefill_priority import PrefillPriority
 from schedlab.batching.registry import make_builder
+from schedlab.errors import SchedlabError
 from schedlab.estimate import job_sizes
+from schedlab.fit.kappa import kappas
+from schedlab.latency.catalogue import model_arch
 from schedlab.metrics import latency_columns, summarize
 from schedlab.policies import make_policy
 from schedlab.sim.engine import EngineConfig, Simulator
+from schedlab.sim.setup import engine_config
 from schedlab.sim.steptime import StepTimeModel
 from schedlab.slo.online import OnlineMapper, predictor_for
 from schedlab.tournament.entrants import BATCH, Entrant
@@ -38,6 +44,21 @@ class Arena:
     engine: EngineConfig
     kappa: dict[str, float]
     max_tokens: int | None = None
+
+    @classmethod
+    def from_spec(cls, spec: dict, modality: str) -> "Arena":
+        """From an engine spec: ``steptime`` (file), ``hardware``, ``model``, engine limits
+        and, for ASR, a ``kappa`` fit (file)."""
+        missing = [k for k in ("steptime", "hardware", "model") if k not in spec]
+        if missing:
+            raise SchedlabError(f"the engine spec lacks {', '.join(missing)}")
+        for key in ("steptime", "kappa"):
+            if spec.get(key) and not Path(spec[key]).is_file():
+                raise SchedlabError(f"file not found: {spec[key]}")
+        limits = {k: spec[k] for k in ("max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization") if k in spec}
+        kappa = kappas(json.loads(Path(spec["kappa"]).read_text())) if spec.get("kappa") else {}
+        context = model_arch(spec["model"]).max_target_positions if modality == "llm" else None
+        return cls(StepTimeModel.load(spec["steptime"]), engine_config(spec["hardware"], spec["model"], **limits), kappa, context)
 
     @property
     def kv(self) -> KVConfig:

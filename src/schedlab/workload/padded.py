@@ -1,5 +1,5 @@
-"""Paper A's VAD extension: LibriSpeech requests whose audio carries silence, and the study
-of ordering the queue by speech-active time instead of raw file length.
+"""Paper A's VAD extension: LibriSpeech requests whose audio carries silence (the study is
+:mod:`schedlab.extensions.vad`).
 
 Each utterance becomes a synthetic clip: a speech part as long as the utterance, cut from the
 bundled real speech sample (tiled, from a seeded offset), and, for a seeded ``pad_fraction``
@@ -18,21 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
 from schedlab.data.vad import speech_sample, speech_seconds
 from schedlab.errors import SchedlabError
-from schedlab.estimate import DURATION_SOURCES, job_sizes
-from schedlab.sim.engine import EngineConfig
-from schedlab.sim.setup import run_sim
-from schedlab.sim.steptime import StepTimeModel
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.asr import asr_trace
 
 #: The unpadded LibriSpeech clips (where VAD has nothing to remove) and the padded ones.
 SCENARIOS = ("librispeech", "padded")
-#: Policies whose queue order does not depend on the size estimate (run once per scenario).
-ESTIMATE_FREE = ("fcfs",)
 
 
 def synth_clip(speech: np.ndarray, rate: int, offset: int, speech_s: float, lead_s: float, trail_s: float,
@@ -108,72 +101,3 @@ def vad_trace(clips: pd.DataFrame, scenario: str, rate: float, *, seed: int, dur
     pool = rows[["audio_duration_s", "output_tokens", "speech_duration_s"]].reset_index(drop=True)
     arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), duration_s=duration_s)
     return asr_trace(pool, arrivals, rng=np.random.default_rng([seed, 1]))
-
-
-def vad_accuracy(clips: pd.DataFrame) -> pd.DataFrame:
-    """Per scenario and estimate (``raw`` or ``vad``): the Spearman rank correlation of the
-    duration with output tokens (what SJF's order relies on) and the median error of that
-    duration against the true speech length, in seconds."""
-    rows = []
-    for scenario, g in clips.groupby("scenario", sort=False):
-        for estimate, col in zip(DURATION_SOURCES, ("audio_duration_s", "speech_duration_s")):
-            rows.append(
-                {
-                    "scenario": scenario,
-                    "estimate": estimate,
-                    "spearman_tokens": float(spearmanr(g[col], g["output_tokens"]).statistic),
-                    "median_error_s": float(np.median(g[col] - g["true_speech_s"])),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def vad_study(
-    utterances: pd.DataFrame,
-    step_time: StepTimeModel,
-    engine: EngineConfig,
-    kappa: dict[str, float],
-    *,
-    rates,
-    seed: int = 0,
-    duration_s: float = 300.0,
-    pad_fraction: float = 0.5,
-    max_pad_s: float = 10.0,
-    policies=("fcfs", "sjf", "hrrn"),
-) -> pd.DataFrame:
-    """One row per (scenario, estimate, policy, rate): the ``run_sim`` summary plus
-    ``scenario``, ``estimate`` (duration source of the job sizes), ``pad_fraction``,
-    ``max_pad_s`` and ``size_spearman`` (rank correlation of the run's job sizes with its
-    output tokens). Feeds paper A's VAD figure: P50/P90 E2EL against rate, hue policy, style
-    estimate, one panel per scenario (padding misleads raw-duration SJF/HRRN; without padding
-    VAD does not help).
-
-    Every run at a rate sees the same arrivals and utterance order (:func:`vad_trace`);
-    scenarios differ only by padding. Policies in :data:`ESTIMATE_FREE` run once per (scenario, rate), their row
-    repeated for both estimates.
-    """
-    clips = vad_clips(utterances, seed=seed, pad_fraction=pad_fraction, max_pad_s=max_pad_s)
-    identity = {"model": step_time.meta.get("model"), "hardware": step_time.meta.get("hardware"), "seed": seed}
-    rows = []
-    for rate in rates:
-        for scenario in SCENARIOS:
-            trace = vad_trace(clips, scenario, rate, seed=seed, duration_s=duration_s)
-            tokens = trace["output_tokens"].to_numpy()
-            for policy in policies:
-                summary = None
-                for estimate in DURATION_SOURCES:
-                    if summary is None or policy not in ESTIMATE_FREE:
-                        _, summary = run_sim(trace, policy, step_time, engine, kappa=kappa, duration=estimate,
-                                             identity={"workload": scenario, "rate": rate, **identity})
-                    sizes = job_sizes(trace, kappa, estimate)
-                    rows.append(
-                        {
-                            **summary,
-                            "scenario": scenario,
-                            "estimate": estimate,
-                            "pad_fraction": pad_fraction if scenario == "padded" else 0.0,
-                            "max_pad_s": max_pad_s if scenario == "padded" else 0.0,
-                            "size_spearman": float(spearmanr(sizes, tokens).statistic),
-                        }
-                    )
-    return pd.DataFrame(rows)

@@ -1,0 +1,172 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Paper A's future work, built
+#
+# Paper A (duration-aware ASR scheduling) names three extensions. Each runs here on the same
+# calibrated Whisper-large-v3 / A100-40GB engine as the paper's figures, and each figure shows
+# where the extension helps and where it does not.
+#
+# 1. **Speech-active duration** from a voice-activity detector (WebRTC VAD) as the job-size
+#    signal, on LibriSpeech clips padded with silence.
+# 2. **Per-language kappa** chosen per request, on a multilingual mix.
+# 3. **Dynamic switching** among FCFS, SJF and HRRN from queue depth and the tail of current
+#    waits, under a workload that drifts.
+
+# %% tags=["parameters"]
+results_dir = "results"
+figures_dir = "results/figures/asr_extensions"
+backend = "sim"
+
+# %%
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from IPython.display import Markdown, display
+
+from schedlab.report import save_figure
+
+sns.set_theme(style="whitegrid", context="notebook")
+Path(figures_dir).mkdir(parents=True, exist_ok=True)
+X = Path(results_dir) / "extensions"
+vad = pd.read_parquet(X / "vad" / "runs.parquet")
+vad_acc = pd.read_parquet(X / "vad" / "accuracy.parquet")
+kap = pd.read_parquet(X / "kappa" / "runs.parquet")
+kap_q = pd.read_parquet(X / "kappa" / "quality.parquet")
+sw = {t: pd.read_parquet(X / "switching" / f"{t}.parquet")
+      for t in ("summary", "by_phase", "timeline", "switches", "regimes", "phases")}
+
+
+def change(table, index, metric, a, b, col):
+    """Percent change of ``metric`` from ``col == a`` to ``col == b``, per ``index``."""
+    p = table.pivot_table(index=index, columns=col, values=metric)
+    return (p[b] / p[a] - 1) * 100
+
+
+# %% [markdown]
+# ## 1. Speech-active duration (VAD)
+# Each request's audio is synthesised from a real 16 kHz speech recording cut to the
+# utterance's length; in the `padded` scenario half the clips get up to 10 s of near-silent
+# padding (silence plus low-level noise). Output tokens depend on the speech only. The job size
+# is `kappa x duration`, where the duration is the file length (`raw`) or the speech time WebRTC
+# VAD measures (`vad`).
+
+# %%
+display(vad_acc.round(3))
+fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+for ax, scenario in zip(axes, ["librispeech", "padded"]):
+    d = vad[(vad["scenario"] == scenario) & (vad["policy"] != "fcfs")]
+    sns.lineplot(data=d, x="rate", y="p50_e2el_ms", hue="policy", style="estimate", marker="o", ax=ax)
+    f = vad[(vad["scenario"] == scenario) & (vad["policy"] == "fcfs") & (vad["estimate"] == "raw")]
+    ax.plot(f["rate"], f["p50_e2el_ms"], color="0.5", ls=":", label="fcfs")
+    ax.set_yscale("log")
+    ax.set_title(f"{scenario}: P50 E2EL")
+    ax.set_xlabel("offered rate (req/s)")
+    ax.legend(fontsize=7)
+axes[0].set_ylabel("P50 E2EL (ms)")
+save_figure(fig, figures_dir, "vad_e2el")
+
+# %%
+gain = change(vad[vad["policy"] == "sjf"], ["scenario", "rate"], "p50_e2el_ms", "raw", "vad", "estimate").round(1)
+display(gain.rename("SJF P50 E2EL change, vad vs raw (%)").to_frame())
+top = vad["rate"].max()
+display(Markdown(
+    f"At {top:g} req/s, sizing SJF by speech time instead of file length changes its P50 E2EL by "
+    f"{gain.loc[('padded', top)]:+.1f}% on padded clips and by {gain.loc[('librispeech', top)]:+.1f}% on "
+    "unpadded LibriSpeech, where file length is already speech length: VAD only helps when silence "
+    "makes the file length lie about the work."))
+
+# %% [markdown]
+# ## 2. Per-language kappa on a multilingual mix
+# Half the requests are English (LibriSpeech), half a second language. FLEURS is not available
+# offline, so unless its tables load, the second language is a labelled stand-in: real English
+# durations with output tokens scaled by a token-rate ratio (swept; Whisper's tokenizer spends
+# several times more tokens per second on some scripts). `global` sizes every request with the
+# English kappa (a deployment without language routing; any single kappa orders like raw
+# duration), `per-language` with each language's fitted kappa.
+
+# %%
+display(kap[["source"]].drop_duplicates())
+fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+q = kap_q[kap_q["group"] == "all"]
+sns.lineplot(data=q, x="ratio", y="spearman", hue="estimate", marker="o", ax=axes[0])
+axes[0].set_title("rank correlation of job size with output tokens")
+q = kap_q[kap_q["group"] == "non_en"]
+sns.lineplot(data=q, x="ratio", y="median_rel_error", hue="estimate", marker="o", ax=axes[1])
+axes[1].set_title("median relative error of n_hat, second language")
+save_figure(fig, figures_dir, "kappa_estimate_quality")
+
+# %%
+d = kap[kap["policy"] != "fcfs"].melt(id_vars=["ratio", "estimate", "policy", "rate"],
+                                      value_vars=["p50_e2el_ms_en", "p50_e2el_ms_non_en"], var_name="group",
+                                      value_name="group_p50_ms")
+d["group"] = d["group"].map({"p50_e2el_ms_en": "English", "p50_e2el_ms_non_en": "second language"})
+grid = sns.relplot(data=d, x="rate", y="group_p50_ms", hue="estimate", style="group", row="policy", col="ratio",
+                   kind="line", marker="o", height=2.8)
+grid.set(yscale="log")
+grid.set_axis_labels("offered rate (req/s)", "P50 E2EL (ms)")
+save_figure(grid.fig, figures_dir, "kappa_who_gains")
+
+# %%
+gain = change(kap[kap["policy"] == "sjf"], ["ratio", "rate"], "p50_e2el_ms", "global", "per-language", "estimate").round(1)
+display(gain.rename("SJF P50 E2EL change, per-language vs global (%)").unstack("rate"))
+display(Markdown(
+    "At ratio 1 the two estimates are the same schedule (no change anywhere); below saturation "
+    "the order barely matters. Past saturation per-language kappa lowers the overall median "
+    "the more the token rates differ, and it does so by treating the high-token-rate language "
+    "as the long jobs: English gains, the second language waits longer (its line style in the figure above)."))
+
+# %% [markdown]
+# ## 3. Dynamic FCFS / SJF / HRRN switching under drift
+# The workload drifts: light LibriSpeech load, a surge above saturation, the uniform long-clip
+# split, then light load again. `adaptive` runs FCFS while the queue is shallow, SJF when it is
+# deep and the P90 of current waits is within 5 s, and FCFS again when that tail exceeds 10 s
+# (hysteresis and a 1 s dwell keep it from flapping). `adaptive-hrrn` uses HRRN for the tail.
+
+# %%
+display(sw["summary"].round(1))
+display(sw["by_phase"].pivot_table(index="policy", columns="phase", values=["p50_e2el_ms", "p99_e2el_ms"]).round(0))
+
+# %%
+fig, axes = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
+tl = sw["timeline"]
+for ax, metric in zip(axes, ("p50_e2el_ms", "p90_e2el_ms")):
+    sns.lineplot(data=tl, x="window_start_s", y=metric, hue="policy", ax=ax, marker=".")
+    ax.set_yscale("log")
+    reg = sw["regimes"][sw["regimes"]["policy"] == "adaptive"]
+    colours = {"fcfs": "none", "sjf": "tab:orange", "hrrn": "tab:green"}
+    for r in reg.itertuples():
+        if colours.get(r.active, "none") != "none":
+            ax.axvspan(r.start_s, r.end_s, color=colours[r.active], alpha=0.12, lw=0)
+    for p in sw["phases"].itertuples():
+        ax.axvline(p.start_s, color="0.4", ls="--", lw=0.8)
+        ax.text(p.start_s, ax.get_ylim()[1], f" {p.phase}", va="top", fontsize=8)
+axes[0].set_title("latency by arrival window; shaded: adaptive running SJF")
+axes[1].set_xlabel("arrival time (s)")
+save_figure(fig, figures_dir, "switching_timeline")
+
+# %%
+s = sw["summary"].set_index("policy")
+display(Markdown(
+    f"Over the whole drift `adaptive` has P50 E2EL {s.loc['adaptive', 'p50_e2el_ms']:.0f} ms against FCFS "
+    f"{s.loc['fcfs', 'p50_e2el_ms']:.0f} and SJF {s.loc['sjf', 'p50_e2el_ms']:.0f}, and P99 "
+    f"{s.loc['adaptive', 'p99_e2el_ms']:.0f} ms against FCFS {s.loc['fcfs', 'p99_e2el_ms']:.0f} and SJF "
+    f"{s.loc['sjf', 'p99_e2el_ms']:.0f}. Where it does not help: in the light phases every policy is the "
+    "same; in sustained overload the tail stays over its bound and it runs FCFS; and within the surge its "
+    "median is not better than FCFS's (the per-phase table) — its overall median gain comes from serving part "
+    "of the surge at once during SJF stretches, while the engine admits one encoder input per step, so "
+    "reordering mostly moves waiting time between requests. Using HRRN for the tail (`adaptive-hrrn`) "
+    "cannot beat HRRN's own tail: HRRN divides a wait in seconds by a size in tokens, so a long clip must "
+    "wait many times longer than a short one to be picked."))

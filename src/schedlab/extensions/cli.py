@@ -1,0 +1,98 @@
+"""``schedlab extension ...``: paper A's future-work studies on its calibrated engine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from schedlab.io import read_parquet, write_parquet
+
+UTTERANCE_COLUMNS = ("duration_s", "output_tokens", "text_tokens")
+
+
+def _json(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}")
+    return value
+
+
+def _setup(args):
+    from schedlab.tournament.play import Arena
+
+    return read_parquet(args.utterances, UTTERANCE_COLUMNS), Arena.from_spec(args.engine, "asr")
+
+
+def cmd_kappa(args) -> None:
+    from schedlab.extensions.language_kappa import estimate_quality, kappa_study
+    from schedlab.workload.multilingual import fleurs_tables
+
+    utterances, arena = _setup(args)
+    spec = args.spec
+    shares = spec.get("shares", {"en": 0.5, "hi": 0.5})
+    tables = fleurs_tables([lang for lang in shares if lang != "en"])
+    keys = {"ratios": spec.get("ratios", (1.0, 1.5, 2.0, 3.0)), "shares": shares, "tables": tables,
+            "seed": int(spec.get("seed", 0))}
+    runs = kappa_study(utterances, arena.step_time, arena.engine, rates=spec.get("rates", (8, 16, 20, 25)),
+                       duration_s=float(spec.get("duration_s", 300.0)), **keys)
+    quality = estimate_quality(utterances, **keys)
+    write_parquet(runs, args.out_runs)
+    write_parquet(quality, args.out_quality)
+
+
+def cmd_vad(args) -> None:
+    from schedlab.extensions.vad import vad_accuracy, vad_study
+    from schedlab.workload.padded import vad_clips
+
+    utterances, arena = _setup(args)
+    spec = args.spec
+    pads = {"seed": int(spec.get("seed", 0)), "pad_fraction": float(spec.get("pad_fraction", 0.5)),
+            "max_pad_s": float(spec.get("max_pad_s", 10.0))}
+    runs = vad_study(utterances, arena.step_time, arena.engine, arena.kappa, rates=spec.get("rates", (8, 14, 18, 22)),
+                     duration_s=float(spec.get("duration_s", 300.0)), **pads)
+    write_parquet(runs, args.out_runs)
+    write_parquet(vad_accuracy(vad_clips(utterances, **pads)), args.out_accuracy)
+
+
+def cmd_switching(args) -> None:
+    from schedlab.extensions.switching import switching_study
+    from schedlab.workload.drift import DEFAULT_PHASES
+
+    utterances, arena = _setup(args)
+    study = switching_study(utterances, arena.step_time, arena.engine, arena.kappa,
+                            phases=args.spec.get("phases", DEFAULT_PHASES), seed=int(args.spec.get("seed", 0)))
+    out = Path(args.out_dir)
+    for name in ("summary", "by_phase", "timeline", "switches", "regimes", "phases"):
+        write_parquet(getattr(study, name), out / f"{name}.parquet")
+
+
+def add_commands(sub) -> None:
+    e = sub.add_parser("extension", help="paper A's future work: VAD sizes, per-language kappa, policy switching")
+    esub = e.add_subparsers(dest="extension_command", required=True)
+
+    def common(p):
+        p.add_argument("--utterances", required=True, help="LibriSpeech table (schedlab data)")
+        p.add_argument("--engine", type=_json, required=True,
+                       help="engine spec as JSON: steptime, hardware, model, engine limits, kappa (files)")
+        p.add_argument("--spec", type=_json, default={}, help="the study's parameters as JSON (config.yaml extensions.*)")
+
+    k = esub.add_parser("kappa", help="per-language vs one global kappa on a multilingual mix")
+    common(k)
+    k.add_argument("--out-runs", required=True)
+    k.add_argument("--out-quality", required=True)
+    k.set_defaults(func=cmd_kappa)
+
+    v = esub.add_parser("vad", help="raw duration vs speech-active time (WebRTC VAD) as job size, on padded clips")
+    common(v)
+    v.add_argument("--out-runs", required=True)
+    v.add_argument("--out-accuracy", required=True)
+    v.set_defaults(func=cmd_vad)
+
+    s = esub.add_parser("switching", help="adaptive FCFS/SJF/HRRN switching vs fixed policies on a drifting workload")
+    common(s)
+    s.add_argument("--out-dir", required=True)
+    s.set_defaults(func=cmd_switching)
