@@ -158,7 +158,8 @@ display(Markdown(f"At load {top}:\n\n" + "\n".join(lines)))
 # - On LLM traffic the largest differences come from *batch composition*, not admission order:
 #   chunked prefill (Sarathi, SLAI) keeps P99 TBT near one decode step where vLLM-style prefill
 #   priority stalls running decodes for whole prompts; request-level batching and RAD's
-#   long cycles trade latency for their throughput arguments and lose on every latency metric.
+#   long cycles keep token gaps short but queue new requests behind whole batches or cycles,
+#   and lose on TTFT, E2EL and SLO attainment.
 # - Ordering by a size signal (SJF by `max_tokens`, SJF by prompt, EWSJF, Sarathi-SPF) helps the
 #   median where short and long requests mix and the queue is deep (Azure code, Mooncake); on
 #   the Azure conversation trace and openchat, time to first token is a small part of the
