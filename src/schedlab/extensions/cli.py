@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 
 from schedlab.io import read_parquet, write_parquet
+from schedlab.tournament.cli import json_object
 
 UTTERANCE_COLUMNS = ("duration_s", "output_tokens", "text_tokens")
-
-
-def _json(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}")
-    return value
 
 
 def _setup(args):
@@ -76,9 +65,9 @@ def add_commands(sub) -> None:
 
     def common(p):
         p.add_argument("--utterances", required=True, help="LibriSpeech table (schedlab data)")
-        p.add_argument("--engine", type=_json, required=True,
+        p.add_argument("--engine", type=json_object, required=True,
                        help="engine spec as JSON: steptime, hardware, model, engine limits, kappa (files)")
-        p.add_argument("--spec", type=_json, default={}, help="the study's parameters as JSON (config.yaml extensions.*)")
+        p.add_argument("--spec", type=json_object, default={}, help="the study's parameters as JSON (config.yaml extensions.*)")
 
     k = esub.add_parser("kappa", help="per-language vs one global kappa on a multilingual mix")
     common(k)

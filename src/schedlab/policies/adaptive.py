@@ -30,6 +30,7 @@ import numpy as np
 from schedlab.errors import SchedlabError
 from schedlab.policies.base import Job, Policy
 from schedlab.policies.hrrn import response_ratio
+from schedlab.policies.waiting import WaitingArrays
 
 FCFS, SJF, HRRN = "fcfs", "sjf", "hrrn"
 SHALLOW, DEEP, TAIL = "shallow", "deep", "tail"
@@ -87,10 +88,7 @@ class Adaptive(Policy):
         self.switches: list[Switch] = []
         self._decided_at: float | None = None
         self._last_switch = -np.inf
-        self._arrival = np.empty(capacity)
-        self._size = np.empty(capacity)
-        self._rid = np.empty(capacity, dtype=np.int64)
-        self._jobs: list[Job] = []
+        self._waiting = WaitingArrays(capacity)
         self._admitted: dict[int, int] = {}  # request id -> admission number (FCFS victims)
         self._pops = 0
 
@@ -102,8 +100,8 @@ class Adaptive(Policy):
     # -- the rule -----------------------------------------------------------------------
     def tail_wait(self, now: float) -> float:
         """The ``tail_q`` quantile of the waiting jobs' current waits (0 when none wait)."""
-        n = len(self._jobs)
-        return float(np.quantile(now - self._arrival[:n], self.rule.tail_q)) if n else 0.0
+        w = self._waiting
+        return float(np.quantile(now - w.arrival, self.rule.tail_q)) if len(w) else 0.0
 
     def _next_regime(self, depth: int, tail: float) -> str:
         rule, cur = self.rule, self.regime
@@ -122,7 +120,7 @@ class Adaptive(Policy):
         self._decided_at = now
         if now - self._last_switch < self.rule.min_dwell_s:
             return
-        depth, tail = len(self._jobs), self.tail_wait(now)
+        depth, tail = len(self._waiting), self.tail_wait(now)
         regime = self._next_regime(depth, tail)
         if regime != self.regime:
             before = self.active
@@ -131,63 +129,38 @@ class Adaptive(Policy):
 
     # -- the queue ----------------------------------------------------------------------
     def push(self, job: Job) -> None:
-        n = len(self._jobs)
-        if n == len(self._arrival):
-            for name in ("_arrival", "_size", "_rid"):
-                old = getattr(self, name)
-                grown = np.empty(2 * n, dtype=old.dtype)
-                grown[:n] = old
-                setattr(self, name, grown)
-        self._arrival[n] = job.arrival_s
-        self._size[n] = job.size
-        self._rid[n] = job.request_id
-        self._jobs.append(job)
+        self._waiting.push(job)
         self._admitted.pop(job.request_id, None)  # a preempted job waits again
 
     def _best(self, now: float) -> int:
         """Slot of the active policy's next job: arg-min of its key, then arrival, then id."""
         self._decide(now)
-        n = len(self._jobs)
-        arrival = self._arrival[:n]
+        w = self._waiting
         if self.active == FCFS:
-            key = arrival
+            key = w.arrival
         elif self.active == SJF:
-            key = self._size[:n]
+            key = w.size
         else:
-            key = -response_ratio(now - arrival, self._size[:n])
-        ties = np.flatnonzero(key == key.min())
-        if len(ties) == 1:
-            return int(ties[0])
-        return int(ties[np.lexsort((self._rid[ties], arrival[ties]))[0]])
+            key = -response_ratio(now - w.arrival, w.size)
+        return w.best(key)
 
     def peek(self, now: float) -> Job:
-        return self._jobs[self._best(now)]
+        return self._waiting.jobs[self._best(now)]
 
     def pop(self, now: float) -> Job:
-        job = self._take(self._best(now))
+        job = self._waiting.take(self._best(now))
         self._pops += 1
         self._admitted[job.request_id] = self._pops
         return job
 
     def remove(self, job: Job) -> None:
-        self._take(next(i for i, j in enumerate(self._jobs) if j is job))
-
-    def _take(self, i: int) -> Job:
-        """Remove the job at slot ``i`` (the last slot fills the gap)."""
-        last = len(self._jobs) - 1
-        job = self._jobs[i]
-        self._arrival[i] = self._arrival[last]
-        self._size[i] = self._size[last]
-        self._rid[i] = self._rid[last]
-        self._jobs[i] = self._jobs[last]
-        self._jobs.pop()
-        return job
+        self._waiting.discard(job)
 
     def __iter__(self):
-        return iter(list(self._jobs))
+        return iter(self._waiting)
 
     def __len__(self) -> int:
-        return len(self._jobs)
+        return len(self._waiting)
 
     def victim_key(self, job: Job, now: float) -> tuple:
         """The active policy's eviction rank (the regime of the last decision, not re-taken,

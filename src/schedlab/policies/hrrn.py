@@ -8,9 +8,8 @@ leaves open does not change HRRN's decisions. We keep ``size`` in tokens (n_hat)
 
 from __future__ import annotations
 
-import numpy as np
-
 from schedlab.policies.base import Job, Policy
+from schedlab.policies.waiting import WaitingArrays
 
 
 def response_ratio(wait_s, size):
@@ -26,59 +25,29 @@ class HRRN(Policy):
     name = "hrrn"
 
     def __init__(self, capacity: int = 1024) -> None:
-        self._arrival = np.empty(capacity)
-        self._size = np.empty(capacity)
-        self._rid = np.empty(capacity, dtype=np.int64)
-        self._jobs: list[Job] = []
+        self._waiting = WaitingArrays(capacity)
 
     def push(self, job: Job) -> None:
-        n = len(self._jobs)
-        if n == len(self._arrival):
-            for name in ("_arrival", "_size", "_rid"):
-                old = getattr(self, name)
-                grown = np.empty(2 * n, dtype=old.dtype)
-                grown[:n] = old
-                setattr(self, name, grown)
-        self._arrival[n] = job.arrival_s
-        self._size[n] = job.size
-        self._rid[n] = job.request_id
-        self._jobs.append(job)
+        self._waiting.push(job)
 
     def _best(self, now: float) -> int:
-        n = len(self._jobs)
-        arrival, size = self._arrival[:n], self._size[:n]
-        ratio = response_ratio(now - arrival, size)
-        ties = np.flatnonzero(ratio == ratio.max())
-        if len(ties) == 1:
-            return int(ties[0])
-        order = np.lexsort((self._rid[ties], arrival[ties]))
-        return int(ties[order[0]])
+        w = self._waiting
+        return w.best(-response_ratio(now - w.arrival, w.size))
 
     def peek(self, now: float) -> Job:
-        return self._jobs[self._best(now)]
+        return self._waiting.jobs[self._best(now)]
 
     def pop(self, now: float) -> Job:
-        return self._take(self._best(now))
+        return self._waiting.take(self._best(now))
 
     def remove(self, job: Job) -> None:
-        self._take(next(i for i, j in enumerate(self._jobs) if j is job))
-
-    def _take(self, i: int) -> Job:
-        """Remove the job at slot ``i`` (the last slot fills the gap)."""
-        last = len(self._jobs) - 1
-        job = self._jobs[i]
-        self._arrival[i] = self._arrival[last]
-        self._size[i] = self._size[last]
-        self._rid[i] = self._rid[last]
-        self._jobs[i] = self._jobs[last]
-        self._jobs.pop()
-        return job
+        self._waiting.discard(job)
 
     def __iter__(self):
-        return iter(list(self._jobs))
+        return iter(self._waiting)
 
     def __len__(self) -> int:
-        return len(self._jobs)
+        return len(self._waiting)
 
     def victim_key(self, job: Job, now: float) -> tuple:
         return (-response_ratio(now - job.arrival_s, job.size), job.arrival_s, job.request_id)

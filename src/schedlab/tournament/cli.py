@@ -13,7 +13,8 @@ from schedlab.io import read_parquet, write_parquet
 POOLS = ("azure-code", "azure-conv", "mooncake")
 
 
-def _json(text: str) -> dict:
+def json_object(text: str) -> dict:
+    """argparse type: a JSON object given on the command line."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
@@ -89,8 +90,8 @@ def add_commands(sub) -> None:
 
     m = tsub.add_parser("play", help="every entrant with a meaning on one workload, at each load")
     m.add_argument("--workload", required=True, help="the workload's name (a label)")
-    m.add_argument("--spec", type=_json, required=True, help='workload spec as JSON, e.g. {"kind": "mixed", "n_requests": 1000}')
-    m.add_argument("--arena", type=_json, required=True,
+    m.add_argument("--spec", type=json_object, required=True, help='workload spec as JSON, e.g. {"kind": "mixed", "n_requests": 1000}')
+    m.add_argument("--arena", type=json_object, required=True,
                    help='engine spec as JSON: steptime, hardware, model, engine limits, kappa (file)')
     m.add_argument("--pool", type=_named_path, action="append", default=[], help="NAME=PATH of a pool the kind draws from")
     m.add_argument("--loads", type=_loads, required=True, help="offered rates as fractions of FCFS's backlog capacity")
