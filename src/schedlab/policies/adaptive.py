@@ -28,9 +28,9 @@ from typing import NamedTuple
 import numpy as np
 
 from schedlab.errors import SchedlabError
-from schedlab.policies.base import Job, Policy
+from schedlab.policies.base import Job
 from schedlab.policies.hrrn import response_ratio
-from schedlab.policies.waiting import WaitingArrays
+from schedlab.policies.waiting import ArgminPolicy
 
 FCFS, SJF, HRRN = "fcfs", "sjf", "hrrn"
 SHALLOW, DEEP, TAIL = "shallow", "deep", "tail"
@@ -76,7 +76,7 @@ class Switch(NamedTuple):
     tail_s: float
 
 
-class Adaptive(Policy):
+class Adaptive(ArgminPolicy):
     """FCFS / SJF / HRRN over one waiting set, switched by :class:`SwitchRule`; starts shallow."""
 
     name = "adaptive"
@@ -88,7 +88,7 @@ class Adaptive(Policy):
         self.switches: list[Switch] = []
         self._decided_at: float | None = None
         self._last_switch = -np.inf
-        self._waiting = WaitingArrays(capacity)
+        super().__init__(capacity)
         self._admitted: dict[int, int] = {}  # request id -> admission number (FCFS victims)
         self._pops = 0
 
@@ -129,7 +129,7 @@ class Adaptive(Policy):
 
     # -- the queue ----------------------------------------------------------------------
     def push(self, job: Job) -> None:
-        self._waiting.push(job)
+        super().push(job)
         self._admitted.pop(job.request_id, None)  # a preempted job waits again
 
     def _best(self, now: float) -> int:
@@ -144,23 +144,11 @@ class Adaptive(Policy):
             key = -response_ratio(now - w.arrival, w.size)
         return w.best(key)
 
-    def peek(self, now: float) -> Job:
-        return self._waiting.jobs[self._best(now)]
-
     def pop(self, now: float) -> Job:
-        job = self._waiting.take(self._best(now))
+        job = super().pop(now)
         self._pops += 1
         self._admitted[job.request_id] = self._pops
         return job
-
-    def remove(self, job: Job) -> None:
-        self._waiting.discard(job)
-
-    def __iter__(self):
-        return iter(self._waiting)
-
-    def __len__(self) -> int:
-        return len(self._waiting)
 
     def victim_key(self, job: Job, now: float) -> tuple:
         """The active policy's eviction rank (the regime of the last decision, not re-taken,

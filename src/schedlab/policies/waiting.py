@@ -1,11 +1,13 @@
-"""An unordered waiting set whose jobs' arrival, size and id sit in numpy arrays, for
-policies that pick by an arg-min over the whole set (HRRN, the adaptive policy)."""
+"""An unordered waiting set whose jobs' arrival, size and id sit in numpy arrays, and the base
+of policies that pick by an arg-min over the whole set (HRRN, the adaptive policy)."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import numpy as np
 
-from schedlab.policies.base import Job
+from schedlab.policies.base import Job, Policy
 
 
 class WaitingArrays:
@@ -65,3 +67,32 @@ class WaitingArrays:
 
     def __len__(self) -> int:
         return len(self.jobs)
+
+
+class ArgminPolicy(Policy):
+    """A policy that admits the job of :meth:`_best`, an arg-min over its whole waiting set."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._waiting = WaitingArrays(capacity)
+
+    @abstractmethod
+    def _best(self, now: float) -> int:
+        """Slot of the next job at ``now``."""
+
+    def push(self, job: Job) -> None:
+        self._waiting.push(job)
+
+    def peek(self, now: float) -> Job:
+        return self._waiting.jobs[self._best(now)]
+
+    def pop(self, now: float) -> Job:
+        return self._waiting.take(self._best(now))
+
+    def remove(self, job: Job) -> None:
+        self._waiting.discard(job)
+
+    def __iter__(self):
+        return iter(self._waiting)
+
+    def __len__(self) -> int:
+        return len(self._waiting)
