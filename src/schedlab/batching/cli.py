@@ -7,20 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from schedlab.cli_types import positive_number, positive_numbers
 from schedlab.io import read_parquet, write_json, write_parquet
 from schedlab.slo.cli import _ints
 
 TABLES = ("summary", "buckets", "timeline")
-
-
-def _floats(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-    if not values or min(values) <= 0:
-        raise argparse.ArgumentTypeError(f"need positive numbers, got {text!r}")
-    return values
 
 
 def _share(text: str) -> float:
@@ -144,13 +135,13 @@ def add_commands(sub) -> None:
     c = ssub.add_parser("calibrate", help="scale a step-time fit to measured prefill-chunk batch times")
     c.add_argument("--base", required=True, help="step-time JSON from `schedlab fit steptime`")
     c.add_argument("--chunks", type=_ints, default=[64, 512, 1024], help="chunk sizes (tokens)")
-    c.add_argument("--times-ms", type=_floats, default=[22.7, 46.5, 74.7], help="measured batch times (ms)")
+    c.add_argument("--times-ms", type=positive_numbers(float), default=[22.7, 46.5, 74.7], help="measured batch times (ms)")
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_calibrate)
 
     r = ssub.add_parser("run", help="one scheduler at one rate and paying share")
     r.add_argument("--scheduler", required=True, help=", ".join(SCHEDULERS))
-    r.add_argument("--rate", type=lambda t: _floats(t)[0], required=True, help="req/s")
+    r.add_argument("--rate", type=positive_number(float), required=True, help="req/s")
     r.add_argument("--share", type=_share, default=0.05, help="probability a request is a paying user's")
     r.add_argument("--seed", type=int, default=0)
     _setup_args(r)
@@ -161,7 +152,7 @@ def add_commands(sub) -> None:
     w = ssub.add_parser("sweep", help="one scheduler over rates x seeds at one paying share")
     w.add_argument("--scheduler", required=True, help=", ".join(SCHEDULERS))
     w.add_argument("--share", type=_share, required=True)
-    w.add_argument("--rates", type=_floats, required=True, help="req/s, comma-separated")
+    w.add_argument("--rates", type=positive_numbers(float), required=True, help="req/s, comma-separated")
     w.add_argument("--seeds", type=_ints, default=[0])
     _setup_args(w)
     w.add_argument("--out-dir", required=True, help="gets summary.parquet, buckets.parquet, timeline.parquet")

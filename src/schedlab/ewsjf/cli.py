@@ -6,32 +6,12 @@ import argparse
 import json
 from pathlib import Path
 
+from schedlab.cli_types import positive_number, positive_numbers
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_json, write_parquet
 
 STUDIES = ("queues", "load", "tuning", "starvation")
 POOL_COLUMNS = ("prompt_tokens", "output_tokens")
-
-
-def _numbers(cast):
-    def parse(text: str) -> list:
-        try:
-            values = [cast(v) for v in text.split(",") if v]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-        if not values or min(values) <= 0:
-            raise argparse.ArgumentTypeError(f"need positive numbers, got {text!r}")
-        return values
-
-    return parse
-
-
-def _positive(cast):
-    def parse(text: str):
-        (value,) = _numbers(cast)(text)
-        return value
-
-    return parse
 
 
 def _setup(args):
@@ -150,9 +130,9 @@ def add_commands(sub) -> None:
     c.add_argument("--base", required=True, help="step-time JSON from `schedlab ewsjf steptime`")
     _pool_args(c)
     _engine_args(c)
-    c.add_argument("--saturation-rps", type=_positive(float), default=8.45, help="paper Table 3: FCFS req/s")
-    c.add_argument("--overload-rate", type=_positive(float), default=40.0)
-    c.add_argument("--n-requests", type=_positive(int), default=3000)
+    c.add_argument("--saturation-rps", type=positive_number(float), default=8.45, help="paper Table 3: FCFS req/s")
+    c.add_argument("--overload-rate", type=positive_number(float), default=40.0)
+    c.add_argument("--n-requests", type=positive_number(int), default=3000)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_calibrate)
@@ -160,8 +140,8 @@ def add_commands(sub) -> None:
     w = esub.add_parser("workload", help="a seeded mixed, short-only or long-only trace")
     w.add_argument("--kind", choices=("mixed", "short", "long"), required=True)
     _pool_args(w)
-    w.add_argument("--n-requests", type=_positive(int), required=True)
-    w.add_argument("--rate", type=_positive(float), required=True, help="req/s (Poisson)")
+    w.add_argument("--n-requests", type=positive_number(int), required=True)
+    w.add_argument("--rate", type=positive_number(float), required=True, help="req/s (Poisson)")
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--out", required=True)
     w.set_defaults(func=cmd_workload)
@@ -173,12 +153,12 @@ def add_commands(sub) -> None:
     _engine_args(st)
     st.add_argument("--params", help="EWSJF parameters JSON (from the tuning study); default: built-in")
     st.add_argument("--kind", choices=("mixed", "short", "long"), default="mixed", help="queues: workload")
-    st.add_argument("--n-requests", type=_positive(int), default=30_000, help="queues, tuning, starvation: requests per run")
-    st.add_argument("--rate", type=_positive(float), default=40.0, help="queues, tuning: req/s")
-    st.add_argument("--sizes", type=_numbers(int), default=[10_000, 30_000], help="load: requests per run")
-    st.add_argument("--rates", type=_numbers(float), default=[10, 20, 40, 60, 100, 500], help="load, starvation: req/s")
-    st.add_argument("--trial-s", type=_positive(float), default=300.0, help="tuning: seconds per trial")
-    st.add_argument("--max-trials", type=_positive(int), default=20, help="tuning: trials before it settles")
+    st.add_argument("--n-requests", type=positive_number(int), default=30_000, help="queues, tuning, starvation: requests per run")
+    st.add_argument("--rate", type=positive_number(float), default=40.0, help="queues, tuning: req/s")
+    st.add_argument("--sizes", type=positive_numbers(int), default=[10_000, 30_000], help="load: requests per run")
+    st.add_argument("--rates", type=positive_numbers(float), default=[10, 20, 40, 60, 100, 500], help="load, starvation: req/s")
+    st.add_argument("--trial-s", type=positive_number(float), default=300.0, help="tuning: seconds per trial")
+    st.add_argument("--max-trials", type=positive_number(int), default=20, help="tuning: trials before it settles")
     st.add_argument("--seed", type=int, default=0)
     st.add_argument("--out", required=True)
     st.add_argument("--out-params", help="tuning: the best parameters found (JSON)")

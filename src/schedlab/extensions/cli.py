@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from schedlab.io import read_parquet, write_parquet
-from schedlab.tournament.cli import json_object
+from schedlab.cli_types import json_object
 
 UTTERANCE_COLUMNS = ("duration_s", "output_tokens", "text_tokens")
 

@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 import pandas as pd
 
+from schedlab.cli_types import json_object, positive_numbers
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_parquet
 
 POOLS = ("azure-code", "azure-conv", "mooncake")
-
-
-def json_object(text: str) -> dict:
-    """argparse type: a JSON object given on the command line."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}")
-    return value
 
 
 def _named_path(text: str) -> tuple[str, str]:
@@ -29,16 +18,6 @@ def _named_path(text: str) -> tuple[str, str]:
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
     return name, path
-
-
-def _loads(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-    if not values or min(values) <= 0:
-        raise argparse.ArgumentTypeError(f"loads must be positive, got {text!r}")
-    return values
 
 
 def cmd_pool(args) -> None:
@@ -94,7 +73,7 @@ def add_commands(sub) -> None:
     m.add_argument("--arena", type=json_object, required=True,
                    help='engine spec as JSON: steptime, hardware, model, engine limits, kappa (file)')
     m.add_argument("--pool", type=_named_path, action="append", default=[], help="NAME=PATH of a pool the kind draws from")
-    m.add_argument("--loads", type=_loads, required=True, help="offered rates as fractions of FCFS's backlog capacity")
+    m.add_argument("--loads", type=positive_numbers(float), required=True, help="offered rates as fractions of FCFS's backlog capacity")
     m.add_argument("--entrants", required=True, help="comma-separated entrant names")
     m.add_argument("--out", required=True)
     m.set_defaults(func=cmd_play)
