@@ -22,7 +22,7 @@ from schedlab.fit.latency_predictor import LatencyPredictor, fit_predictor
 from schedlab.latency.predictor_profile import BATCHES
 from schedlab.policies.base import Job, Policy
 from schedlab.sim.steptime import StepTimeModel
-from schedlab.slo.problem import E2E, TTFT_TPOT, MappingProblem
+from schedlab.slo.problem import MappingProblem
 from schedlab.slo.search import AnnealConfig, anneal
 
 #: Per-request SLO target columns of a trace (seconds; NaN where a target does not apply).
@@ -63,7 +63,7 @@ class OnlineMapper(Policy):
         self.predictor = predictor
         self._row = {int(r): k for k, r in enumerate(requests["request_id"].to_numpy())}
         self._prompt = requests["prompt_tokens"].to_numpy(float)
-        self._output = np.maximum(requests["output_tokens"].to_numpy(float), 1.0)
+        self._output = requests["output_tokens"].to_numpy(float)
         ttft, tpot, e2e = (requests[c].to_numpy(float) for c in SLO_COLUMNS)
         self._code = np.isfinite(e2e)
         self._targets = np.stack([np.where(np.isnan(x), np.inf, x) for x in (ttft, tpot, e2e)], axis=1)
@@ -109,17 +109,11 @@ class OnlineMapper(Policy):
     def _problem(self, head: list[Job], now: float) -> MappingProblem:
         rows = np.array([self._row[j.request_id] for j in head])
         waited = now - np.array([j.arrival_s for j in head])
-        l, o = self._prompt[rows][:, None], self._output[rows]
-        b = np.arange(1, self.max_batch + 1, dtype=float)[None, :]
         ttft, tpot, e2e = self._targets[rows].T
         code = self._code[rows]
-        return MappingProblem(
-            prefill=np.ascontiguousarray(np.broadcast_to(self.predictor.ttft(b, l), (len(rows), self.max_batch))),
-            decode=np.ascontiguousarray(self.predictor.decode_time(b, l, o[:, None])),
-            output=o,
-            kind=np.where(code, E2E, TTFT_TPOT).astype(np.int64),
+        return MappingProblem.predicted(
+            self.predictor, self._prompt[rows], self._output[rows], self.max_batch, code=code,
             slo_e2e=np.where(code, e2e - waited, np.inf),
             slo_ttft=np.where(code, np.inf, ttft - waited),
             slo_tpot=np.where(code, np.inf, tpot),
-            max_batch=self.max_batch,
         )

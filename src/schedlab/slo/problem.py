@@ -52,20 +52,33 @@ class MappingProblem:
         unknown = set(requests["task"]) - {"chat", "code"}
         if unknown:
             raise SchedlabError(f"unknown task types {sorted(unknown)}; expected chat or code")
-        l = requests["prompt_tokens"].to_numpy(float)[:, None]
         o = np.asarray(requests["output_tokens"] if output_tokens is None else output_tokens, dtype=float)
-        o = np.maximum(o, 1.0)
-        b = np.arange(1, max_batch + 1, dtype=float)[None, :]
         chat = (requests["task"] == "chat").to_numpy()
         inf = np.full(len(o), np.inf)
+        return cls.predicted(
+            predictor, requests["prompt_tokens"].to_numpy(float), o, max_batch, code=~chat,
+            slo_e2e=np.where(chat, inf, CODE_SLO["e2e_s"]),
+            slo_ttft=np.where(chat, CHAT_SLO["ttft_s"], inf),
+            slo_tpot=np.where(chat, CHAT_SLO["tpot_s"], inf),
+        )
+
+    @classmethod
+    def predicted(cls, predictor: LatencyPredictor, prompt: np.ndarray, output: np.ndarray, max_batch: int, *,
+                  code: np.ndarray, slo_e2e: np.ndarray, slo_ttft: np.ndarray, slo_tpot: np.ndarray) -> "MappingProblem":
+        """The predictor's prefill and decode times of requests with ``prompt`` and ``output``
+        tokens (at least 1) at every batch size, with their SLO kind (``code``: e2e target)
+        and targets."""
+        l = np.asarray(prompt, float)[:, None]
+        o = np.maximum(np.asarray(output, float), 1.0)
+        b = np.arange(1, max_batch + 1, dtype=float)[None, :]
         return cls(
             prefill=np.ascontiguousarray(np.broadcast_to(predictor.ttft(b, l), (len(o), max_batch)), dtype=float),
             decode=np.ascontiguousarray(predictor.decode_time(b, l, o[:, None]), dtype=float),
             output=o,
-            kind=np.where(chat, TTFT_TPOT, E2E).astype(np.int64),
-            slo_e2e=np.where(chat, inf, CODE_SLO["e2e_s"]),
-            slo_ttft=np.where(chat, CHAT_SLO["ttft_s"], inf),
-            slo_tpot=np.where(chat, CHAT_SLO["tpot_s"], inf),
+            kind=np.where(code, E2E, TTFT_TPOT).astype(np.int64),
+            slo_e2e=slo_e2e,
+            slo_ttft=slo_ttft,
+            slo_tpot=slo_tpot,
             max_batch=max_batch,
         )
 
