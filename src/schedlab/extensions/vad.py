@@ -66,13 +66,13 @@ def vad_study(
         for scenario in SCENARIOS:
             trace = vad_trace(clips, scenario, rate, seed=seed, duration_s=duration_s)
             tokens = trace["output_tokens"].to_numpy()
+            spearman = {e: float(spearmanr(job_sizes(trace, kappa, e), tokens).statistic) for e in DURATION_SOURCES}
             for policy in policies:
                 summary = None
                 for estimate in DURATION_SOURCES:
                     if summary is None or policy not in ESTIMATE_FREE:
                         _, summary = run_sim(trace, policy, step_time, engine, kappa=kappa, duration=estimate,
                                              identity={"workload": scenario, "rate": rate, **identity})
-                    sizes = job_sizes(trace, kappa, estimate)
                     rows.append(
                         {
                             **summary,
@@ -80,7 +80,7 @@ def vad_study(
                             "estimate": estimate,
                             "pad_fraction": pad_fraction if scenario == "padded" else 0.0,
                             "max_pad_s": max_pad_s if scenario == "padded" else 0.0,
-                            "size_spearman": float(spearmanr(sizes, tokens).statistic),
+                            "size_spearman": spearman[estimate],
                         }
                     )
     return pd.DataFrame(rows)
