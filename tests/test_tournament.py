@@ -45,7 +45,7 @@ def test_replay_scales_time_to_the_rate_and_keeps_the_pattern():
 
 def test_replay_drops_what_the_context_cannot_hold_and_rejects_bad_input():
     pool = _timed_pool()
-    out = replay_trace(pool, 2.0, 300, max_tokens=1500)
+    out = trace({"kind": "azure-code", "n_requests": 300}, {"azure-code": pool}, 2.0, max_tokens=1500)
     assert (out["prompt_tokens"] + out["output_tokens"] <= 1500).all()
     assert len(out) == int((pool.iloc[:300].eval("prompt_tokens + output_tokens") <= 1500).sum())
     with pytest.raises(SchedlabError, match="timestamp_s"):

@@ -65,23 +65,23 @@ def trace(spec: dict, pools: dict[str, pd.DataFrame], rate: float, *, max_tokens
     kind, n, seed = spec["kind"], int(spec["n_requests"]), int(spec.get("seed", 0))
     backlog = math.isinf(rate)
     if kind in REPLAY_KINDS:
-        out = replay_trace(pools[kind], 1.0 if backlog else rate, n, start=int(spec.get("start", 0)), max_tokens=max_tokens)
+        out = replay_trace(pools[kind], 1.0 if backlog else rate, n, start=int(spec.get("start", 0)))
         if backlog:
             out["arrival_s"] = 0.0
+    elif kind == "mixed":
+        out = mixed_trace("mixed", pools["short"], pools["long"], n, rate, seed,
+                          short_share=float(spec.get("short_share", 0.8)), mean_output=None)
     else:
         arrivals = np.zeros(n) if backlog else _arrivals(rate, n, seed)
         if kind in ASR_KINDS:
             rng = np.random.default_rng([seed, 9])
             pool = librispeech_pool(pools["utterances"]) if kind == "librispeech" else uniform_pool(pools["utterances"], rng=rng)
             out = asr_trace(pool, arrivals, rng=rng)
-        elif kind == "mixed":
-            out = mixed_trace("mixed", pools["short"], pools["long"], n, rate, seed,
-                              short_share=float(spec.get("short_share", 0.8)), mean_output=None)
         else:
             out = openchat_requests(pools["openchat"], arrivals, float(spec.get("share", 0.5)), seed)
-        if max_tokens is not None and modality(spec) == "llm":
-            out = out[out["prompt_tokens"] + out["output_tokens"] <= max_tokens].reset_index(drop=True)
-            out["request_id"] = np.arange(len(out))
+    if max_tokens is not None and modality(spec) == "llm":  # the server rejects what its context cannot hold
+        out = out[out["prompt_tokens"] + out["output_tokens"] <= max_tokens].reset_index(drop=True)
+        out["request_id"] = np.arange(len(out))
     return with_slos(out, spec.get("slo", {}))
 
 

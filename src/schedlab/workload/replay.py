@@ -2,8 +2,7 @@
 
 A window of consecutive requests keeps the trace's arrival pattern (bursts, lulls, diurnal
 drift); only the clock is stretched or squeezed, by one factor, so that the window's mean rate
-is the target. Requests the model cannot hold (prompt + output over its context) are dropped,
-as a server rejects them.
+is the target.
 """
 
 from __future__ import annotations
@@ -34,19 +33,16 @@ def _window(pool: pd.DataFrame, n_requests: int, start: int) -> pd.DataFrame:
     return ordered.iloc[start:start + n_requests]
 
 
-def replay_trace(pool: pd.DataFrame, rate: float, n_requests: int, *, start: int = 0,
-                 max_tokens: int | None = None) -> pd.DataFrame:
+def replay_trace(pool: pd.DataFrame, rate: float, n_requests: int, *, start: int = 0) -> pd.DataFrame:
     """``n_requests`` consecutive requests from ``start`` arriving at their own (shifted)
-    timestamps scaled so the mean rate is ``rate`` req/s; ``max_tokens`` drops requests whose
-    prompt plus output exceeds it. Extra pool columns (e.g. ``task``) are kept."""
+    timestamps scaled so the mean rate is ``rate`` req/s. Extra pool columns (e.g. ``task``)
+    are kept."""
     if not rate > 0 or not np.isfinite(rate):
         raise SchedlabError(f"replay rate must be positive and finite, got {rate}")
     scale = native_rate(pool, n_requests, start) / rate
     window = _window(pool, n_requests, start)
     t = window["timestamp_s"].to_numpy(float)
     out = window.drop(columns=["timestamp_s", "source"], errors="ignore").assign(arrival_s=(t - t[0]) * scale)
-    if max_tokens is not None:
-        out = out[out["prompt_tokens"] + out["output_tokens"] <= max_tokens]
     out = out.reset_index(drop=True)
     out.insert(0, "request_id", np.arange(len(out), dtype=np.int64))
     return out[["request_id", "arrival_s", *[c for c in out.columns if c not in ("request_id", "arrival_s")]]]
