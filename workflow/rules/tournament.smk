@@ -34,6 +34,11 @@ def tournament_arena(w):
     return {**TN["engines"]["llm"], "steptime": rules.slai_calibrate.output[0]}
 
 
+def arena_files(arena):
+    """The files an engine spec names (its step-time model, and kappa for ASR)."""
+    return {k: arena[k] for k in ("steptime", "kappa") if k in arena}
+
+
 def tournament_pools(w):
     where = {"utterances": rules.librispeech.output[0], "short": rules.ewsjf_pools.output.short,
              "long": rules.ewsjf_pools.output.long, "openchat": rules.slai_lengths.output[0]}
@@ -55,8 +60,7 @@ rule tournament_pool:
 
 rule tournament_play:
     input:
-        unpack(lambda w: {**tournament_pools(w), "steptime": tournament_arena(w)["steptime"],
-                          **({"kappa": rules.kappa.output[0]} if "kappa" in tournament_arena(w) else {})}),
+        unpack(lambda w: {**tournament_pools(w), **arena_files(tournament_arena(w))}),
     output:
         f"{TD}/runs/{{workload}}.parquet",
     log:
