@@ -25,7 +25,7 @@ rule all:
     input:
         notebook_outputs("calibration"),
         notebook_outputs("asr_duration"),
-        notebook_outputs("slo_sa"),
+        notebook_outputs("slosa"),
         notebook_outputs("ewsjf"),
         notebook_outputs("slai"),
         notebook_outputs("tournament"),

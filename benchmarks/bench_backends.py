@@ -1,4 +1,4 @@
-"""sim against vllm-sim on the same run: the speed ratio (goal: sim at least 20x faster).
+"""sim against vllm-sim on the same run: the speed ratio (goal: sim at least 25x faster).
 
 Run with ``pytest benchmarks/bench_backends.py --benchmark-only``. Both backends give the
 same per-request times on these runs (tests/test_vllm_scheduler.py checks that).
@@ -14,17 +14,18 @@ pytest.importorskip("vllm")
 
 from bench_sim import KAPPA, STEP, trace_for  # noqa: E402
 
-from schedlab.sim.setup import engine_config, run_sim  # noqa: E402
+from schedlab.engine import Arena, engine_config  # noqa: E402
+from schedlab.simulate import run_policy  # noqa: E402
 
 
 @pytest.mark.parametrize("rate", [10.0, 25.0])
 def test_sim_vs_vllm_sim_speed_ratio(benchmark, rate):
     trace = trace_for(rate, duration_s=120.0)
-    engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
+    arena = Arena(STEP, engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048), KAPPA)
 
     def wall(backend):
         t0 = time.perf_counter()
-        run_sim(trace, "sjf", STEP, engine, kappa=KAPPA, identity={}, backend=backend, model="whisper-large-v3")
+        run_policy(trace, "sjf", arena, identity={}, backend=backend, model="whisper-large-v3")
         return time.perf_counter() - t0
 
     wall("vllm-sim")  # imports and warm-up (vLLM's modules, sim's compiled kernels) outside the measurement
@@ -34,4 +35,4 @@ def test_sim_vs_vllm_sim_speed_ratio(benchmark, rate):
     fast = benchmark.stats.stats.min
     ratio = slow / fast
     benchmark.extra_info["vllm_sim_over_sim"] = ratio
-    print(f"\n{len(trace)} requests at {rate} req/s: vllm-sim {slow:.2f} s, sim {fast:.3f} s, ratio {ratio:.0f}x (goal 20x)")
+    print(f"\n{len(trace)} requests at {rate} req/s: vllm-sim {slow:.2f} s, sim {fast:.3f} s, ratio {ratio:.0f}x (goal 25x)")

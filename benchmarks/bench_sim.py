@@ -1,4 +1,4 @@
-"""Simulator speed: a full paper-A run, and how the cost scales with run size.
+"""The engine's speed (the ``sim`` backend): a full paper-A run, and how the cost scales with run size.
 
 Run with ``pytest benchmarks/bench_sim.py --benchmark-only``.
 """
@@ -11,11 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from schedlab.estimate import job_sizes
+from schedlab.engine import Arena, ContinuousBatching, engine_config
+from schedlab.engine import run as serve
+from schedlab.engine.steptime import StepTimeModel
 from schedlab.policies import make_policy
-from schedlab.sim.engine import Simulator
-from schedlab.sim.setup import engine_config
-from schedlab.sim.steptime import StepTimeModel
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.asr import asr_trace, librispeech_pool
 
@@ -42,20 +41,19 @@ def trace_for(rate: float, *, duration_s=None, n_requests=None, seed: int = 0) -
 
 
 @pytest.fixture(scope="module")
-def engine():
-    return engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
+def arena():
+    return Arena(STEP, engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048), KAPPA)
 
 
-def run(trace, policy, engine, sizes):
-    return Simulator(trace, make_policy(policy), STEP, engine, sizes).run()
+def run(trace, policy, arena):
+    return serve(trace, ContinuousBatching(make_policy(policy)), arena)
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "sjf", "hrrn"])
-def test_full_librispeech_run_25rps_300s(benchmark, engine, policy):
+def test_full_librispeech_run_25rps_300s(benchmark, arena, policy):
     trace = trace_for(25.0, duration_s=300.0)
     assert 7000 < len(trace) < 8000
-    sizes = job_sizes(trace, KAPPA)
-    result = benchmark.pedantic(run, args=(trace, policy, engine, sizes), rounds=3, iterations=1)
+    result = benchmark.pedantic(run, args=(trace, policy, arena), rounds=3, iterations=1)
     assert result.requests["finish_s"].notna().all()
     best = benchmark.stats.stats.min
     print(f"\n{policy}: {len(trace)} requests simulated in {best:.3f} s ({len(trace) / best:,.0f} req/s)")
@@ -63,12 +61,11 @@ def test_full_librispeech_run_25rps_300s(benchmark, engine, policy):
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "sjf", "hrrn"])
-def test_cost_grows_at_most_linearly_with_run_size(benchmark, engine, policy):
+def test_cost_grows_at_most_linearly_with_run_size(benchmark, arena, policy):
     """Simulated requests per second at 1k, 2k, 4k and 8k requests (25 req/s, overloaded, so
     the waiting queue grows with the run): time per request may rise by at most 1.5x."""
     sizes_n = (1000, 2000, 4000, 8000)
     traces = {n: trace_for(25.0, n_requests=n) for n in sizes_n}
-    jobs = {n: job_sizes(t, KAPPA) for n, t in traces.items()}
 
     def sweep():
         per_request = {}
@@ -76,7 +73,7 @@ def test_cost_grows_at_most_linearly_with_run_size(benchmark, engine, policy):
             best = float("inf")
             for _ in range(3):
                 t0 = time.perf_counter()
-                run(traces[n], policy, engine, jobs[n])
+                run(traces[n], policy, arena)
                 best = min(best, time.perf_counter() - t0)
             per_request[n] = best / n
         return per_request

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from schedlab.fit.latency_predictor import REFERENCE
-from schedlab.slo.problem import MappingProblem
-from schedlab.slo.search import AnnealConfig, anneal, exhaustive, warm_up
+from schedlab.slosa.problem import MappingProblem
+from schedlab.slosa.search import AnnealConfig, anneal, exhaustive, warm_up
 
 
 def decision(n: int, max_batch: int = 4, seed: int = 0) -> MappingProblem:

@@ -40,7 +40,7 @@ import seaborn as sns
 
 from schedlab.fit.steptime import predict
 from schedlab.report import FIDELITY_METRICS, fidelity_errors, save_figure, speed_ratio
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
 R = Path(results_dir)

@@ -37,12 +37,12 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from schedlab.batching.model import MEASURED_CHUNKS, MEASURED_TIMES_S
-from schedlab.batching.report import FIG7, LABELS, capacity_gain, findings, load_sweeps
+from schedlab.slai.model import MEASURED_CHUNKS, MEASURED_TIMES_S
+from schedlab.slai.report import FIG7, LABELS, capacity_gain, findings, load_sweeps
 from schedlab.fit.chunk_times import chunk_time
 from schedlab.fit.steptime import predict
 from schedlab.report import save_figure
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
 C = Path(results_dir) / "slai"

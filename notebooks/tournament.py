@@ -16,21 +16,22 @@
 # No paper compares across these families, so this is schedlab's own result. Every policy
 # from the four papers plays every workload it has a meaning on:
 #
-# | paper | entrants | engine |
+# | paper | entrants | scheduler |
 # |---|---|---|
 # | A (duration-aware ASR) | `fcfs`, `sjf`, `hrrn` (size = audio duration x kappa; on LLM traces, the request's `max_tokens`) | continuous batching |
 # | A+ (schedlab's extension of A) | `adaptive`: FCFS while the queue is shallow, SJF when it is deep, FCFS again when the P90 wait grows too long (see the ASR extensions notebook) | continuous batching |
 # | B (EWSJF) | `sjf-prompt`, `ewsjf` (by prompt length) | continuous batching |
-# | C (Sarathi-Serve, RAD, SLAI) | `request-level`, `vllm` (prefill priority), `sarathi-fcfs`, `sarathi-spf`, `rad`, `slai-spf-dynamic` | batch builders |
+# | C (Sarathi-Serve, RAD, SLAI) | `request-level`, `prefill-priority` (vLLM v0 style), `sarathi-fcfs`, `sarathi-spf`, `rad`, `slai-spf-dynamic` | batch builders |
 # | D (SLO-aware SA) | `slo-sa`: the mapper re-planning the 10 oldest waiting requests whenever the waiting set changes | continuous batching |
 #
 # **One calibrated engine per modality.** ASR workloads run on paper A's Whisper-large-v3 /
 # A100-40GB model (calibrated on the paper's FCFS baseline); there only paper A's policies have
 # a meaning (Whisper prompts are 4 tokens, so prompt-length orders, prefill chunking and the LLM
 # latency predictor say nothing). LLM workloads run on paper C's Mistral-7B / RTX 6000 Ada model
-# (calibrated on measured chunk times): waiting-queue policies on schedlab's continuous-batching
-# engine, batch builders on the iteration-level engine, both advancing the same step-time model
-# over the same KV capacity. Paper D's predictor is fitted to that step-time model.
+# (calibrated on measured chunk times). Every entrant plays on the one engine
+# (`schedlab.engine`): waiting-queue policies inside vLLM v1's continuous batching, batch
+# builders as its siblings, with the same step-time model, KV capacity, vLLM-style KV allocation
+# and recompute preemption. Paper D's predictor is fitted to that step-time model.
 #
 # **Workloads.** LibriSpeech and the uniform split (ASR, Poisson); paper B's 80/20 short/long
 # prompt mix; paper C's openchat pool with `paying`/`free` classes; the Azure 2023 code and
@@ -91,7 +92,7 @@ shown[shown["load"] == top].style.format(fmt).hide(axis="index")
 
 # %%
 at_top = table[table["load"] == top].assign(p50_s=lambda d: d["p50_e2el_ms"] / 1e3, p99_s=lambda d: d["p99_e2el_ms"] / 1e3)
-grid = sns.relplot(data=at_top, x="p50_s", y="p99_s", hue="paper", style="engine", col="workload",
+grid = sns.relplot(data=at_top, x="p50_s", y="p99_s", hue="paper", style="kind", col="workload",
                    col_wrap=4, s=70, facet_kws={"sharex": False, "sharey": False}, height=3.2)
 for ax, name in zip(grid.axes.flat, grid.col_names):
     g = at_top[at_top["workload"] == name]

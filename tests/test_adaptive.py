@@ -14,8 +14,8 @@ from schedlab.policies import make_policy
 from schedlab.policies.adaptive import Adaptive, SwitchRule
 from schedlab.policies.hrrn import HRRN
 from schedlab.policies.sjf import SJF
-from schedlab.sim.setup import engine_config
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine import Arena, engine_config
+from schedlab.engine.steptime import StepTimeModel
 from schedlab.extensions.switching import switching_study
 from schedlab.workload.drift import drift_trace, parse_phases
 
@@ -245,7 +245,7 @@ SURGE = [{"name": "light", "duration_s": 20, "rate": 5, "pool": "librispeech"},
 
 @pytest.fixture(scope="module")
 def surge_study():
-    return switching_study(utterances(), STEP, ENGINE, KAPPA, phases=SURGE, seed=0)
+    return switching_study(utterances(), Arena(STEP, ENGINE, KAPPA), phases=SURGE, seed=0)
 
 
 def test_under_a_surge_switching_keeps_fcfs_tail_and_beats_its_median(surge_study):
@@ -271,7 +271,7 @@ def test_light_steady_load_switching_changes_nothing():
     """At light load nothing queues deep: the adaptive run is FCFS's, request for request, and
     (as paper A finds) the fixed policies are all but equal too."""
     steady = [{"name": "steady", "duration_s": 60, "rate": 4, "pool": "librispeech"}]
-    st = switching_study(utterances(1), STEP, ENGINE, KAPPA, phases=steady, seed=1)
+    st = switching_study(utterances(1), Arena(STEP, ENGINE, KAPPA), phases=steady, seed=1)
     assert (st.summary["switches"] == 0).all() and st.switches.empty
     assert set(st.regimes.active) == {"fcfs"}
     s = st.summary.set_index("policy").drop(columns="switches")
@@ -285,7 +285,7 @@ def test_light_steady_load_switching_changes_nothing():
 
 
 def test_study_is_deterministic_and_complete(surge_study):
-    again = switching_study(utterances(), STEP, ENGINE, KAPPA, phases=SURGE, seed=0)
+    again = switching_study(utterances(), Arena(STEP, ENGINE, KAPPA), phases=SURGE, seed=0)
     for name in ("summary", "by_phase", "timeline", "switches", "regimes", "phases"):
         pd.testing.assert_frame_equal(getattr(surge_study, name), getattr(again, name))
     assert list(surge_study.summary.policy) == ["fcfs", "sjf", "hrrn", "adaptive", "adaptive-hrrn"]

@@ -1,4 +1,5 @@
-"""The discrete-event engine: toy numbers, queueing closed forms, invariants, determinism, CLI."""
+"""The engine: toy numbers, queueing closed forms, invariants, determinism and fast-forward for
+every scheduler of every paper, and the ``simulate`` CLI."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ from schedlab.examples import TOY_STEP, toy_trace
 from schedlab.io import write_json, write_parquet
 from schedlab.metrics import summarize
 from schedlab.policies import make_policy
-from schedlab.sim.engine import EngineConfig, Simulator
-from schedlab.sim.setup import engine_config, run_sim
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine import Arena, ContinuousBatching, EngineConfig, engine_config, run
+from schedlab.engine.core import Engine
+from schedlab.engine.steptime import StepTimeModel
+from schedlab.simulate import run_policy
+from schedlab.slai.registry import SCHEDULERS as BUILDERS
+from schedlab.slai.registry import make_builder
+from schedlab.slai.sarathi import Sarathi
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.synthetic import random_lengths_trace
 from schedlab.workload.asr import asr_trace, librispeech_pool
@@ -33,8 +38,14 @@ CALIBRATED = StepTimeModel(
 )
 
 
-def simulate(trace, policy, step_time, config, sizes):
-    return Simulator(trace, make_policy(policy), step_time, config, np.asarray(sizes, float)).run()
+def simulate(trace, policy, step_time, config, sizes, **options):
+    """``policy`` under continuous batching, with ``sizes`` as the requests' job-size hints."""
+    trace = trace.assign(priority=np.asarray(sizes, float))
+    return run(trace, ContinuousBatching(make_policy(policy)), Arena(step_time, config), **options)
+
+
+#: Every scheduler of every paper: queue policies under continuous batching, and the builders.
+ALL_SCHEDULERS = {**{p: (lambda p=p: ContinuousBatching(make_policy(p))) for p in POLICY_NAMES}, **BUILDERS}
 
 
 def librispeech_like_utterances(n: int, seed: int) -> pd.DataFrame:
@@ -108,9 +119,7 @@ def test_toy_example_means_and_summary():
     trace = toy_trace()
     means = {}
     for policy in POLICY_NAMES:
-        _, summary = run_sim(
-            trace, policy, TOY_STEP, TOY_ENGINE, kappa={"en": 5.0}, identity={"seed": 7}
-        )
+        _, summary = run_policy(trace, policy, Arena(TOY_STEP, TOY_ENGINE, {"en": 5.0}), identity={"seed": 7})
         assert summary["policy"] == policy and summary["backend"] == "sim" and summary["seed"] == 7
         assert summary["completed"] == 3
         assert summary["throughput_rps"] == pytest.approx(3 / 17)
@@ -178,61 +187,129 @@ def test_fcfs_single_server_matches_md1(rho):
     assert res.busy_s == pytest.approx(n * D, rel=1e-9)
 
 
-# -- invariants under preemption ------------------------------------------------------------
+# -- invariants of every scheduler ----------------------------------------------------------
+def class_trace(n: int = 300, rate: float = 4.0, seed: int = 0, share: float = 0.3) -> pd.DataFrame:
+    """Two-class LLM requests (paper C's shape) with shuffled, non-contiguous ids."""
+    rng = np.random.default_rng(seed)
+    paying = rng.random(n) < share
+    return pd.DataFrame({
+        "request_id": 1000 + rng.permutation(n) * 3,
+        "arrival_s": np.cumsum(rng.exponential(1 / rate, n)),
+        "prompt_tokens": rng.integers(1, 3000, n),
+        "output_tokens": rng.integers(1, 200, n),
+        "slo_class": np.where(paying, "paying", "free"),
+        "tbt_target_s": np.where(paying, 0.1, 0.5),
+    })
+
+
+#: A staircase model shaped like paper C's calibrated one (seconds).
+STAIRCASE = StepTimeModel(intercept=0.015, n_prefill_tokens=1e-6, ctx_tokens=1.4e-7, prefill_pairs=2e-9,
+                          tile_tokens=6e-5, tile=128)
+
+
+def serve(name: str, trace: pd.DataFrame, capacity: int, encoder_frames: int = 0, **options):
+    limits = EngineConfig(max_num_seqs=64, max_num_batched_tokens=1024, kv_capacity_blocks=capacity,
+                          encoder_frames=encoder_frames)
+    return run(trace, ALL_SCHEDULERS[name](), Arena(STAIRCASE, limits), **options)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_SCHEDULERS))
+def test_invariants_of_every_scheduler_under_kv_pressure(name):
+    trace = class_trace()
+    cap = 1500
+    res = serve(name, trace, cap, record=True)
+    req = res.requests
+    assert tuple(req.columns[: len(RESULT_COLUMNS)]) == RESULT_COLUMNS
+    # every request completes exactly once, under its own id, in trace order
+    assert len(req) == len(trace) and req["request_id"].is_unique
+    np.testing.assert_array_equal(req["request_id"], trace["request_id"])
+    np.testing.assert_array_equal(req["output_tokens"], trace["output_tokens"])
+    assert req["finish_s"].notna().all()
+    assert res.requests["preemptions"].sum() > 0 or name in ("request-level", "algorithm2")
+    for i, times in enumerate(res.token_times):
+        assert len(times) == trace["output_tokens"].iloc[i]  # preempted requests re-emit nothing twice
+        assert np.all(np.diff(times) > 0)
+        assert times[0] == req["first_token_s"].iloc[i] > req["first_scheduled_s"].iloc[i] >= trace["arrival_s"].iloc[i]
+        assert times[-1] == req["finish_s"].iloc[i]
+    # KV never over capacity; the clock only moves forward, step by step
+    log = res.step_log
+    assert (log["kv_blocks"] <= cap).all() and 0 < res.peak_kv_blocks <= cap
+    assert np.all(np.diff(log["start_s"]) >= log["dt_s"].to_numpy()[:-1] - 1e-12)
+    assert (log["dt_s"] > 0).all()
+    # every token's gap is logged once, in its class
+    assert res.gaps.total == int((req["output_tokens"] - 1).sum())
+    assert sum(h.total for h in res.class_gaps.values()) == res.gaps.total
+    multi = req[req["output_tokens"] > 1]
+    np.testing.assert_allclose(multi["mean_gap_s"] * (multi["output_tokens"] - 1),
+                               multi["finish_s"] - multi["first_token_s"], rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("encoder_frames", [0, 32])
 @pytest.mark.parametrize("policy", POLICY_NAMES)
-def test_invariants_under_preemption(policy, encoder_frames):
+def test_invariants_under_preemption_with_an_encoder(policy, encoder_frames):
     trace, sizes = random_trace(600, rate=40.0, seed=7)
     cap = 60
-    cfg = EngineConfig(
-        max_num_seqs=32,
-        max_num_batched_tokens=256,
-        block_size=16,
-        kv_capacity_blocks=cap,
-        encoder_frames=encoder_frames,
-    )
+    cfg = EngineConfig(max_num_seqs=32, max_num_batched_tokens=256, block_size=16, kv_capacity_blocks=cap,
+                       encoder_frames=encoder_frames)
     step = StepTimeModel(intercept=0.005, n_encoder=0.02, n_prefill_tokens=1e-4, n_decode=2e-4, ctx_tokens=1e-6)
     res = simulate(trace, policy, step, cfg, sizes)
     req = res.requests
-
-    assert tuple(req.columns[: len(RESULT_COLUMNS)]) == RESULT_COLUMNS
-    # every request completes exactly once, under its own id, in trace order
-    assert len(req) == len(trace)
-    np.testing.assert_array_equal(req["request_id"], trace["request_id"])
-    assert req["request_id"].is_unique
-    np.testing.assert_array_equal(req["arrival_s"], trace["arrival_s"])
-    np.testing.assert_array_equal(req["output_tokens"], trace["output_tokens"])
     for col in ("first_scheduled_s", "first_token_s", "finish_s"):
         assert np.isfinite(req[col]).all(), col
-    # causality
     assert (req["arrival_s"] <= req["first_scheduled_s"]).all()
     assert (req["first_scheduled_s"] < req["first_token_s"]).all()
-    assert (req["first_token_s"] <= req["finish_s"]).all()
     one = req["output_tokens"] == 1
-    assert one.any()
     np.testing.assert_array_equal(req.loc[one, "first_token_s"], req.loc[one, "finish_s"])
     assert (req.loc[~one, "first_token_s"] < req.loc[~one, "finish_s"]).all()
-    # memory
-    assert 0 < res.peak_kv_blocks <= cap
-    assert req["preemptions"].sum() > 0
-    assert (req["preemptions"] >= 0).all()
-    # token accounting: one gap per token after the first; gaps telescope to decode time
+    assert 0 < res.peak_kv_blocks <= cap and req["preemptions"].sum() > 0
     assert res.gaps.total == int((req["output_tokens"] - 1).sum())
-    multi = req[~one]
-    np.testing.assert_allclose(
-        multi["mean_gap_s"] * (multi["output_tokens"] - 1),
-        multi["finish_s"] - multi["first_token_s"],
-        rtol=1e-9,
-        atol=1e-12,
-    )
-    assert (multi["max_gap_s"] >= multi["mean_gap_s"] * (1 - 1e-12)).all()
-    assert (multi["max_gap_s"] <= multi["finish_s"] - multi["first_token_s"] + 1e-12).all()
     assert req.loc[one, "mean_gap_s"].isna().all()
-    # the clock only advances by steps: busy time fits inside the run, and every step costs at
-    # least the intercept
+    # busy time fits inside the run, and every step costs at least the intercept
     assert 0 < res.busy_s <= req["finish_s"].max() - req["arrival_s"].min() + 1e-9
     assert res.busy_s >= res.steps * step.intercept - 1e-9
     assert res.steps >= int(req["output_tokens"].max())
+
+
+@pytest.mark.parametrize("name", sorted(ALL_SCHEDULERS))
+def test_schedulers_read_the_engine_and_never_change_it(name, monkeypatch):
+    """A scheduler returns a plan; the engine's state is the same before and after it decides."""
+    real = Engine._step
+    seen = []
+
+    def checked(self, plan):
+        seen.append(plan.requests.size)
+        return real(self, plan)
+
+    def snapshot(e):
+        return (e.seq.copy(), e.computed.copy(), e.blocks.copy(), list(e.running), e.free, e.now)
+
+    engine = Engine(class_trace(120), ALL_SCHEDULERS[name](), Arena(STAIRCASE, EngineConfig(kv_capacity_blocks=900)))
+    inner = engine.scheduler.schedule
+
+    def schedule():
+        before = snapshot(engine)
+        plan = inner()
+        after = snapshot(engine)
+        for a, b in zip(before, after):
+            assert np.array_equal(a, b)
+        return plan
+
+    engine.scheduler.schedule = schedule
+    monkeypatch.setattr(Engine, "_step", checked)
+    engine.run()
+    assert seen
+
+
+def test_fcfs_under_continuous_batching_is_sarathi_fcfs_with_equal_budgets():
+    """vLLM v1's running pass serves decodes before the one partial prefill (admission order),
+    so with the same token budget, sequence cap and KV cache the two are one schedule."""
+    trace = class_trace(400, rate=3.0, seed=2)
+    for cap in (1 << 40, 600, 400):
+        arena = Arena(STAIRCASE, EngineConfig(max_num_seqs=128, max_num_batched_tokens=512, kv_capacity_blocks=cap))
+        a = run(trace, ContinuousBatching(make_policy("fcfs")), arena).requests
+        b = run(trace, Sarathi(budget=512, max_active=128, order="fcfs"), arena).requests
+        pd.testing.assert_frame_equal(a, b)
+        assert cap > 1e6 or a["preemptions"].sum() > 0
 
 
 @pytest.mark.parametrize("encoder_frames", [0, 1500])
@@ -260,7 +337,7 @@ def test_busy_time_is_the_sum_of_step_costs_without_preemption(encoder_frames):
         assert res.busy_s == pytest.approx(expected, rel=1e-9)
 
 
-# -- KV capacity ----------------------------------------------------------------------------
+# -- KV capacity and bad traces ------------------------------------------------------------
 def test_kv_capacity_below_one_request_raises():
     trace = pd.DataFrame(
         {"request_id": [0, 1], "arrival_s": [0.0, 1.0], "prompt_tokens": [10, 4], "output_tokens": [30, 4]}
@@ -273,37 +350,42 @@ def test_kv_capacity_below_one_request_raises():
     assert np.isfinite(res.requests["finish_s"]).all()
     assert res.peak_kv_blocks == need
     with pytest.raises(SchedlabError, match=rf"needs {need} KV blocks .* holds {need - 1}"):
-        Simulator(
-            trace,
-            make_policy("fcfs"),
-            step,
-            EngineConfig(block_size=16, kv_capacity_blocks=need - 1, encoder_frames=1500),
-            np.ones(2),
-        )
-    with pytest.raises(SchedlabError, match="KV blocks"):
-        Simulator(trace, make_policy("sjf"), step, EngineConfig(block_size=16, kv_capacity_blocks=2), np.ones(2))
+        simulate(trace, "fcfs", step, EngineConfig(block_size=16, kv_capacity_blocks=need - 1, encoder_frames=1500), [1, 1])
+    for name in ("sjf", "sarathi-fcfs", "rad"):
+        with pytest.raises(SchedlabError, match="KV blocks"):
+            run(trace, ALL_SCHEDULERS[name](), Arena(step, EngineConfig(block_size=16, kv_capacity_blocks=2)))
 
 
-def test_bad_traces_raise():
-    step = StepTimeModel(intercept=0.01)
-    good = pd.DataFrame(
-        {"request_id": [0, 1], "arrival_s": [0.0, 1.0], "prompt_tokens": [1, 1], "output_tokens": [1, 1]}
-    )
-    unsorted = good.assign(arrival_s=[1.0, 0.0])
-    with pytest.raises(SchedlabError, match="sorted"):
-        Simulator(unsorted, make_policy("fcfs"), step, EngineConfig(), np.ones(2))
-    with pytest.raises(SchedlabError, match="output_tokens >= 1"):
-        Simulator(good.assign(output_tokens=[1, 0]), make_policy("fcfs"), step, EngineConfig(), np.ones(2))
+@pytest.mark.parametrize("bad, message", [
+    ({"arrival_s": [1.0, 0.0]}, "sorted"),
+    ({"arrival_s": [0.0, np.nan]}, "finite"),
+    ({"arrival_s": [-1.0, 0.0]}, ">= 0"),
+    ({"arrival_s": [0.0, np.inf]}, "finite"),
+    ({"output_tokens": [1, 0]}, "output_tokens >= 1"),
+])
+def test_bad_traces_raise(bad, message):
+    good = pd.DataFrame({"request_id": [0, 1], "arrival_s": [0.0, 1.0], "prompt_tokens": [1, 1], "output_tokens": [1, 1]})
+    for name in ("fcfs", "sarathi-fcfs"):
+        with pytest.raises(SchedlabError, match=message):
+            run(good.assign(**bad), ALL_SCHEDULERS[name](), Arena(StepTimeModel(intercept=0.01), EngineConfig()))
+
+
+def test_a_stalled_scheduler_fails_instead_of_hanging():
+    class Idle(Sarathi):
+        def schedule(self):
+            from schedlab.engine.plan import Planner
+            return Planner(self.engine, self, 0).plan()
+
+    trace = class_trace(5)
+    with pytest.raises(SchedlabError, match="stalled"):
+        run(trace, Idle(), Arena(STAIRCASE, EngineConfig()))
 
 
 # -- determinism ----------------------------------------------------------------------------
-@pytest.mark.parametrize("policy", POLICY_NAMES)
-def test_same_inputs_same_results(policy):
-    trace, sizes = random_trace(400, rate=40.0, seed=3)
-    cfg = EngineConfig(max_num_seqs=32, max_num_batched_tokens=256, kv_capacity_blocks=60, encoder_frames=32)
-    step = StepTimeModel(intercept=0.005, n_encoder=0.02, n_prefill_tokens=1e-4, n_decode=2e-4, ctx_tokens=1e-6)
-    a = simulate(trace, policy, step, cfg, sizes)
-    b = simulate(trace, policy, step, cfg, sizes)
+@pytest.mark.parametrize("name", sorted(ALL_SCHEDULERS))
+def test_same_inputs_same_results(name):
+    trace = class_trace(200, rate=6.0, seed=3)
+    a, b = serve(name, trace, 1200), serve(name, trace, 1200)
     pd.testing.assert_frame_equal(a.requests, b.requests)
     np.testing.assert_array_equal(a.gaps.counts, b.gaps.counts)
     assert (a.steps, a.busy_s, a.peak_kv_blocks) == (b.steps, b.busy_s, b.peak_kv_blocks)
@@ -361,9 +443,7 @@ def test_cli_simulate_is_byte_identical_and_matches_in_process(cli_inputs, tmp_p
 
     engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
     assert engine.encoder_frames == 1500
-    result, _ = run_sim(
-        trace, "sjf", StepTimeModel.load(paths["steptime"]), engine, kappa={"en": 3.0}, identity={}
-    )
+    result, _ = run_policy(trace, "sjf", Arena(StepTimeModel.load(paths["steptime"]), engine, {"en": 3.0}), identity={})
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / "results.parquet"), result.requests)
 
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
@@ -415,29 +495,22 @@ FF_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(FF_CASES))
-@pytest.mark.parametrize("policy", POLICY_NAMES)
-def test_fast_forward_matches_step_by_step(policy, case, monkeypatch):
-    build, cfg = FF_CASES[case]
-    trace, sizes = build()
+def _stretch_counter(monkeypatch) -> list:
+    """Record every fast-forward attempt: (whether it ran, whether KV cut it short)."""
+    stretches = []
+    real = Engine._stretch
 
-    stretches = []  # (steps taken, whether the KV limit cut the stretch)
-    real_stretch = Simulator._stretch
+    def counting(self, t_stop):
+        run_arr = self.running_array()
+        ran = real(self, t_stop)
+        stretches.append((ran, self.free < len(run_arr)))
+        return ran
 
-    def counting_stretch(self, run_arr, seq, computed, blocks, total, free, now, nxt, ctx):
-        out = real_stretch(self, run_arr, seq, computed, blocks, total, free, now, nxt, ctx)
-        to_completion = int((total[run_arr] - seq[run_arr]).min())
-        bs = self.cfg.block_size
-        more = -(-(computed[run_arr] + to_completion) // bs) - (blocks[run_arr] - self.enc_blocks)
-        stretches.append((out[0], int(more.sum()) > free))
-        return out
+    monkeypatch.setattr(Engine, "_stretch", counting)
+    return stretches
 
-    monkeypatch.setattr(Simulator, "_stretch", counting_stretch)
-    fast = simulate(trace, policy, CALIBRATED, cfg, sizes)
-    assert sum(k >= 2 for k, _ in stretches) >= 5  # fast-forward did apply
-    monkeypatch.setattr(Simulator, "_steady", lambda self, *args: False)
-    slow = simulate(trace, policy, CALIBRATED, cfg, sizes)
 
+def _assert_same_run(fast, slow):
     f, s = fast.requests, slow.requests
     for col in ("first_scheduled_s", "first_token_s", "finish_s", "max_gap_s", "mean_gap_s"):
         np.testing.assert_allclose(f[col], s[col], rtol=1e-9, atol=0, equal_nan=True, err_msg=col)
@@ -446,10 +519,36 @@ def test_fast_forward_matches_step_by_step(policy, case, monkeypatch):
     assert fast.peak_kv_blocks == slow.peak_kv_blocks
     assert fast.busy_s == pytest.approx(slow.busy_s, rel=1e-9)
     assert fast.gaps.total == slow.gaps.total
+    for cls, hist in fast.class_gaps.items():
+        assert hist.total == slow.class_gaps[cls].total
+
+
+@pytest.mark.parametrize("case", sorted(FF_CASES))
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_fast_forward_matches_step_by_step(policy, case, monkeypatch):
+    build, cfg = FF_CASES[case]
+    trace, sizes = build()
+    stretches = _stretch_counter(monkeypatch)
+    fast = simulate(trace, policy, CALIBRATED, cfg, sizes)
+    assert sum(ran for ran, _ in stretches) >= 5  # fast-forward did apply
+    monkeypatch.setattr(Engine, "_stretch", lambda self, t_stop: False)
+    slow = simulate(trace, policy, CALIBRATED, cfg, sizes)
+    _assert_same_run(fast, slow)
     if case == "kv":
-        assert any(k >= 2 and cut for k, cut in stretches)
-        assert f["preemptions"].sum() > 0
+        assert fast.requests["preemptions"].sum() > 0
         assert fast.peak_kv_blocks == cfg.kv_capacity_blocks
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_fast_forward_matches_step_by_step_for_every_builder(name, monkeypatch):
+    trace = class_trace(300, rate=4.0, seed=1)
+    stretches = _stretch_counter(monkeypatch)
+    fast = serve(name, trace, 100_000, warmup_s=10.0, sample_s=1.0)
+    assert sum(ran for ran, _ in stretches) >= 1
+    monkeypatch.setattr(Engine, "_stretch", lambda self, t_stop: False)
+    slow = serve(name, trace, 100_000, warmup_s=10.0, sample_s=1.0)
+    _assert_same_run(fast, slow)
+    pd.testing.assert_frame_equal(fast.timeline, slow.timeline)
 
 
 # -- paper A's qualitative claim ------------------------------------------------------------

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from schedlab.errors import SchedlabError
+from schedlab.engine import Arena
 from schedlab.ewsjf import workload
 from schedlab.ewsjf.dispatch import DOWN, UP, Dispatcher
 from schedlab.ewsjf.optimise import Tuner
@@ -22,7 +23,7 @@ from schedlab.ewsjf.score import PrefillModel, Weights, score, wait_to_outrank
 from schedlab.ewsjf.studies import Setup, backlog, engine_limits, policy_for, run
 from schedlab.latency.catalogue import hardware, model_arch
 from schedlab.policies import make_policy
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine.steptime import StepTimeModel
 
 PREFILL = PrefillModel(intercept_s=0.01, per_token_s=1e-4)
 STEP = StepTimeModel(intercept=0.01, n_prefill_tokens=1e-4, n_decode=5e-4, ctx_tokens=1e-7)
@@ -48,7 +49,7 @@ def synthetic_pools(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def small_setup() -> Setup:
     hw, arch = hardware("4xA100-80GB"), model_arch("llama-2-13b")
-    return Setup(STEP, engine_limits(hw, arch), *synthetic_pools())
+    return Setup(Arena(STEP, engine_limits(hw, arch)), *synthetic_pools())
 
 
 # -- partitions -----------------------------------------------------------------------------
@@ -406,7 +407,7 @@ def test_cli_calibrates_and_runs_a_study(tmp_path):
     cal = StepTimeModel.load(tmp_path / "cal.json")
     from schedlab.ewsjf.studies import Setup
 
-    setup = Setup(cal, engine_limits(hardware("4xA100-80GB"), model_arch("llama-2-13b")), short, long)
+    setup = Setup(Arena(cal, engine_limits(hardware("4xA100-80GB"), model_arch("llama-2-13b"))), short, long)
     _, s = run(setup, setup.trace("mixed", 600, 200.0, 0), make_policy("fcfs"))
     assert s["throughput_rps"] == pytest.approx(20.0, rel=0.01)
     out = tmp_path / "q.parquet"

@@ -12,9 +12,9 @@ from schedlab.errors import SchedlabError
 from schedlab.fit.calibrate import calibrate
 from schedlab.fit.kappa import fit_kappa, fit_languages, kappas
 from schedlab.fit.steptime import fit_steptime, predict
-from schedlab.sim.engine import EngineConfig
-from schedlab.sim.setup import run_sim
-from schedlab.sim.steptime import COMPUTE_TERMS, MEMORY_TERMS, StepTimeModel
+from schedlab.engine import Arena, EngineConfig
+from schedlab.simulate import run_policy
+from schedlab.engine.steptime import COMPUTE_TERMS, MEMORY_TERMS, StepTimeModel
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.asr import asr_trace
 
@@ -218,17 +218,15 @@ def test_calibrate_hits_saturation_and_light_ttft_targets():
     overload, light = trace(60.0, 400, 1), trace(1.0, 100, 2)
     kappa = {"en": 3.0}
     model, record = calibrate(
-        base,
-        engine,
+        Arena(base, engine, kappa),
         overload_trace=overload,
         light_trace=light,
         saturation_rps=18.0,
         light_p50_ttft_ms=64.6,
-        kappa=kappa,
     )
 
     def fcfs(tr, m):
-        return run_sim(tr, "fcfs", m, engine, kappa=kappa, identity={})[1]
+        return run_policy(tr, "fcfs", Arena(m, engine, kappa), identity={})[1]
 
     # The uncalibrated model is far off both targets, so the test checks the fit, not luck.
     raw = fcfs(overload, base)

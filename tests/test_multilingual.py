@@ -20,8 +20,9 @@ from schedlab.extensions.language_kappa import (
     mix,
 )
 from schedlab.metrics import latency_columns
-from schedlab.sim.setup import engine_config, run_sim
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine import Arena, engine_config
+from schedlab.simulate import run_policy
+from schedlab.engine.steptime import StepTimeModel
 from schedlab.workload.asr import WHISPER_MAX_POSITIONS
 from schedlab.workload.multilingual import fleurs_tables, mix_trace, stand_in_pool
 
@@ -94,8 +95,8 @@ def test_ratio_one_gives_identical_schedules(utts):
     assert source == "stand-in" and kappas["per-language"] == kappas["global"]
     trace = mix(pools, SHARES, 25.0, seed=0, duration_s=20.0)
     for policy in ("sjf", "hrrn"):
-        a = run_sim(trace, policy, STEP, ENGINE, kappa=kappas["per-language"], identity={})[0].requests
-        b = run_sim(trace, policy, STEP, ENGINE, kappa=kappas["global"], identity={})[0].requests
+        a = run_policy(trace, policy, Arena(STEP, ENGINE, kappas["per-language"]), identity={})[0].requests
+        b = run_policy(trace, policy, Arena(STEP, ENGINE, kappas["global"]), identity={})[0].requests
         pd.testing.assert_frame_equal(a, b)
 
 
@@ -114,7 +115,7 @@ def test_large_ratio_per_language_kappa_ranks_better_and_cuts_sjf_median(utts):
     kappas = estimator_kappas(pools)
     trace = mix(pools, SHARES, 25.0, seed=0, duration_s=30.0)  # past saturation (~17 req/s)
     p50 = {
-        est: run_sim(trace, "sjf", STEP, ENGINE, kappa=kappas[est], identity={})[1]["p50_e2el_ms"]
+        est: run_policy(trace, "sjf", Arena(STEP, ENGINE, kappas[est]), identity={})[1]["p50_e2el_ms"]
         for est in ("per-language", "global")
     }
     assert p50["per-language"] < 0.9 * p50["global"]
@@ -122,7 +123,7 @@ def test_large_ratio_per_language_kappa_ranks_better_and_cuts_sjf_median(utts):
 
 def test_study_rows_share_arrivals_and_are_deterministic(utts):
     kw = dict(ratios=(1.0, 3.0), shares=SHARES, rates=(8.0, 25.0), duration_s=8.0)
-    df = kappa_study(utts, STEP, ENGINE, **kw)
+    df = kappa_study(utts, Arena(STEP, ENGINE), **kw)
     assert len(df) == 2 * 2 * 3 * 2
     assert set(df["source"]) == {"stand-in"} and set(df["estimate"]) == {"per-language", "global"}
     # One trace per rate: same arrivals and language split for every ratio, estimate and policy.
@@ -139,7 +140,7 @@ def test_study_rows_share_arrivals_and_are_deterministic(utts):
         fcfs.xs("per-language", level="estimate").drop(columns=["kappa_en"]),
         fcfs.xs("global", level="estimate").drop(columns=["kappa_en"]),
     )
-    again = kappa_study(utts, STEP, ENGINE, **kw)
+    again = kappa_study(utts, Arena(STEP, ENGINE), **kw)
     pd.testing.assert_frame_equal(df.drop(columns=CLOCKS), again.drop(columns=CLOCKS))
 
 
@@ -148,7 +149,7 @@ def test_per_request_arrivals_are_identical_across_estimates_and_policies(utts):
     kappas = estimator_kappas(pools)
     trace = mix(pools, SHARES, 20.0, seed=1, duration_s=5.0)
     runs = [
-        run_sim(trace, policy, STEP, ENGINE, kappa=kappas[est], identity={})[0].requests
+        run_policy(trace, policy, Arena(STEP, ENGINE, kappas[est]), identity={})[0].requests
         for est in ("per-language", "global")
         for policy in ("fcfs", "sjf", "hrrn")
     ]
@@ -192,7 +193,7 @@ def test_bad_input_is_one_line_errors(utts):
     arrivals, rng = np.arange(10.0), np.random.default_rng(0)
     cases = [
         (lambda: mix_trace(pools, {"en": 0.5, "hi": 0.4}, arrivals, rng=rng), "sum to 1"),
-        (lambda: kappa_study(utts, STEP, ENGINE, shares={"en": 1.2, "hi": -0.2}, rates=(1.0,)), "non-negative"),
+        (lambda: kappa_study(utts, Arena(STEP, ENGINE), shares={"en": 1.2, "hi": -0.2}, rates=(1.0,)), "non-negative"),
         (lambda: mix_trace(pools, {"en": 0.5, "fr": 0.5}, arrivals, rng=rng), "no request pool for language"),
         (lambda: kappa_for(["en", "hi"], {"en": 3.0}), "no kappa for language 'hi' and no default"),
     ]

@@ -143,7 +143,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    for name in ("asr_duration", "calibration", "slo_sa", "ewsjf", "slai", "tournament", "asr_extensions"):
+    for name in ("asr_duration", "calibration", "slosa", "ewsjf", "slai", "tournament", "asr_extensions"):
         nb = json.loads((results / "notebooks" / f"{name}.ipynb").read_text())
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors
@@ -153,7 +153,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
             assert (results / "figures" / "asr_duration" / f"{fig}.{ext}").stat().st_size > 0
 
     for fig in SLO_SA_FIGURES:
-        assert (results / "figures" / "slo_sa" / f"{fig}.png").stat().st_size > 0
+        assert (results / "figures" / "slosa" / f"{fig}.png").stat().st_size > 0
     for fig in EWSJF_FIGURES:
         assert (results / "figures" / "ewsjf" / f"{fig}.png").stat().st_size > 0
     queues = pd.read_parquet(results / "ewsjf" / "study" / "queues-mixed.parquet")

@@ -11,17 +11,19 @@ import pytest
 
 from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
 from schedlab.errors import SchedlabError
-from schedlab.sim.engine import EngineConfig, SimJob
-from schedlab.sim.steptime import StepTimeModel
-from schedlab.slo.online import OnlineMapper, predictor_for
+from schedlab.engine import EngineConfig
+from schedlab.engine.continuous import Job
+from schedlab.engine.steptime import StepTimeModel
+from schedlab.slosa.online import OnlineMapper, predictor_for
 from schedlab.tournament.entrants import ENTRANTS, lineup
 from schedlab.tournament.pareto import front, on_front
-from schedlab.tournament.play import Arena, capacity, match, slo_score
+from schedlab.engine import Arena
+from schedlab.tournament.play import capacity, match, slo_score
 from schedlab.tournament.workloads import trace
 from schedlab.workload.replay import native_rate, replay_trace
 
 STEP = StepTimeModel(intercept=0.01, n_prefill_tokens=5e-5, n_decode=2e-4, ctx_tokens=2e-7)
-ARENA = Arena(STEP, EngineConfig(max_num_seqs=64, max_num_batched_tokens=2048, kv_capacity_blocks=4000), {}, 8192)
+ARENA = Arena(STEP, EngineConfig(max_num_seqs=64, max_num_batched_tokens=2048, kv_capacity_blocks=4000), max_tokens=8192)
 
 
 def _timed_pool(n: int = 400, seed: int = 0) -> pd.DataFrame:
@@ -90,7 +92,7 @@ def test_mapper_puts_the_request_that_can_still_make_its_slo_first():
     # e2e target that only holds if it goes first.
     req = _requests([np.nan, 0.5], [np.nan, np.nan], [1500, 100], [300, 5])
     mapper = OnlineMapper(req, predictor_for(STEP), max_batch=1)
-    jobs = [SimJob(i, float(i) * 0.01, 1.0, i, int(p)) for i, p in enumerate(req["prompt_tokens"])]
+    jobs = [Job(i, float(i) * 0.01, 1.0, i, int(p)) for i, p in enumerate(req["prompt_tokens"])]
     for j in jobs:
         mapper.push(j)
     assert mapper.peek(0.02) is jobs[1]
@@ -103,7 +105,7 @@ def test_mapper_loses_and_duplicates_nothing_and_replans_on_arrivals():
     req = _requests(np.where(rng.random(n) < 0.5, 30.0, np.nan), np.full(n, 10.0), rng.integers(50, 2000, n),
                     rng.integers(1, 400, n))
     mapper = OnlineMapper(req, predictor_for(STEP), window=8)
-    jobs = [SimJob(i, i * 0.1, 1.0, i, int(req["prompt_tokens"][i])) for i in range(n)]
+    jobs = [Job(i, i * 0.1, 1.0, i, int(req["prompt_tokens"][i])) for i in range(n)]
     popped = []
     for k, j in enumerate(jobs):
         mapper.push(j)
@@ -171,7 +173,7 @@ def test_every_entrant_serves_every_request_of_the_same_trace(matches):
 def test_chunked_prefill_keeps_token_gaps_short_where_prefill_priority_stalls(matches):
     _, _, table = matches
     tbt = table.set_index("policy")["p99_itl_ms"]
-    assert tbt["sarathi-fcfs"] < tbt["vllm"]
+    assert tbt["sarathi-fcfs"] < tbt["prefill-priority"]
 
 
 def test_tournament_cli_rejects_bad_input_in_one_line(tmp_path):

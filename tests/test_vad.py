@@ -7,9 +7,9 @@ import pytest
 from schedlab.data.vad import FRAME_MS, speech_frames, speech_sample, speech_seconds
 from schedlab.errors import SchedlabError
 from schedlab.estimate import job_sizes, size_estimate, size_hints
-from schedlab.sim.engine import EngineConfig
-from schedlab.sim.setup import engine_config, run_sim
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine import Arena, EngineConfig, engine_config
+from schedlab.simulate import run_policy
+from schedlab.engine.steptime import StepTimeModel
 from schedlab.extensions.vad import vad_accuracy, vad_study
 from schedlab.workload.padded import SCENARIOS, synth_clip, vad_clips, vad_trace
 
@@ -155,7 +155,7 @@ def test_scenarios_share_arrivals_and_utterances(clips):
 def study():
     """Overload (25 req/s against ~18), half the clips padded with 0-20 s of silence."""
     return vad_study(
-        utterances(200, seed=0), STEP, ENGINE, KAPPA, rates=[25.0], seed=0, duration_s=60.0,
+        utterances(200, seed=0), Arena(STEP, ENGINE, KAPPA), rates=[25.0], seed=0, duration_s=60.0,
         pad_fraction=0.5, max_pad_s=20.0,
     )
 
@@ -172,7 +172,7 @@ def test_study_rows_and_shared_arrivals(study):
 
 def test_study_is_deterministic(study):
     again = vad_study(
-        utterances(200, seed=0), STEP, ENGINE, KAPPA, rates=[25.0], seed=0, duration_s=60.0,
+        utterances(200, seed=0), Arena(STEP, ENGINE, KAPPA), rates=[25.0], seed=0, duration_s=60.0,
         pad_fraction=0.5, max_pad_s=20.0,
     )
     pd.testing.assert_frame_equal(study.drop(columns=list(TIMING)), again.drop(columns=list(TIMING)))
@@ -191,9 +191,9 @@ def test_vllm_sim_orders_by_the_speech_time_a_client_sends(clips):
     pytest.importorskip("vllm")
     trace = vad_trace(clips, "padded", 25.0, seed=0, duration_s=8.0)
     engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
-    kw = dict(kappa=KAPPA, identity={}, duration="vad")
-    sim = run_sim(trace, "sjf", STEP, engine, **kw)[0].requests
-    vs = run_sim(trace, "sjf", STEP, engine, backend="vllm-sim", model="whisper-large-v3", **kw)[0].requests
-    raw = run_sim(trace, "sjf", STEP, engine, kappa=KAPPA, identity={})[0].requests
+    arena = Arena(STEP, engine, KAPPA, "vad")
+    sim = run_policy(trace, "sjf", arena, identity={})[0].requests
+    vs = run_policy(trace, "sjf", arena, identity={}, backend="vllm-sim", model="whisper-large-v3")[0].requests
+    raw = run_policy(trace, "sjf", Arena(STEP, engine, KAPPA), identity={})[0].requests
     np.testing.assert_allclose(vs["finish_s"], sim["finish_s"], rtol=1e-9, atol=1e-9)
     assert not np.allclose(raw["finish_s"], sim["finish_s"])

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def test_sjf_in_a_real_engine_admits_by_audio_duration():
     """One sequence at a time: a burst of four is served shortest audio first, lengths forced."""
-    import schedlab.slo.search  # noqa: F401  numba/llvmlite loaded, as in a notebook mixing papers
+    import schedlab.slosa.search  # noqa: F401  numba/llvmlite loaded, as in a notebook mixing papers
 
     assert "llvmlite.binding.ffi" in sys.modules
     llm = start_engine(EngineSpec(max_num_seqs=1), policy="sjf", kappa={"en": 3.0})

@@ -13,9 +13,9 @@ from schedlab.backends.vllm_scheduler import PolicyQueue, VllmJob  # noqa: E402
 from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: E402
 from schedlab.examples import TOY_KAPPA, TOY_STEP, toy_trace  # noqa: E402
 from schedlab.policies import make_policy  # noqa: E402
-from schedlab.sim.engine import EngineConfig  # noqa: E402
-from schedlab.sim.setup import engine_config, run_sim  # noqa: E402
-from schedlab.sim.steptime import StepTimeModel  # noqa: E402
+from schedlab.engine import Arena, EngineConfig, engine_config  # noqa: E402
+from schedlab.simulate import run_policy  # noqa: E402
+from schedlab.engine.steptime import StepTimeModel  # noqa: E402
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.synthetic import random_lengths_trace  # noqa: E402
 from schedlab.workload.asr import asr_trace, librispeech_pool  # noqa: E402
@@ -131,7 +131,7 @@ def test_head_of_line_request_waits_until_it_fits():
 def test_vllm_scheduler_reproduces_the_toy_example(policy, finish):
     """Paper A's toy through vLLM's scheduler with Whisper's encoder path: exact times."""
     engine = engine_config("A100-40GB", "whisper-tiny", max_num_seqs=1, max_num_batched_tokens=2048)
-    res = run_vllm_sim(toy_trace(), policy, TOY_STEP, engine, model="whisper-tiny", kappa={"en": TOY_KAPPA})
+    res = run_vllm_sim(toy_trace(), policy, Arena(TOY_STEP, engine, {"en": TOY_KAPPA}), model="whisper-tiny")
     np.testing.assert_allclose(res.requests["finish_s"], finish, atol=1e-9)
 
 
@@ -151,9 +151,9 @@ def test_vllm_sim_equals_sim_on_whisper(policy):
     """Same trace, policy and step model: identical per-request times, up to overload."""
     trace = _whisper_trace(rate=25.0, n=250)
     engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
-    kw = dict(kappa={"en": 3.0}, identity={})
-    sim = run_sim(trace, policy, WHISPER_STEP, engine, **kw)[0].requests
-    vs = run_sim(trace, policy, WHISPER_STEP, engine, backend="vllm-sim", model="whisper-large-v3", **kw)[0].requests
+    arena = Arena(WHISPER_STEP, engine, {"en": 3.0})
+    sim = run_policy(trace, policy, arena, identity={})[0].requests
+    vs = run_policy(trace, policy, arena, identity={}, backend="vllm-sim", model="whisper-large-v3")[0].requests
     for col in ("first_scheduled_s", "first_token_s", "finish_s"):
         np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9)
 
@@ -166,8 +166,8 @@ def test_vllm_sim_equals_sim_under_kv_pressure(policy):
     trace = random_lengths_trace(arrival_times(20.0, rng=rng, n_requests=n), rng=rng, prompt=(16, 600), output=(4, 200))
     step = StepTimeModel(intercept=0.004, n_prefill_tokens=2e-5, n_decode=1e-4, ctx_tokens=1e-7)
     engine = EngineConfig(max_num_seqs=32, max_num_batched_tokens=512, block_size=16, kv_capacity_blocks=250)
-    sim = run_sim(trace, policy, step, engine, kappa={}, identity={})[0].requests
-    vs = run_sim(trace, policy, step, engine, kappa={}, identity={}, backend="vllm-sim", model="tiny-llama")[0].requests
+    sim = run_policy(trace, policy, Arena(step, engine, {}), identity={})[0].requests
+    vs = run_policy(trace, policy, Arena(step, engine, {}), identity={}, backend="vllm-sim", model="tiny-llama")[0].requests
     assert sim["preemptions"].sum() > 10
     np.testing.assert_array_equal(vs["preemptions"], sim["preemptions"])
     np.testing.assert_allclose(vs["finish_s"], sim["finish_s"], rtol=1e-9)
@@ -178,9 +178,9 @@ def test_paper_d_mapping_served_by_vllms_scheduler_equals_sim():
     vLLM's scheduler admits the batches in order, exactly as the sim engine does."""
     from schedlab.fit.latency_predictor import REFERENCE
     from schedlab.latency.catalogue import hardware, model_arch
-    from schedlab.slo.dispatch import paper_engine, serve
-    from schedlab.slo.problem import MappingProblem
-    from schedlab.slo.search import AnnealConfig, anneal
+    from schedlab.slosa.dispatch import paper_engine, serve
+    from schedlab.slosa.problem import MappingProblem
+    from schedlab.slosa.search import AnnealConfig, anneal
 
     rng = np.random.default_rng(4)
     n = 16
@@ -192,8 +192,8 @@ def test_paper_d_mapping_served_by_vllms_scheduler_equals_sim():
     })
     mapping = anneal(MappingProblem.build(req, REFERENCE, 4), AnnealConfig(early_exit=False)).mapping
     engine = paper_engine(hardware("2xV100-32GB"), model_arch("qwen2.5-7b"))
-    sim = serve(req, mapping, *engine)
-    vs = serve(req, mapping, *engine, backend="vllm-sim", model="qwen2.5-7b")
+    sim = serve(req, mapping, engine)
+    vs = serve(req, mapping, engine, backend="vllm-sim", model="qwen2.5-7b")
     rank = mapping.rank()
     first = vs["first_scheduled_s"].to_numpy()
     assert all(first[rank == j].max() <= first[rank == j + 1].min() for j in range(len(mapping.sizes) - 1))
@@ -211,9 +211,9 @@ def test_vllm_sim_equals_sim_for_prompt_length_policies(policy):
     trace = random_lengths_trace(arrival_times(60.0, rng=rng, n_requests=n), rng=rng, prompt=(16, 600), output=(2, 40))
     step = StepTimeModel(intercept=0.004, n_prefill_tokens=4e-5, n_decode=1e-4, ctx_tokens=1e-7)
     engine = EngineConfig(max_num_seqs=16, max_num_batched_tokens=512, block_size=16, kv_capacity_blocks=2000)
-    sim = run_sim(trace, policy, step, engine, kappa={}, identity={})[0].requests
-    vs = run_sim(trace, policy, step, engine, kappa={}, identity={}, backend="vllm-sim", model="tiny-llama")[0].requests
-    fcfs = run_sim(trace, "fcfs", step, engine, kappa={}, identity={})[0].requests
+    sim = run_policy(trace, policy, Arena(step, engine, {}), identity={})[0].requests
+    vs = run_policy(trace, policy, Arena(step, engine, {}), identity={}, backend="vllm-sim", model="tiny-llama")[0].requests
+    fcfs = run_policy(trace, "fcfs", Arena(step, engine, {}), identity={})[0].requests
     assert not np.allclose(sim["first_scheduled_s"], fcfs["first_scheduled_s"])  # the order differs from FCFS
     for col in ("first_scheduled_s", "first_token_s", "finish_s"):
         np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9)

@@ -59,7 +59,7 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def _engine(args):
-    from schedlab.sim.setup import engine_config
+    from schedlab.engine import engine_config
 
     return engine_config(
         args.hardware,
@@ -158,8 +158,9 @@ def cmd_fit_kappa(args) -> None:
 
 
 def cmd_fit_calibrate(args) -> None:
+    from schedlab.engine import Arena
+    from schedlab.engine.steptime import StepTimeModel
     from schedlab.fit.calibrate import calibrate
-    from schedlab.sim.steptime import StepTimeModel
     from schedlab.workload.arrivals import arrival_times
     from schedlab.workload.asr import asr_trace, librispeech_pool
 
@@ -170,20 +171,18 @@ def cmd_fit_calibrate(args) -> None:
         return asr_trace(pool, arrivals, rng=np.random.default_rng([args.seed, 1]))
 
     model, _ = calibrate(
-        StepTimeModel.load(args.base),
-        _engine(args),
+        Arena(StepTimeModel.load(args.base), _engine(args), _kappa(args.kappa)),
         overload_trace=trace(args.overload_rate, args.n_requests),
         light_trace=trace(args.light_rate, args.n_requests // 4),
         saturation_rps=args.saturation_rps,
         light_p50_ttft_ms=args.light_p50_ttft_ms,
-        kappa=_kappa(args.kappa),
         memory=args.memory_factor,
     )
     model.save(args.out)
 
 
 def cmd_fit_apply(args) -> None:
-    from schedlab.sim.steptime import StepTimeModel
+    from schedlab.engine.steptime import StepTimeModel
 
     calibrated = StepTimeModel.load(args.calibrated)
     record = calibrated.meta.get("calibration")
@@ -195,18 +194,18 @@ def cmd_fit_apply(args) -> None:
 
 # -- simulate -----------------------------------------------------------------------------
 def cmd_simulate(args) -> None:
+    from schedlab.engine import Arena
+    from schedlab.engine.steptime import StepTimeModel
     from schedlab.policies import make_policy
-    from schedlab.sim.setup import run_sim
-    from schedlab.sim.steptime import StepTimeModel
+    from schedlab.simulate import run_policy
 
     make_policy(args.policy)  # fail early on an unknown name
     trace = read_parquet(args.trace, TRACE_COLUMNS)
-    result, summary = run_sim(
+    arena = Arena(StepTimeModel.load(args.steptime), _engine(args), _kappa(args.kappa) if args.kappa else {})
+    result, summary = run_policy(
         trace,
         args.policy,
-        StepTimeModel.load(args.steptime),
-        _engine(args),
-        kappa=_kappa(args.kappa) if args.kappa else {},
+        arena,
         identity={
             "workload": args.workload,
             "rate": args.rate,
@@ -370,10 +369,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_collect)
 
-    from schedlab.batching.cli import add_commands as add_slai_commands
+    from schedlab.slai.cli import add_commands as add_slai_commands
     from schedlab.ewsjf.cli import add_commands as add_ewsjf_commands
     from schedlab.extensions.cli import add_commands as add_extension_commands
-    from schedlab.slo.cli import add_commands as add_slosa_commands
+    from schedlab.slosa.cli import add_commands as add_slosa_commands
     from schedlab.tournament.cli import add_commands as add_tournament_commands
 
     add_slosa_commands(sub)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from schedlab.estimate import job_sizes
+from schedlab.engine import Arena, ContinuousBatching, EngineConfig, run
+from schedlab.engine.steptime import StepTimeModel
 from schedlab.policies import make_policy
-from schedlab.sim.engine import EngineConfig, Simulator
-from schedlab.sim.steptime import StepTimeModel
 
 
 #: Paper A's toy: 5 tokens per second of audio, 1 s of encoder and 0.2 s per token.
@@ -34,11 +33,10 @@ def toy_head_of_line(policies=("fcfs", "sjf", "hrrn")) -> pd.DataFrame:
     """Paper A's toy served one at a time: a clip of d seconds takes 1 + d seconds.
     Returns each request's E2EL per policy."""
     trace = toy_trace()
-    engine = EngineConfig(max_num_seqs=1, encoder_frames=1)
-    sizes = job_sizes(trace, {"en": TOY_KAPPA})
+    arena = Arena(TOY_STEP, EngineConfig(max_num_seqs=1, encoder_frames=1), {"en": TOY_KAPPA})
     rows = []
     for policy in policies:
-        res = Simulator(trace, make_policy(policy), TOY_STEP, engine, sizes).run().requests
+        res = run(trace, ContinuousBatching(make_policy(policy)), arena).requests
         for r in res.itertuples():
             rows.append((policy, r.request_id, r.audio_duration_s, r.finish_s - r.arrival_s))
     return pd.DataFrame(rows, columns=["policy", "request_id", "audio_duration_s", "e2el_s"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from schedlab.sim.gaps import GapHistogram
+from schedlab.engine.gaps import GapHistogram
 
 
 def _pct(x: np.ndarray, q: float) -> float:

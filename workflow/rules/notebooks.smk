@@ -19,7 +19,7 @@ def notebook_inputs(name):
             "vllm": f"{R}/fit/steptime/vllm/local/{VLLM['model']}.json",
             "fidelity": rules.collect_fidelity.output[0],
         }
-    if name == "slo_sa":
+    if name == "slosa":
         studies = ("compare", "schedule", "lengths", "coefficients", "instances")
         return {
             **{s: f"{SD}/study/{s}.parquet" for s in studies},
@@ -70,7 +70,7 @@ rule notebook:
         backend=config["backend"],
         tmp=lambda w: f"{R}/notebooks/.{w.name}.source.ipynb",
     wildcard_constraints:
-        name="calibration|asr_duration|slo_sa|ewsjf|slai|tournament|asr_extensions",
+        name="calibration|asr_duration|slosa|ewsjf|slai|tournament|asr_extensions",
     conda:
         "../../envs/cpu.yaml"
     shell:

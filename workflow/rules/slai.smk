@@ -7,7 +7,7 @@ SLAI_TABLES = ("summary", "buckets", "timeline")
 
 
 def _check_slai():
-    from schedlab.batching.registry import SCHEDULERS
+    from schedlab.slai.registry import SCHEDULERS
 
     problems = [f"unknown scheduler {s!r}" for s in SLAI["schedulers"] + SLAI["throughput_schedulers"] if s not in SCHEDULERS]
     if SLAI["hardware"] not in hardware_names():

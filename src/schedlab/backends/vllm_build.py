@@ -31,7 +31,7 @@ from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 from schedlab.backends import placeholder_prompt  # noqa: E402
 from schedlab.backends.vllm_scheduler import SchedlabScheduler  # noqa: E402
 from schedlab.latency.catalogue import model_arch, model_dir  # noqa: E402
-from schedlab.sim.engine import EngineConfig  # noqa: E402
+from schedlab.engine.arena import EngineConfig  # noqa: E402
 
 
 class AudioBudgetRegistry:

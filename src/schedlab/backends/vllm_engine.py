@@ -24,8 +24,8 @@ import pandas as pd
 from schedlab.backends import placeholder_prompt
 from schedlab.estimate import size_hints
 from schedlab.latency.catalogue import model_arch, model_dir
-from schedlab.results import RequestLog
-from schedlab.sim.engine import SimResult
+from schedlab.engine.log import RequestLog
+from schedlab.engine.core import RunResult
 
 SCHEDULER = "schedlab.backends.vllm_scheduler.SchedlabScheduler"
 ASYNC_SCHEDULER = "schedlab.backends.vllm_scheduler.SchedlabAsyncScheduler"
@@ -129,7 +129,7 @@ def _index(request_id: str) -> int:
     return int(request_id.split("-", 1)[0])
 
 
-def replay(llm, trace: pd.DataFrame, on_step=None) -> SimResult:
+def replay(llm, trace: pd.DataFrame, on_step=None) -> RunResult:
     """Submit ``trace`` at its arrival offsets (from now) and step the engine until done.
 
     ``on_step(composition, seconds)``, if given, sees every step's composition (as in
@@ -187,12 +187,14 @@ def replay(llm, trace: pd.DataFrame, on_step=None) -> SimResult:
             seen[i] = count
             if out.finished:
                 log.finish[i] = end
-    return SimResult(
+    return RunResult(
         requests=log.frame(),
         gaps=log.gaps,
+        class_gaps=log.class_gaps,
         steps=steps,
         busy_s=busy,
         peak_kv_blocks=-1,
+        kv_capacity_blocks=-1,
         sched_overhead_s=float("nan"),
         wall_s=time.monotonic() - mono0,
     )

@@ -15,33 +15,25 @@ import pandas as pd
 from vllm.v1.outputs import ModelRunnerOutput
 
 from schedlab.backends.vllm_build import build_scheduler, make_request
+from schedlab.engine import Arena, RunResult, check_trace
+from schedlab.engine.log import RequestLog
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_hints
 from schedlab.latency.catalogue import model_arch
-from schedlab.results import RequestLog
-from schedlab.sim.engine import EngineConfig, SimResult, check_fits
-from schedlab.sim.steptime import StepTimeModel
 
 #: Placeholder id of every generated token (lengths are forced with ignore_eos).
 TOKEN = 100
 
 
-def run_vllm_sim(
-    trace: pd.DataFrame,
-    policy: str,
-    step_time: StepTimeModel,
-    engine: EngineConfig,
-    *,
-    model: str,
-    kappa: dict[str, float],
-    duration: str = "raw",
-) -> SimResult:
-    """Run ``trace`` through vLLM's scheduler; the result has the ``sim`` backend's shape.
-    ``duration`` picks the duration the requests' size hints carry (:func:`size_hints`)."""
+def run_vllm_sim(trace: pd.DataFrame, policy: str, arena: Arena, *, model: str) -> RunResult:
+    """Run ``trace`` through vLLM's scheduler with ``policy``; the result has the ``sim``
+    backend's shape. The requests' size hints carry the arena's duration source
+    (:func:`size_hints`)."""
     wall0 = time.perf_counter()
-    check_fits(trace, engine)
+    check_trace(trace, arena.limits, arena.max_tokens)
     arch = model_arch(model)
-    sched = build_scheduler(model, engine, policy=policy, kappa=kappa)
+    step_time = arena.step_time
+    sched = build_scheduler(model, arena.limits, policy=policy, kappa=arena.kappa)
     clock = {"now": 0.0}
     sched.clock = lambda: clock["now"]
     n = len(trace)
@@ -49,7 +41,7 @@ def run_vllm_sim(
     visible = arrival + step_time.frontend_s
     prompt = trace["prompt_tokens"].to_numpy(np.int64)
     output = trace["output_tokens"].to_numpy(np.int64)
-    hints = size_hints(trace, duration)
+    hints = size_hints(trace, arena.duration)
     log = RequestLog(trace)
     requests = []
     nxt = steps = 0
@@ -95,12 +87,14 @@ def run_vllm_sim(
             if o.finish_reason is not None:
                 log.finish[int(o.request_id)] = clock["now"]
     log.preemptions[:] = [r.num_preemptions for r in requests]
-    return SimResult(
+    return RunResult(
         requests=log.frame(),
         gaps=log.gaps,
+        class_gaps=log.class_gaps,
         steps=steps,
         busy_s=busy,
         peak_kv_blocks=peak,
+        kv_capacity_blocks=capacity,
         sched_overhead_s=float("nan"),
         wall_s=time.perf_counter() - wall0,
     )

@@ -15,13 +15,13 @@ POOL_COLUMNS = ("prompt_tokens", "output_tokens")
 
 
 def _setup(args):
+    from schedlab.engine import Arena
+    from schedlab.engine.steptime import StepTimeModel
     from schedlab.ewsjf.studies import Setup, engine_limits
     from schedlab.latency.catalogue import hardware, model_arch
-    from schedlab.sim.steptime import StepTimeModel
 
     return Setup(
-        StepTimeModel.load(args.steptime),
-        engine_limits(hardware(args.hardware), model_arch(args.model)),
+        Arena(StepTimeModel.load(args.steptime), engine_limits(hardware(args.hardware), model_arch(args.model))),
         read_parquet(args.short, POOL_COLUMNS),
         read_parquet(args.long, POOL_COLUMNS),
     )
@@ -52,22 +52,23 @@ def cmd_pools(args) -> None:
 
 def cmd_steptime(args) -> None:
     from schedlab.latency.catalogue import hardware, model_arch
-    from schedlab.slo.dispatch import engine_steptime
+    from schedlab.slosa.dispatch import engine_steptime
 
     engine_steptime(hardware(args.hardware), model_arch(args.model)).save(args.out)
 
 
 def cmd_calibrate(args) -> None:
+    from schedlab.engine import Arena
+    from schedlab.engine.steptime import StepTimeModel
     from schedlab.ewsjf.studies import Setup, engine_limits
     from schedlab.fit.calibrate import saturation_factor
     from schedlab.latency.catalogue import hardware, model_arch
-    from schedlab.sim.steptime import StepTimeModel
 
     base = StepTimeModel.load(args.base)
-    engine = engine_limits(hardware(args.hardware), model_arch(args.model))
-    setup = Setup(base, engine, read_parquet(args.short, POOL_COLUMNS), read_parquet(args.long, POOL_COLUMNS))
+    arena = Arena(base, engine_limits(hardware(args.hardware), model_arch(args.model)))
+    setup = Setup(arena, read_parquet(args.short, POOL_COLUMNS), read_parquet(args.long, POOL_COLUMNS))
     overload = setup.trace("mixed", args.n_requests, args.overload_rate, args.seed)
-    compute = saturation_factor(base, engine, overload, args.saturation_rps, kappa={})
+    compute = saturation_factor(arena, overload, args.saturation_rps)
     record = {"targets": {"saturation_rps": args.saturation_rps}, "compute": compute, "memory": 1.0,
               "overload_rate": args.overload_rate, "n_requests": args.n_requests}
     base.scaled(compute, 1.0, calibration=record).save(args.out)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine.steptime import StepTimeModel
 
 #: Floor of every weight (keeps the score strictly increasing in the waiting time).
 W_MIN = 1e-3

@@ -28,8 +28,7 @@ from schedlab.ewsjf.score import PrefillModel, score
 from schedlab.latency.catalogue import Hardware, ModelArch, kv_capacity_blocks
 from schedlab.metrics import latency_columns, summarize
 from schedlab.policies import Policy, make_policy
-from schedlab.sim.engine import EngineConfig, SimResult, Simulator
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine import Arena, ContinuousBatching, EngineConfig, RunResult, run as serve
 
 HISTORY = 4096
 KMEANS = (5, 10, 30)
@@ -41,16 +40,15 @@ REFERENCE_WAIT_S = 10.0
 
 @dataclass(frozen=True)
 class Setup:
-    """The calibrated step-time model, the engine limits and the length pools."""
+    """The calibrated arena and the length pools."""
 
-    step_time: StepTimeModel
-    engine: EngineConfig
+    arena: Arena
     short: pd.DataFrame
     long: pd.DataFrame
 
     @property
     def prefill(self) -> PrefillModel:
-        return PrefillModel.from_steptime(self.step_time)
+        return PrefillModel.from_steptime(self.arena.step_time)
 
     def trace(self, kind: str, n: int, rate: float, seed: int) -> pd.DataFrame:
         return workload.trace(kind, self.short, self.long, n, rate, seed)
@@ -74,9 +72,9 @@ def policy_for(method: str, setup: Setup, params: Params, history: np.ndarray, t
     return make_policy(method)
 
 
-def run(setup: Setup, trace: pd.DataFrame, policy: Policy) -> tuple[SimResult, dict]:
+def run(setup: Setup, trace: pd.DataFrame, policy: Policy) -> tuple[RunResult, dict]:
     """One simulation and its summary, with paper B's extra columns."""
-    result = Simulator(trace, policy, setup.step_time, setup.engine, trace["output_tokens"].to_numpy(float)).run()
+    result = serve(trace, ContinuousBatching(policy), setup.arena)
     req = result.requests
     s = summarize(req, result.gaps, policy=policy.name)
     lat = latency_columns(req)

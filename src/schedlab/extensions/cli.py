@@ -11,7 +11,7 @@ UTTERANCE_COLUMNS = ("duration_s", "output_tokens", "text_tokens")
 
 
 def _setup(args):
-    from schedlab.tournament.play import Arena
+    from schedlab.engine import Arena
 
     return read_parquet(args.utterances, UTTERANCE_COLUMNS), Arena.from_spec(args.engine, "asr")
 
@@ -26,7 +26,7 @@ def cmd_kappa(args) -> None:
     tables = fleurs_tables([lang for lang in shares if lang != "en"])
     keys = {"ratios": spec.get("ratios", (1.0, 1.5, 2.0, 3.0)), "shares": shares, "tables": tables,
             "seed": int(spec.get("seed", 0))}
-    runs = kappa_study(utterances, arena.step_time, arena.engine, rates=spec.get("rates", (8, 16, 20, 25)),
+    runs = kappa_study(utterances, arena, rates=spec.get("rates", (8, 16, 20, 25)),
                        duration_s=float(spec.get("duration_s", 300.0)), **keys)
     quality = estimate_quality(utterances, **keys)
     write_parquet(runs, args.out_runs)
@@ -41,7 +41,7 @@ def cmd_vad(args) -> None:
     spec = args.spec
     pads = {"seed": int(spec.get("seed", 0)), "pad_fraction": float(spec.get("pad_fraction", 0.5)),
             "max_pad_s": float(spec.get("max_pad_s", 10.0))}
-    runs = vad_study(utterances, arena.step_time, arena.engine, arena.kappa, rates=spec.get("rates", (8, 14, 18, 22)),
+    runs = vad_study(utterances, arena, rates=spec.get("rates", (8, 14, 18, 22)),
                      duration_s=float(spec.get("duration_s", 300.0)), **pads)
     write_parquet(runs, args.out_runs)
     write_parquet(vad_accuracy(vad_clips(utterances, **pads)), args.out_accuracy)
@@ -52,7 +52,7 @@ def cmd_switching(args) -> None:
     from schedlab.workload.drift import DEFAULT_PHASES
 
     utterances, arena = _setup(args)
-    study = switching_study(utterances, arena.step_time, arena.engine, arena.kappa,
+    study = switching_study(utterances, arena,
                             phases=args.spec.get("phases", DEFAULT_PHASES), seed=int(args.spec.get("seed", 0)))
     out = Path(args.out_dir)
     for name in ("summary", "by_phase", "timeline", "switches", "regimes", "phases"):

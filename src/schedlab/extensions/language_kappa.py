@@ -16,6 +16,7 @@ ratio (:mod:`schedlab.workload.multilingual`); every row says which (``source``)
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 
@@ -27,9 +28,8 @@ from schedlab.errors import SchedlabError
 from schedlab.estimate import job_sizes
 from schedlab.fit.kappa import fit_kappa
 from schedlab.metrics import latency_columns
-from schedlab.sim.engine import EngineConfig
-from schedlab.sim.setup import run_sim
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine import Arena
+from schedlab.simulate import run_policy
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.multilingual import check_shares, mix_trace, stand_in_pool, utterance_pool
 
@@ -125,8 +125,7 @@ def group_latency(requests: pd.DataFrame, language: np.ndarray) -> dict:
 
 def kappa_study(
     utterances: pd.DataFrame,
-    step_time: StepTimeModel,
-    engine: EngineConfig,
+    arena: Arena,
     *,
     ratios=RATIOS,
     shares: Mapping[str, float] = SHARES,
@@ -136,7 +135,7 @@ def kappa_study(
     duration_s: float = 300.0,
     policies=("fcfs", "sjf", "hrrn"),
 ) -> pd.DataFrame:
-    """One row per (ratio, estimate, policy, rate): :func:`run_sim`'s summary, the run's
+    """One row per (ratio, estimate, policy, rate): :func:`~schedlab.simulate.run_policy`'s summary, the run's
     ``ratio`` (NaN when no pool is a stand-in), ``source``, ``estimate``, ``kappa_global`` and
     the estimate's ``kappa_<lang>``, and :func:`group_latency`'s English / non-English columns.
 
@@ -155,7 +154,7 @@ def kappa_study(
                 kappa = kappas[estimate]
                 for policy in policies:
                     identity = {"workload": "multilingual", "rate": rate, "seed": seed}
-                    result, summary = run_sim(trace, policy, step_time, engine, kappa=kappa, identity=identity)
+                    result, summary = run_policy(trace, policy, replace(arena, kappa=kappa), identity=identity)
                     rows.append({
                         **summary,
                         "ratio": ratio,

@@ -8,12 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from schedlab.estimate import job_sizes
 from schedlab.metrics import latency_columns, summarize
 from schedlab.policies import make_policy
 from schedlab.policies.adaptive import Adaptive, Switch
-from schedlab.sim.engine import EngineConfig, Simulator
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine import Arena, ContinuousBatching, run
 from schedlab.workload.drift import drift_trace, parse_phases
 
 SUMMARY_KEYS = tuple(f"p{q}_{m}" for m in ("e2el_ms", "ttft_ms") for q in (50, 90, 99))
@@ -55,9 +53,7 @@ def _regimes(name: str, policy: Adaptive, end_s: float) -> pd.DataFrame:
 
 def switching_study(
     utterances: pd.DataFrame,
-    step_time: StepTimeModel,
-    engine: EngineConfig,
-    kappa: dict[str, float],
+    arena: Arena,
     *,
     phases,
     seed: int = 0,
@@ -75,13 +71,12 @@ def switching_study(
     """
     parsed = parse_phases(phases)
     trace = drift_trace(utterances, phases, seed=seed)
-    sizes = job_sizes(trace, kappa)
     phase_of, arrival = trace["phase"].to_numpy(), trace["arrival_s"].to_numpy(float)
     window = np.floor(arrival / bin_s) * bin_s
     summary, by_phase, timeline, switches, regimes = [], [], [], [], []
     for name in policies:
         policy = make_policy(name)
-        result = Simulator(trace, policy, step_time, engine, sizes).run()
+        result = run(trace, ContinuousBatching(policy), arena)
         s = summarize(result.requests, result.gaps)
         adaptive = isinstance(policy, Adaptive)
         summary.append({"policy": name, **{k: s[k] for k in SUMMARY_KEYS}, "throughput_rps": s["throughput_rps"],

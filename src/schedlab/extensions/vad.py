@@ -3,14 +3,15 @@ file length, on unpadded and silence-padded LibriSpeech clips (:mod:`schedlab.wo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
 from schedlab.estimate import DURATION_SOURCES, job_sizes
-from schedlab.sim.engine import EngineConfig
-from schedlab.sim.setup import run_sim
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine import Arena
+from schedlab.simulate import run_policy
 from schedlab.workload.padded import SCENARIOS, vad_clips, vad_trace
 
 #: Policies whose queue order does not depend on the size estimate (run once per scenario).
@@ -37,9 +38,7 @@ def vad_accuracy(clips: pd.DataFrame) -> pd.DataFrame:
 
 def vad_study(
     utterances: pd.DataFrame,
-    step_time: StepTimeModel,
-    engine: EngineConfig,
-    kappa: dict[str, float],
+    arena: Arena,
     *,
     rates,
     seed: int = 0,
@@ -48,7 +47,7 @@ def vad_study(
     max_pad_s: float = 10.0,
     policies=("fcfs", "sjf", "hrrn"),
 ) -> pd.DataFrame:
-    """One row per (scenario, estimate, policy, rate): the ``run_sim`` summary plus
+    """One row per (scenario, estimate, policy, rate): the :func:`~schedlab.simulate.run_policy` summary plus
     ``scenario``, ``estimate`` (duration source of the job sizes), ``pad_fraction``,
     ``max_pad_s`` and ``size_spearman`` (rank correlation of the run's job sizes with its
     output tokens). Feeds paper A's VAD figure: P50/P90 E2EL against rate, hue policy, style
@@ -60,7 +59,8 @@ def vad_study(
     repeated for both estimates.
     """
     clips = vad_clips(utterances, seed=seed, pad_fraction=pad_fraction, max_pad_s=max_pad_s)
-    identity = {"model": step_time.meta.get("model"), "hardware": step_time.meta.get("hardware"), "seed": seed}
+    meta, kappa = arena.step_time.meta, arena.kappa
+    identity = {"model": meta.get("model"), "hardware": meta.get("hardware"), "seed": seed}
     rows = []
     for rate in rates:
         for scenario in SCENARIOS:
@@ -71,8 +71,8 @@ def vad_study(
                 summary = None
                 for estimate in DURATION_SOURCES:
                     if summary is None or policy not in ESTIMATE_FREE:
-                        _, summary = run_sim(trace, policy, step_time, engine, kappa=kappa, duration=estimate,
-                                             identity={"workload": scenario, "rate": rate, **identity})
+                        _, summary = run_policy(trace, policy, replace(arena, duration=estimate),
+                                                identity={"workload": scenario, "rate": rate, **identity})
                     rows.append(
                         {
                             **summary,

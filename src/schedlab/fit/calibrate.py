@@ -16,35 +16,29 @@ default: decoding at the bandwidth roofline.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
+from schedlab.engine import Arena
+from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
-from schedlab.sim.engine import EngineConfig
-from schedlab.sim.setup import run_sim
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.simulate import run_policy
 
 
-def _fcfs(trace, model, engine, kappa) -> dict:
-    return run_sim(trace, "fcfs", model, engine, kappa=kappa, identity={})[1]
+def _fcfs(trace: pd.DataFrame, arena: Arena, model: StepTimeModel) -> dict:
+    return run_policy(trace, "fcfs", replace(arena, step_time=model), identity={})[1]
 
 
-def saturation_factor(
-    base: StepTimeModel,
-    engine: EngineConfig,
-    overload_trace: pd.DataFrame,
-    saturation_rps: float,
-    *,
-    kappa: dict[str, float],
-    memory: float = 1.0,
-) -> float:
-    """The factor on compute-bound costs at which FCFS delivers ``saturation_rps`` on the
-    overloaded trace (Brent's method on its logarithm)."""
+def saturation_factor(arena: Arena, overload_trace: pd.DataFrame, saturation_rps: float, *, memory: float = 1.0) -> float:
+    """The factor on the arena's compute-bound costs at which FCFS delivers ``saturation_rps``
+    on the overloaded trace (Brent's method on its logarithm)."""
 
     def throughput(log_compute: float) -> float:
-        model = base.scaled(float(np.exp(log_compute)), memory)
-        return _fcfs(overload_trace, model, engine, kappa)["throughput_rps"]
+        model = arena.step_time.scaled(float(np.exp(log_compute)), memory)
+        return _fcfs(overload_trace, arena, model)["throughput_rps"]
 
     lo, hi = np.log(1e-2), np.log(1e4)
     fastest = throughput(lo)
@@ -57,19 +51,19 @@ def saturation_factor(
 
 
 def calibrate(
-    base: StepTimeModel,
-    engine: EngineConfig,
+    arena: Arena,
     *,
     overload_trace: pd.DataFrame,
     light_trace: pd.DataFrame,
     saturation_rps: float,
     light_p50_ttft_ms: float,
-    kappa: dict[str, float],
     memory: float = 1.0,
 ) -> tuple[StepTimeModel, dict]:
-    """Return the calibrated model and a record of targets, solutions and achieved values."""
-    compute = saturation_factor(base, engine, overload_trace, saturation_rps, kappa=kappa, memory=memory)
-    light = _fcfs(light_trace, base.scaled(compute, memory), engine, kappa)
+    """Calibrate the arena's step-time model; return it and a record of targets, solutions
+    and achieved values."""
+    base = arena.step_time
+    compute = saturation_factor(arena, overload_trace, saturation_rps, memory=memory)
+    light = _fcfs(light_trace, arena, base.scaled(compute, memory))
     frontend_s = max(0.0, (light_p50_ttft_ms - light["p50_ttft_ms"]) / 1e3)
     record = {
         "targets": {"saturation_rps": saturation_rps, "light_p50_ttft_ms": light_p50_ttft_ms},
@@ -78,8 +72,8 @@ def calibrate(
         "frontend_s": frontend_s,
     }
     model = base.scaled(compute, memory, frontend_s)
-    overload = _fcfs(overload_trace, model, engine, kappa)
-    light = _fcfs(light_trace, model, engine, kappa)
+    overload = _fcfs(overload_trace, arena, model)
+    light = _fcfs(light_trace, arena, model)
     record["achieved"] = {
         "saturation_rps": overload["throughput_rps"],
         "light_p50_ttft_ms": light["p50_ttft_ms"],

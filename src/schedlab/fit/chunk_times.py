@@ -13,7 +13,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from schedlab.errors import SchedlabError
-from schedlab.sim.steptime import StepTimeModel
+from schedlab.engine.steptime import StepTimeModel
 
 
 def chunk_time(model: StepTimeModel, chunk) -> np.ndarray:

@@ -8,7 +8,7 @@ import statsmodels.api as sm
 
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
-from schedlab.sim.steptime import OPTIONAL_TERMS, StepTimeModel, padded_tokens
+from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel, padded_tokens
 
 #: Optional profile column: attention (query, key) pairs of the step's prefill chunks.
 PREFILL_PAIRS = "prefill_pairs"

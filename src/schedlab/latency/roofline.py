@@ -17,7 +17,7 @@ import pandas as pd
 
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.latency.catalogue import FP16_BYTES, Hardware, ModelArch
-from schedlab.sim.steptime import padded_tokens
+from schedlab.engine.steptime import padded_tokens
 
 
 def step_time(

@@ -29,7 +29,8 @@ def cmd_pool(args) -> None:
 
 def cmd_play(args) -> None:
     from schedlab.tournament.entrants import entrant, lineup
-    from schedlab.tournament.play import Arena, capacity, match
+    from schedlab.engine import Arena
+    from schedlab.tournament.play import capacity, match
     from schedlab.tournament.workloads import check_spec, modality, pool_names, trace
 
     check_spec(args.workload, args.spec)

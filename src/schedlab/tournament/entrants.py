@@ -1,8 +1,8 @@
-"""Who plays on which workloads, and on which engine.
+"""Who plays on which workloads, and as which kind of scheduler.
 
-Waiting-queue policies (papers A, B, D) run on schedlab's continuous-batching engine; batch
-builders (paper C) compose iterations on the batching engine. Both advance the same
-step-time model with the same KV capacity. ASR workloads (an encoder–decoder model with
+Every entrant plays on the one engine (:mod:`schedlab.engine`): waiting-queue policies
+(papers A, B, D) inside vLLM v1's continuous batching, batch builders (paper C) as its
+siblings, with the same step-time model, KV capacity and preemption. ASR workloads (an encoder–decoder model with
 4-token prompts) admit only the policies whose size signal exists there: paper A's, which
 order by audio duration; the others order by prompt length, need an LLM latency predictor, or
 compose prefill chunks that a Whisper request does not have. Paper ``A+`` marks schedlab's
@@ -23,7 +23,7 @@ ASR, LLM = "asr", "llm"
 class Entrant:
     name: str
     paper: str
-    engine: str
+    kind: str
     modalities: tuple[str, ...] = (LLM,)
 
 
@@ -35,7 +35,7 @@ ENTRANTS = (
     Entrant("sjf-prompt", "B", QUEUE),
     Entrant("ewsjf", "B", QUEUE),
     Entrant("request-level", "C", BATCH),
-    Entrant("vllm", "C", BATCH),
+    Entrant("prefill-priority", "C", BATCH),
     Entrant("sarathi-fcfs", "C", BATCH),
     Entrant("sarathi-spf", "C", BATCH),
     Entrant("rad", "C", BATCH),

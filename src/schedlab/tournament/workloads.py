@@ -23,7 +23,7 @@ import pandas as pd
 
 from schedlab.errors import SchedlabError
 from schedlab.ewsjf.workload import trace as mixed_trace
-from schedlab.slo.online import SLO_COLUMNS
+from schedlab.slosa.online import SLO_COLUMNS
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.asr import asr_trace, librispeech_pool, uniform_pool
 from schedlab.workload.openchat import TBT_TARGET_S, openchat_requests

@@ -1,0 +1,142 @@
+"""The arena a run plays in: one calibrated engine, built once from config.
+
+An :class:`Arena` holds the step-time model, the engine limits (batch, token and encoder
+budgets, KV block size and capacity) and the job-size estimator. Every paper's studies, the
+tournament and the CLI build their engine here.
+
+**Job sizes** (what size-aware policies order by) have one convention: a request's size is its
+expected output length in tokens, ``n_hat = max(1, floor(duration * kappa[language]))`` for a
+request with audio (paper A; ``duration`` is the clip's raw length or its speech-active time),
+its ``priority`` when the trace sets one (paper D's batch index; lower first), and otherwise
+its ``max_tokens``, the forced output length (papers B and C, and paper A without a fitted
+kappa). See :func:`schedlab.estimate.job_sizes`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from schedlab.engine.steptime import StepTimeModel
+from schedlab.errors import SchedlabError
+from schedlab.estimate import DURATION_SOURCES, job_sizes
+from schedlab.latency.catalogue import hardware, kv_capacity_blocks, model_arch
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine limits. ``encoder_frames`` > 0 marks an encoder–decoder model (Whisper: 1500):
+    each admission runs the encoder and holds that many cross-attention KV slots."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    block_size: int = 16
+    kv_capacity_blocks: int = 1 << 40
+    encoder_frames: int = 0
+    max_encoder_per_step: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_capacity_blocks"):
+            if int(getattr(self, name)) < 1:
+                raise SchedlabError(f"engine limit {name} must be >= 1, got {getattr(self, name)}")
+        if self.encoder_frames < 0:
+            raise SchedlabError(f"encoder_frames must be >= 0, got {self.encoder_frames}")
+
+    @property
+    def encoder_per_step(self) -> int:
+        """Encoder inputs one step may run (vLLM's encoder compute budget)."""
+        if self.max_encoder_per_step is not None:
+            return self.max_encoder_per_step
+        if self.encoder_frames == 0:
+            return 1 << 30
+        return max(1, self.max_num_batched_tokens // self.encoder_frames)
+
+    @property
+    def encoder_blocks(self) -> int:
+        """KV blocks of a request's cross-attention (0 for decoder-only models)."""
+        return -(-self.encoder_frames // self.block_size)
+
+
+def engine_config(
+    hardware_name: str,
+    model_name: str,
+    *,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    block_size: int = 16,
+    gpu_memory_utilization: float = 0.95,
+    kv_blocks: int | None = None,
+) -> EngineConfig:
+    """Limits of a (hardware, model) pair: KV capacity from the hardware's memory and the
+    model's weights and KV size, unless ``kv_blocks`` gives a measured engine's capacity (then
+    ``hardware_name`` is only a label)."""
+    if not 0 < gpu_memory_utilization <= 1:
+        raise SchedlabError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    if block_size < 1:
+        raise SchedlabError(f"block_size must be >= 1, got {block_size}")
+    arch = model_arch(model_name)
+    if kv_blocks is None:
+        kv_blocks = kv_capacity_blocks(hardware(hardware_name), arch, gpu_memory_utilization, block_size)
+    return EngineConfig(
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        block_size=block_size,
+        kv_capacity_blocks=kv_blocks,
+        encoder_frames=arch.encoder_frames,
+    )
+
+
+#: Engine limits an engine spec may set.
+SPEC_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization")
+
+
+@dataclass(frozen=True)
+class Arena:
+    """A calibrated engine: step-time model, limits and job-size estimator (``kappa`` per
+    language and the ``duration`` source, see the module docstring); ``max_tokens`` is the
+    model's context when requests longer than it must be rejected (``None``: unchecked)."""
+
+    step_time: StepTimeModel
+    limits: EngineConfig
+    kappa: dict[str, float] = field(default_factory=dict)
+    duration: str = "raw"
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.duration not in DURATION_SOURCES:
+            raise SchedlabError(f"unknown duration source {self.duration!r}; choose raw or vad")
+
+    @classmethod
+    def build(cls, step_time: StepTimeModel, hardware_name: str, model_name: str, *, kappa=None,
+              duration: str = "raw", **limits) -> "Arena":
+        """The arena of ``model_name`` on ``hardware_name`` (limits as :func:`engine_config`)."""
+        return cls(step_time, engine_config(hardware_name, model_name, **limits), dict(kappa or {}), duration)
+
+    @classmethod
+    def from_spec(cls, spec: dict, modality: str) -> "Arena":
+        """From an engine spec (the tournament's and extensions' config): ``steptime`` (file),
+        ``hardware``, ``model``, engine limits and, for ASR, a ``kappa`` fit (file); an LLM
+        arena rejects requests longer than the model's context."""
+        from schedlab.fit.kappa import kappas
+
+        missing = [k for k in ("steptime", "hardware", "model") if k not in spec]
+        if missing:
+            raise SchedlabError(f"the engine spec lacks {', '.join(missing)}")
+        for key in ("steptime", "kappa"):
+            if spec.get(key) and not Path(spec[key]).is_file():
+                raise SchedlabError(f"file not found: {spec[key]}")
+        limits = {k: spec[k] for k in SPEC_LIMITS if k in spec}
+        kappa = kappas(json.loads(Path(spec["kappa"]).read_text())) if spec.get("kappa") else {}
+        context = model_arch(spec["model"]).max_target_positions if modality == "llm" else None
+        arena = cls.build(StepTimeModel.load(spec["steptime"]), spec["hardware"], spec["model"], kappa=kappa, **limits)
+        return replace(arena, max_tokens=context)
+
+    def with_limits(self, **changes) -> "Arena":
+        return replace(self, limits=replace(self.limits, **changes))
+
+    def job_sizes(self, trace: pd.DataFrame) -> np.ndarray:
+        return job_sizes(trace, self.kappa, self.duration)

@@ -1,0 +1,108 @@
+"""Continuous batching with a waiting-queue policy: vLLM v1's scheduler.
+
+Each step first serves the running requests in admission order, each given what it needs
+(one decode token, the next prefill chunk, or recompute after preemption) within the token
+budget, preempting the policy's victims while KV blocks run short; if nothing was preempted
+it then admits waiting requests in the policy's order while the sequence, token, encoder and
+KV budgets allow. Papers A, B and D's policies (:class:`~schedlab.policies.base.Policy`) plug
+in here; ``sim`` and ``vllm-sim`` give identical per-request times for them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from schedlab.engine import kernels
+from schedlab.engine.plan import Planner, StepPlan
+from schedlab.engine.scheduler import NOT_STEADY, UNTIL_ARRIVAL, UNTIL_COMPLETION, Scheduler
+from schedlab.policies.base import Policy
+
+
+@dataclass(slots=True)
+class Job:
+    """The policy's view of a request (see :mod:`schedlab.policies.base`)."""
+
+    request_id: int
+    arrival_s: float
+    size: float
+    index: int
+    prompt_tokens: int
+
+
+class ContinuousBatching(Scheduler):
+    """vLLM v1's scheduler around ``policy``, with the engine's limits as its budgets."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.name = policy.name
+        self.overhead_s = 0.0
+
+    def bind(self, engine) -> None:
+        super().bind(engine)
+        e = engine
+        rid = e.trace["request_id"].to_numpy(np.int64)
+        self.jobs = [
+            Job(int(rid[i]), float(e.arrival[i]), float(e.sizes[i]), i, int(e.prompt[i])) for i in range(e.n)
+        ]
+        self._totals = None
+
+    def _timed(self, fn, *args):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        self.overhead_s += time.perf_counter() - t0
+        return out
+
+    def arrive(self, i: int) -> None:
+        self._timed(self.policy.push, self.jobs[i])
+
+    def requeue(self, i: int) -> None:
+        self._timed(self.policy.push, self.jobs[i])
+
+    def n_waiting(self) -> int:
+        return len(self.policy)
+
+    def victim(self, running: list[int]) -> int:
+        return self.policy.victim([self.jobs[x] for x in running], self.engine.now).index
+
+    def _running_totals(self):
+        e = self.engine
+        run = e.running_array()
+        self._totals = (run, *kernels.running_totals(run, e.seq, e.computed, e.blocks, e.prompt, e.enc_blocks,
+                                                      e.limits.block_size))
+        return self._totals
+
+    def steady(self) -> int:
+        run, n_dec, _, _, _ = self._running_totals()
+        lim = self.engine.limits
+        if run.size == 0 or run.size > lim.max_num_batched_tokens or n_dec != run.size:
+            return NOT_STEADY
+        full = run.size >= lim.max_num_seqs
+        if len(self.policy) and not full:
+            return NOT_STEADY
+        return UNTIL_COMPLETION if full else UNTIL_ARRIVAL
+
+    def schedule(self) -> StepPlan:
+        e, lim = self.engine, self.engine.limits
+        run, _, _, want, grow = self._totals if self._totals is not None else self._running_totals()
+        self._totals = None
+        plan = Planner(e, self, lim.max_num_batched_tokens)
+        if want <= plan.budget and grow <= plan.free:
+            # every running request gets all it needs: nothing to decide, nothing preempted
+            plan.take_many(run, e.seq[run] - e.computed[run], grow)
+        else:
+            for r in list(e.running):
+                if plan.budget <= 0:
+                    break
+                if r not in plan.preempted and not plan.take(r, min(int(e.seq[r] - e.computed[r]), plan.budget)):
+                    break
+        policy, now = self.policy, e.now
+        while len(policy) and plan.budget > 0 and plan.n_running < lim.max_num_seqs:
+            job = self._timed(policy.peek, now)
+            if not plan.can_admit(job.index):
+                break
+            self._timed(policy.pop, now)
+            plan.admit(job.index, min(int(e.seq[job.index]), plan.budget))
+        return plan.plan()

@@ -1,0 +1,291 @@
+"""The engine: request state, paged KV, recompute preemption, the clock, and the run loop.
+
+Per-request state lives in numpy arrays by trace position: ``seq`` (prompt + tokens
+generated), ``computed`` (tokens whose KV is written) and ``blocks`` (KV blocks held,
+Whisper's cross-attention included). A request needs ``seq - computed`` tokens before its
+next token, so prefill chunks, decodes and recompute after preemption are one rule. Each
+step the scheduler returns a plan (:mod:`.plan`); the engine preempts what it names, admits
+what it starts, writes the scheduled tokens' KV, advances the clock by the step-time model
+applied to the step's composition (encoder inputs, prefill tokens and their attention pairs,
+decodes and their context), and emits one token for every request whose known tokens are
+all computed. Requests become visible to the scheduler ``frontend_s`` after they arrive.
+
+When the scheduler declares the coming steps fixed (:meth:`Scheduler.steady`) and every
+running request decodes, the engine runs them in closed form up to the next completion,
+arrival (if it matters), timeline sample or KV-block shortage.
+
+The loop guards its progress: a plan that computes nothing and preempts nothing moves the
+clock to the next arrival, and with none left the run fails as stalled.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from schedlab.engine import kernels
+from schedlab.engine.arena import Arena, EngineConfig
+from schedlab.engine.gaps import GapHistogram
+from schedlab.engine.plan import StepPlan
+from schedlab.engine.scheduler import UNTIL_ARRIVAL, Scheduler
+from schedlab.errors import SchedlabError
+from schedlab.engine.log import RequestLog
+
+STEP_LOG_COLUMNS = ("start_s", "dt_s", "prefill_tokens", "n_decode", "n_chunks", "n_running", "kv_blocks")
+
+
+@dataclass
+class RunResult:
+    """One run: the per-request table, the measured token gaps (all, and per request class),
+    and engine figures. ``timeline`` samples KV use and queue lengths every ``sample_s``;
+    ``step_log`` and ``token_times`` are kept when the run was recorded."""
+
+    requests: pd.DataFrame
+    gaps: GapHistogram
+    class_gaps: dict[str, GapHistogram]
+    steps: int
+    busy_s: float
+    peak_kv_blocks: int
+    kv_capacity_blocks: int
+    sched_overhead_s: float
+    wall_s: float
+    timeline: pd.DataFrame | None = None
+    step_log: pd.DataFrame | None = None
+    token_times: list | None = field(default=None, repr=False)
+
+    @property
+    def peak_kv_frac(self) -> float:
+        return self.peak_kv_blocks / self.kv_capacity_blocks
+
+
+def check_trace(trace: pd.DataFrame, limits: EngineConfig, max_tokens: int | None = None) -> None:
+    """Fail clearly on a trace no engine can run: arrivals that are not finite, non-negative
+    and sorted, token counts below 1, or a request that cannot fit in the KV cache (or the
+    model's context, when ``max_tokens`` is given) on its own."""
+    arrival = trace["arrival_s"].to_numpy(float)
+    if not np.all(np.isfinite(arrival)) or np.any(arrival < 0):
+        raise SchedlabError("arrival_s must be finite and >= 0")
+    if np.any(np.diff(arrival) < 0):
+        raise SchedlabError("trace is not sorted by arrival_s")
+    prompt = trace["prompt_tokens"].to_numpy(np.int64)
+    tokens = prompt + trace["output_tokens"].to_numpy(np.int64)
+    if np.any(trace["output_tokens"].to_numpy(np.int64) < 1) or np.any(prompt < 1):
+        raise SchedlabError("every request needs prompt_tokens >= 1 and output_tokens >= 1")
+    if max_tokens is not None and tokens.size and tokens.max() > max_tokens:
+        raise SchedlabError(f"a request of {int(tokens.max())} tokens exceeds the model's context of {max_tokens}")
+    worst = limits.encoder_blocks + -(-tokens // limits.block_size)
+    if worst.size and worst.max() > limits.kv_capacity_blocks:
+        raise SchedlabError(
+            f"a request needs {int(worst.max())} KV blocks but the engine holds {limits.kv_capacity_blocks}"
+        )
+
+
+class Engine:
+    """One run of one scheduler over one trace (sorted by arrival) in one arena."""
+
+    def __init__(self, trace: pd.DataFrame, scheduler: Scheduler, arena: Arena, *, warmup_s: float = 0.0,
+                 sample_s: float | None = None, record: bool = False) -> None:
+        check_trace(trace, arena.limits, arena.max_tokens)
+        self.trace, self.scheduler, self.arena = trace, scheduler, arena
+        self.limits, self.step_time = arena.limits, arena.step_time
+        self.n = len(trace)
+        self.arrival = trace["arrival_s"].to_numpy(float)
+        self.visible = self.arrival + self.step_time.frontend_s
+        self.prompt = trace["prompt_tokens"].to_numpy(np.int64)
+        self.total = self.prompt + trace["output_tokens"].to_numpy(np.int64)  # sequence length when complete
+        self.sizes = arena.job_sizes(trace)
+        self.target = trace["tbt_target_s"].to_numpy(float) if "tbt_target_s" in trace else np.full(self.n, np.inf)
+        self.seq = self.prompt.copy()
+        self.computed = np.zeros(self.n, np.int64)
+        self.blocks = np.zeros(self.n, np.int64)
+        self.enc_blocks = self.limits.encoder_blocks
+        self.running: list[int] = []
+        self._run_arr: np.ndarray | None = None
+        self._emits = np.empty(max(self.n, 1), np.int64)
+        self.free = self.limits.kv_capacity_blocks
+        self.peak = 0
+        self.now = self.busy = 0.0
+        self.steps = 0
+        self.log = RequestLog(trace, warmup_s)
+        self.sample_s, self.record = sample_s, record
+        self.token_times = [[] for _ in range(self.n)] if record else None
+        self._step_log: list[tuple] = []
+        scheduler.bind(self)
+
+    # -- what schedulers read ---------------------------------------------------------------
+    def blocks_for(self, tokens):
+        """KV blocks (cross-attention included) that hold ``tokens`` decoder tokens; vectorises."""
+        return self.enc_blocks + -(-tokens // self.limits.block_size)
+
+    def need(self, i: int) -> int:
+        """Tokens request ``i`` computes before its next token."""
+        return int(self.seq[i] - self.computed[i])
+
+    def running_array(self) -> np.ndarray:
+        if self._run_arr is None:
+            self._run_arr = np.fromiter(self.running, np.int64, len(self.running))
+        return self._run_arr
+
+    def decoding(self) -> np.ndarray:
+        """The running requests that decode next, in admission order."""
+        run = self.running_array()
+        return run[kernels.decoding(run, self.seq, self.computed, self.prompt)]
+
+    def prefilling(self) -> list[int]:
+        """The running requests in a prefill (or recompute), in admission order."""
+        run = self.running_array()
+        return run[~kernels.decoding(run, self.seq, self.computed, self.prompt)].tolist()
+
+    @property
+    def last_tok(self) -> np.ndarray:
+        return self.log.last_tok
+
+    @property
+    def kv_frac(self) -> float:
+        return 1.0 - self.free / self.limits.kv_capacity_blocks
+
+    @property
+    def mean_step_s(self) -> float:
+        """Running mean step time (0 before the first step)."""
+        return self.busy / self.steps if self.steps else 0.0
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        wall0 = time.perf_counter()
+        sched, visible, n = self.scheduler, self.visible, self.n
+        nxt = self.done = 0
+        arrive_s = 0.0
+        next_sample = 0.0 if self.sample_s else np.inf
+        samples: list[tuple] = []
+        while self.done < n:
+            t0 = time.perf_counter()
+            while nxt < n and visible[nxt] <= self.now:
+                sched.arrive(nxt)
+                nxt += 1
+            arrive_s += time.perf_counter() - t0
+            while self.now >= next_sample:
+                samples.append((next_sample, self.kv_frac, sched.n_waiting(), len(self.running)))
+                next_sample += self.sample_s
+            if not self.running and not sched.n_waiting():
+                self.now = float(visible[nxt])
+                continue
+            mode = sched.steady()
+            if mode:
+                t_join = float(visible[nxt]) if mode == UNTIL_ARRIVAL and nxt < n else np.inf
+                if self._stretch(min(t_join, next_sample)):
+                    continue
+            plan = sched.schedule()
+            if plan.empty:
+                if nxt >= n:
+                    raise SchedlabError(f"{sched.name}: engine stalled, with requests left and nothing to schedule")
+                self.now = max(self.now, float(visible[nxt]))
+                continue
+            self._step(plan)
+        while self.sample_s and self.now >= next_sample:
+            samples.append((next_sample, self.kv_frac, sched.n_waiting(), len(self.running)))
+            next_sample += self.sample_s
+        return RunResult(
+            requests=self.log.frame(),
+            gaps=self.log.gaps,
+            class_gaps=self.log.class_gaps,
+            steps=self.steps,
+            busy_s=self.busy,
+            peak_kv_blocks=self.peak,
+            kv_capacity_blocks=self.limits.kv_capacity_blocks,
+            sched_overhead_s=arrive_s + sched.overhead_s,
+            wall_s=time.perf_counter() - wall0,
+            timeline=pd.DataFrame(samples, columns=["t_s", "kv_frac", "waiting", "running"]) if self.sample_s else None,
+            step_log=pd.DataFrame(self._step_log, columns=STEP_LOG_COLUMNS) if self.record else None,
+            token_times=self.token_times,
+        )
+
+    def _step(self, plan: StepPlan) -> None:
+        if plan.preempted:
+            gone = set(plan.preempted)
+            self.running = [r for r in self.running if r not in gone]
+            for v in plan.preempted:
+                self.free += int(self.blocks[v])
+                self.blocks[v] = 0
+                self.computed[v] = 0
+                self.log.preemptions[v] += 1
+        if plan.admitted:
+            self.running.extend(plan.admitted)
+            self.log.scheduled(np.asarray(plan.admitted, np.int64), self.now)
+        if plan.preempted or plan.admitted:
+            self._run_arr = None
+        if plan.requests.size == 0:
+            return
+        added, n_dec, ctx, n_pre, pairs, n_emit = kernels.apply(
+            plan.requests, plan.tokens, self.seq, self.computed, self.blocks, self.prompt, self.enc_blocks,
+            self.limits.block_size, self._emits,
+        )
+        self.free -= added
+        if self.free < 0:
+            raise SchedlabError(f"{self.scheduler.name}: the step plan needs {-self.free} KV blocks more than are free")
+        self.peak = max(self.peak, self.limits.kv_capacity_blocks - self.free)
+        dt = float(self.step_time(plan.n_encoder, n_pre, n_dec, ctx, pairs))
+        if self.record:
+            self._step_log.append((self.now, dt, n_pre, n_dec, plan.requests.size - n_dec, len(self.running),
+                                   self.limits.kv_capacity_blocks - self.free))
+        self.now += dt
+        self.busy += dt
+        self.steps += 1
+        emits = self._emits[:n_emit].copy()
+        self.log.tokens(emits, self.now)
+        if self.token_times is not None:
+            for i in emits.tolist():
+                self.token_times[i].append(self.now)
+        if kernels.emit(emits, self.seq, self.total):
+            self._retire(emits)
+
+    def _stretch(self, t_stop: float) -> bool:
+        """Run ``k >= 2`` all-decode steps in closed form, the last one ending at or after
+        ``t_stop``; False when fewer would run (or some running request does not decode)."""
+        run = self.running_array()
+        bs = self.limits.block_size
+        n_dec, ctx, _, _ = kernels.running_totals(run, self.seq, self.computed, self.blocks, self.prompt,
+                                                  self.enc_blocks, bs)
+        if n_dec == 0 or n_dec != run.size:
+            return False
+        dt0 = float(self.step_time(0, 0, n_dec, ctx))
+        slope = self.step_time.ctx_tokens * n_dec  # each step's context grows by one token per request
+        k = kernels.stretch_steps(run, self.seq, self.computed, self.blocks, self.total, self.free, self.enc_blocks,
+                                  bs, self.now, t_stop, dt0, slope)
+        if k < 2:
+            return False
+        dts = dt0 + slope * np.arange(k, dtype=float)
+        ends = self.now + np.cumsum(dts)
+        self.log.lockstep(run, ends, dts)
+        if self.token_times is not None:
+            for i in run.tolist():
+                self.token_times[i].extend(ends.tolist())
+        added, finished = kernels.advance(run, self.seq, self.computed, self.blocks, self.total, self.enc_blocks, bs, k)
+        self.free -= added
+        self.peak = max(self.peak, self.limits.kv_capacity_blocks - self.free)
+        self.now = float(ends[-1])
+        self.busy += float(dts.sum())
+        self.steps += k
+        if finished:
+            self._retire(run)
+        return True
+
+    def _retire(self, candidates: np.ndarray) -> None:
+        """Complete the requests of ``candidates`` that generated all their tokens, freeing
+        their KV blocks."""
+        finished = candidates[self.seq[candidates] >= self.total[candidates]]
+        self.log.finish[finished] = self.now
+        self.free += int(self.blocks[finished].sum())
+        self.blocks[finished] = 0
+        gone = set(finished.tolist())
+        self.running = [r for r in self.running if r not in gone]
+        self._run_arr = None
+        self.done += len(gone)
+
+
+def run(trace: pd.DataFrame, scheduler: Scheduler, arena: Arena, **options) -> RunResult:
+    """Serve ``trace`` with ``scheduler`` in ``arena`` (options: ``warmup_s``, ``sample_s``,
+    ``record``, see :class:`Engine`)."""
+    return Engine(trace, scheduler, arena, **options).run()

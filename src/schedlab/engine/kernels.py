@@ -1,0 +1,133 @@
+"""Compiled passes over the running requests, the engine's per-step arithmetic.
+
+Each takes the running requests' trace positions (``run``) and the engine's per-request
+arrays (``seq``: prompt + tokens generated, ``computed``: tokens whose KV is written,
+``blocks``: KV blocks held, ``total``: sequence length at completion) and loops once, in
+place of a dozen small numpy operations whose fixed costs dominate at a few dozen requests.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _blocks(tokens, enc, bs):
+    """KV blocks holding ``tokens`` tokens, plus ``enc`` cross-attention blocks."""
+    return enc + (tokens + bs - 1) // bs
+
+
+@numba.njit(cache=True, nogil=True)
+def running_totals(run, seq, computed, blocks, prompt, enc, bs):
+    """Decode rows (one token of a generated sequence), their summed context, the tokens the
+    running requests want this step, and the KV blocks serving all of them would add."""
+    n_dec = ctx = want = grow = 0
+    for r in run:
+        w = seq[r] - computed[r]
+        want += w
+        if w == 1 and seq[r] > prompt[r]:
+            n_dec += 1
+            ctx += seq[r]
+        grow += _blocks(seq[r], enc, bs) - blocks[r]
+    return n_dec, ctx, want, grow
+
+
+@numba.njit(cache=True, nogil=True)
+def stretch_steps(run, seq, computed, blocks, total, free, enc, bs, now, t_join, dt0, slope):
+    """How many decode-only steps of durations ``dt0 + slope * j`` can run back to back: up
+    to the first completion, while their new KV blocks fit in ``free``, and up to the first
+    step that ends at or after ``t_join`` (when a waiting request can join; ``inf`` if none)."""
+    k = 1 << 62
+    for r in run:
+        k = min(k, total[r] - seq[r])
+    if np.isfinite(t_join):
+        elapsed = 0.0
+        for j in range(k):
+            elapsed += dt0 + slope * j
+            if now + elapsed >= t_join:
+                k = j + 1
+                break
+    if _new_blocks(run, computed, blocks, enc, bs, k) > free:
+        lo, hi = 0, k  # the largest k whose blocks fit (the count is monotone in k)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _new_blocks(run, computed, blocks, enc, bs, mid) <= free:
+                lo = mid
+            else:
+                hi = mid - 1
+        k = lo
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def _new_blocks(run, computed, blocks, enc, bs, k):
+    extra = 0
+    for r in run:
+        extra += _blocks(computed[r] + k, enc, bs) - blocks[r]
+    return extra
+
+
+@numba.njit(cache=True, nogil=True)
+def advance(run, seq, computed, blocks, total, enc, bs, k):
+    """Apply ``k`` decode steps to every running request; return the KV blocks added and
+    how many requests completed."""
+    added = finished = 0
+    for r in run:
+        seq[r] += k
+        computed[r] += k
+        b = _blocks(computed[r], enc, bs)
+        added += b - blocks[r]
+        blocks[r] = b
+        if seq[r] >= total[r]:
+            finished += 1
+    return added, finished
+
+
+@numba.njit(cache=True, nogil=True)
+def emit(idx, seq, total):
+    """Each request of ``idx`` generated one token; return how many are now complete."""
+    finished = 0
+    for r in idx:
+        seq[r] += 1
+        if seq[r] >= total[r]:
+            finished += 1
+    return finished
+
+
+@numba.njit(cache=True, nogil=True)
+def apply(idx, num, seq, computed, blocks, prompt, enc, bs, emits):
+    """Carry out a step plan: request ``idx[k]`` computes ``num[k]`` tokens, growing its KV
+    blocks. Returns the blocks added, the decode rows and their summed context, the prefill
+    tokens and their attention (query, key) pairs, and how many requests complete their
+    known tokens (their trace positions are written to ``emits``)."""
+    added = n_dec = ctx = n_pre = pairs = n_emit = 0
+    for k in range(idx.size):
+        r, n = idx[k], num[k]
+        c = computed[r]
+        if n == 1 and seq[r] > prompt[r] and c + 1 == seq[r]:
+            n_dec += 1
+            ctx += seq[r]
+        else:
+            n_pre += n
+            pairs += n * c + n * (n + 1) // 2
+        c += n
+        computed[r] = c
+        b = _blocks(c, enc, bs)
+        if b > blocks[r]:
+            added += b - blocks[r]
+            blocks[r] = b
+        if c == seq[r]:
+            emits[n_emit] = r
+            n_emit += 1
+    return added, n_dec, ctx, n_pre, pairs, n_emit
+
+
+@numba.njit(cache=True, nogil=True)
+def decoding(run, seq, computed, prompt):
+    """Which of the running requests ``run`` decode next (one token of a generated sequence)."""
+    out = np.empty(run.size, dtype=np.bool_)
+    for k in range(run.size):
+        r = run[k]
+        out[k] = seq[r] - computed[r] == 1 and seq[r] > prompt[r]
+    return out

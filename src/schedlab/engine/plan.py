@@ -1,0 +1,149 @@
+"""A step plan, the decision a scheduler returns, and the planner schedulers build it with.
+
+A :class:`StepPlan` is data, as vLLM's ``SchedulerOutput`` is: the requests scheduled this
+step with the tokens each computes (a decode is one token of a request whose sequence is
+otherwise computed; anything else is a prefill chunk, or recompute after a preemption), the
+waiting requests it admits, the running requests it preempts, and the encoder inputs it runs.
+
+A :class:`Planner` keeps the step's KV accounting on the scheduler's side, against the
+engine's state, which it never changes: ``take`` gives a running request tokens, preempting
+the scheduler's victims (recompute) while the KV blocks those tokens need run short, as vLLM
+v1's running pass does; ``admit`` starts a waiting request when its whole current sequence
+fits in the free blocks (only its first chunk's blocks are allocated, as vLLM's KV manager
+allocates what the scheduled tokens need), within the encoder budget, and only in a step that
+preempted nothing. The engine then carries the plan out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(slots=True)
+class StepPlan:
+    requests: np.ndarray
+    tokens: np.ndarray
+    admitted: list[int]
+    preempted: list[int]
+    n_encoder: int
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to compute and nothing preempted: the engine would make no progress."""
+        return self.requests.size == 0 and not self.preempted
+
+
+class Planner:
+    """One step's plan under construction; ``budget`` is the step's token budget."""
+
+    def __init__(self, engine, scheduler, budget: int) -> None:
+        self.engine, self.scheduler = engine, scheduler
+        self.free = engine.free
+        self.budget = budget
+        self.enc_left = engine.limits.encoder_per_step if engine.enc_blocks else 1 << 30
+        self._bulk: list[tuple[np.ndarray, np.ndarray]] = []
+        self._tokens: dict[int, int] = {}
+        self._grown: dict[int, int] = {}
+        self.admitted: list[int] = []
+        self.preempted: list[int] = []
+        self._alive: list[int] | None = None
+
+    @property
+    def n_running(self) -> int:
+        """Requests running once this plan is carried out."""
+        return len(self.engine.running) - len(self.preempted) + len(self.admitted)
+
+    def take_many(self, requests: np.ndarray, tokens: np.ndarray | None = None, blocks: int | None = None) -> None:
+        """Running ``requests`` compute ``tokens`` each (default one): at once when their new
+        KV blocks (``blocks``, if the caller counted them) fit, else one by one with :meth:`take`."""
+        if requests.size == 0:
+            return
+        e = self.engine
+        if tokens is None:
+            tokens = np.ones(requests.size, np.int64)
+        if blocks is None:
+            blocks = int((e.blocks_for(e.computed[requests] + tokens) - e.blocks[requests]).sum())
+        if blocks <= self.free and not self.preempted:
+            self._bulk.append((requests, tokens))
+            self.free -= blocks
+            self.budget -= int(tokens.sum())
+            return
+        for i, n in zip(requests.tolist(), tokens.tolist()):
+            self.take(i, n)
+
+    def take(self, i: int, n: int) -> bool:
+        """Running request ``i`` computes ``n`` tokens, preempting victims while their KV
+        blocks run short; False when ``i`` is (or gets) preempted."""
+        if i in self.preempted:
+            return False
+        e = self.engine
+        need = max(0, int(e.blocks_for(int(e.computed[i]) + n)) - int(e.blocks[i]))
+        while need > self.free:
+            v = self.scheduler.victim(self.alive)
+            self.preempt(v)
+            if v == i:
+                return False
+        self.free -= need
+        self._grown[i] = need
+        self._tokens[i] = n
+        self.budget -= n
+        return True
+
+    @property
+    def alive(self) -> list[int]:
+        """The running requests not preempted in this step, in admission order."""
+        if self._alive is None:
+            self._alive = [r for r in self.engine.running if r not in self.preempted]
+        return self._alive
+
+    def preempt(self, v: int) -> None:
+        """Preempt running request ``v`` (recompute): its blocks and planned tokens return."""
+        e = self.engine
+        self.alive.remove(v)
+        if v in self._tokens:
+            self.budget += self._tokens.pop(v)
+            self.free += self._grown.pop(v)
+        else:
+            for k, (reqs, toks) in enumerate(self._bulk):
+                at = np.flatnonzero(reqs == v)
+                if at.size:
+                    n = int(toks[at[0]])
+                    self.budget += n
+                    self.free += int(e.blocks_for(int(e.computed[v]) + n)) - int(e.blocks[v])
+                    self._bulk[k] = (np.delete(reqs, at[0]), np.delete(toks, at[0]))
+                    break
+        self.free += int(e.blocks[v])
+        self.preempted.append(v)
+        self.scheduler.requeue(v)
+
+    def can_admit(self, i: int) -> bool:
+        """Whether waiting request ``i`` may start this step."""
+        e = self.engine
+        return not self.preempted and self.enc_left > 0 and int(e.blocks_for(int(e.seq[i]))) <= self.free
+
+    def admit(self, i: int, n: int) -> None:
+        """Start waiting request ``i`` (checked with :meth:`can_admit`) with ``n`` tokens."""
+        self.free -= int(self.engine.blocks_for(n))
+        self._tokens[i] = n
+        self.budget -= n
+        self.admitted.append(i)
+        self.enc_left -= 1
+
+    def plan(self) -> StepPlan:
+        parts = list(self._bulk)
+        if self._tokens:
+            k = len(self._tokens)
+            parts.append((np.fromiter(self._tokens, np.int64, k), np.fromiter(self._tokens.values(), np.int64, k)))
+        if len(parts) == 1:
+            requests, tokens = parts[0]
+        elif parts:
+            requests = np.concatenate([r for r, _ in parts])
+            tokens = np.concatenate([t for _, t in parts])
+        else:
+            requests = tokens = _EMPTY
+        n_enc = len(self.admitted) if self.engine.enc_blocks else 0
+        return StepPlan(requests, tokens, self.admitted, self.preempted, n_enc)

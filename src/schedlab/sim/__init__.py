@@ -1,1 +1,0 @@
-"""The ``sim`` backend: schedlab's own fast discrete-event engine."""

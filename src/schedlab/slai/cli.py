@@ -1,0 +1,180 @@
+"""``schedlab slai ...``: paper C's length pool, engine profile and calibration, runs and studies."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from schedlab.cli_types import positive_number, positive_numbers
+from schedlab.io import read_parquet, write_json, write_parquet
+from schedlab.slosa.cli import _ints
+
+TABLES = ("summary", "buckets", "timeline")
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a share is within [0, 1], got {text}")
+    return value
+
+
+def _setup(args):
+    from schedlab.engine import Arena
+    from schedlab.engine.steptime import StepTimeModel
+    from schedlab.slai.studies import Setup
+
+    arena = Arena.build(StepTimeModel.load(args.steptime), args.hardware, args.model, block_size=args.block_size)
+    pool = read_parquet(args.pool, ("prompt_tokens", "output_tokens"))
+    return Setup(pool, arena, args.duration_s, args.warmup_s)
+
+
+def cmd_lengths(args) -> None:
+    from schedlab.data.openchat import openchat_lengths
+
+    write_parquet(openchat_lengths(), args.out)
+
+
+def cmd_profile(args) -> None:
+    from schedlab.slai.model import roofline_profile
+    from schedlab.latency.catalogue import hardware, model_arch
+
+    write_parquet(roofline_profile(hardware(args.hardware), model_arch(args.model), tile=args.tile), args.out)
+
+
+def cmd_calibrate(args) -> None:
+    from schedlab.fit.chunk_times import calibrate_chunks
+    from schedlab.engine.steptime import StepTimeModel
+
+    calibrate_chunks(StepTimeModel.load(args.base), args.chunks, [t / 1e3 for t in args.times_ms])[0].save(args.out)
+
+
+def cmd_sweep(args) -> None:
+    from schedlab.slai.registry import make_builder
+    from schedlab.slai.studies import sweep
+
+    make_builder(args.scheduler)  # fail early on an unknown name
+    tables = sweep(_setup(args), args.scheduler, args.share, args.rates, args.seeds)
+    for name in TABLES:
+        write_parquet(tables[name], Path(args.out_dir) / f"{name}.parquet")
+
+
+def cmd_capacity(args) -> None:
+    from schedlab.slai.studies import capacity
+
+    grid = pd.concat([read_parquet(p, ("scheduler", "share", "rate", "seed", "within_capacity")) for p in args.summaries])
+    write_parquet(capacity(_setup(args), grid, iterations=args.iterations), args.out)
+
+
+def cmd_params(args) -> None:
+    from schedlab.slai.studies import budget_study, kv_study, mixed_batch_study
+
+    setup = _setup(args)
+    tables = {"budget": budget_study(setup.arena), "kv": kv_study(setup.arena),
+              "mixed": mixed_batch_study(setup.arena.step_time)}
+    out = pd.concat([t.assign(study=k) for k, t in tables.items()], ignore_index=True)
+    write_parquet(out, args.out)
+
+
+def cmd_throughput(args) -> None:
+    from schedlab.slai.registry import make_builder
+    from schedlab.slai.studies import throughput
+
+    for name in args.schedulers:
+        make_builder(name)
+    tables = throughput(_setup(args), args.schedulers, backlog=args.backlog, queue_duration_s=args.queue_duration_s)
+    write_parquet(tables["capacity"], args.out)
+    write_parquet(tables["queue"], args.out_queue)
+
+
+def cmd_run(args) -> None:
+    from schedlab.slai.registry import make_builder
+
+    make_builder(args.scheduler)  # fail early on an unknown name
+    setup = _setup(args)
+    res, s = setup.run(args.scheduler, args.rate, args.share, args.seed)
+    write_parquet(res.requests, args.out_results)
+    write_json(s, args.out_summary)
+
+
+def _setup_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("setup")
+    g.add_argument("--pool", required=True, help="length pool parquet from `schedlab slai lengths`")
+    g.add_argument("--steptime", required=True, help="engine model JSON (calibrated)")
+    g.add_argument("--hardware", default="RTX-6000-Ada")
+    g.add_argument("--model", default="mistral-7b")
+    g.add_argument("--block-size", type=int, default=16)
+    g.add_argument("--duration-s", type=float, default=2100.0, help="seconds of arrivals (35 minutes)")
+    g.add_argument("--warmup-s", type=float, default=120.0, help="arrivals before this are not measured")
+
+
+def add_commands(sub) -> None:
+    from schedlab.slai.registry import SCHEDULERS
+    from schedlab.slai.studies import THROUGHPUT_SCHEDULERS
+
+    s = sub.add_parser("slai", help="paper C: Sarathi-Serve, RAD and SLAI batch builders")
+    ssub = s.add_subparsers(dest="slai_command", required=True)
+
+    p = ssub.add_parser("lengths", help="openchat_sharegpt4 (prompt, output) pairs, capped at 8192 tokens")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_lengths)
+
+    pr = ssub.add_parser("profile", help="roofline profile of mixed batches (additive, tile staircase)")
+    pr.add_argument("--hardware", default="RTX-6000-Ada")
+    pr.add_argument("--model", default="mistral-7b")
+    pr.add_argument("--tile", type=int, default=128, help="GEMM tile width in tokens (0: no staircase)")
+    pr.add_argument("--out", required=True)
+    pr.set_defaults(func=cmd_profile)
+
+    c = ssub.add_parser("calibrate", help="scale a step-time fit to measured prefill-chunk batch times")
+    c.add_argument("--base", required=True, help="step-time JSON from `schedlab fit steptime`")
+    c.add_argument("--chunks", type=_ints, default=[64, 512, 1024], help="chunk sizes (tokens)")
+    c.add_argument("--times-ms", type=positive_numbers(float), default=[22.7, 46.5, 74.7], help="measured batch times (ms)")
+    c.add_argument("--out", required=True)
+    c.set_defaults(func=cmd_calibrate)
+
+    r = ssub.add_parser("run", help="one scheduler at one rate and paying share")
+    r.add_argument("--scheduler", required=True, help=", ".join(SCHEDULERS))
+    r.add_argument("--rate", type=positive_number(float), required=True, help="req/s")
+    r.add_argument("--share", type=_share, default=0.05, help="probability a request is a paying user's")
+    r.add_argument("--seed", type=int, default=0)
+    _setup_args(r)
+    r.add_argument("--out-results", required=True)
+    r.add_argument("--out-summary", required=True)
+    r.set_defaults(func=cmd_run)
+
+    w = ssub.add_parser("sweep", help="one scheduler over rates x seeds at one paying share")
+    w.add_argument("--scheduler", required=True, help=", ".join(SCHEDULERS))
+    w.add_argument("--share", type=_share, required=True)
+    w.add_argument("--rates", type=positive_numbers(float), required=True, help="req/s, comma-separated")
+    w.add_argument("--seeds", type=_ints, default=[0])
+    _setup_args(w)
+    w.add_argument("--out-dir", required=True, help="gets summary.parquet, buckets.parquet, timeline.parquet")
+    w.set_defaults(func=cmd_sweep)
+
+    cap = ssub.add_parser("capacity", help="serving capacity per scheduler, bisected from sweep summaries")
+    cap.add_argument("summaries", nargs="+")
+    cap.add_argument("--iterations", type=int, default=3)
+    _setup_args(cap)
+    cap.add_argument("--out", required=True)
+    cap.set_defaults(func=cmd_capacity)
+
+    pa = ssub.add_parser("params", help="engine-model parameter studies (Fig. 6)")
+    _setup_args(pa)
+    pa.add_argument("--out", required=True)
+    pa.set_defaults(func=cmd_params)
+
+    t = ssub.add_parser("throughput", help="highest stable rate per scheduler, and queues around it")
+    t.add_argument("--schedulers", type=lambda x: x.split(","), default=list(THROUGHPUT_SCHEDULERS))
+    t.add_argument("--backlog", type=int, default=1500, help="requests waiting at t = 0 for the saturation runs")
+    t.add_argument("--queue-duration-s", type=float, default=1200.0, help="seconds of arrivals around capacity")
+    _setup_args(t)
+    t.add_argument("--out", required=True)
+    t.add_argument("--out-queue", required=True)
+    t.set_defaults(func=cmd_throughput)
+

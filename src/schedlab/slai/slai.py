@@ -1,0 +1,61 @@
+"""SLAI, the SLO-aware scheduler. A decode-phase request whose previous token ended at ``e``
+has the last schedulable time ``e + TBT_target - offset * t_bar`` (``t_bar``: the running mean
+step time). Each step takes (1) the critical decodes (last schedulable time passed), earliest
+first; (2) prefill work, started prefills first, then new requests in FCFS or SPF order (paying
+users strictly first with ``paying_first``), within the token budget and the active cap; (3)
+while budget remains and the step has fewer decodes than the decode limit, the other decodes,
+earliest first. The offset is fixed, or ``dynamic``: 5 while KV use is under 96%, else 10."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedlab.engine.plan import Planner
+from schedlab.engine.scheduler import NOT_STEADY, UNTIL_ARRIVAL
+from schedlab.slai.base import Builder
+
+DYNAMIC_LOW, DYNAMIC_HIGH, DYNAMIC_THRESHOLD = 5.0, 10.0, 0.96
+
+
+def dynamic_offset(kv_frac: float) -> float:
+    return DYNAMIC_LOW if kv_frac < DYNAMIC_THRESHOLD else DYNAMIC_HIGH
+
+
+class SLAI(Builder):
+    def __init__(self, budget: int = 512, max_active: int = 128, decode_limit: int = 128,
+                 offset: float | None = 10.0, order: str = "spf", paying_first: str | None = None) -> None:
+        super().__init__(order, paying_first)
+        self.budget, self.max_active, self.decode_limit, self.offset = budget, max_active, decode_limit, offset
+        tag = "dynamic" if offset is None else f"fixed{offset:g}"
+        self.name = f"slai-{order}{'-priority' if paying_first else ''}-{tag}"
+
+    def current_offset(self) -> float:
+        return dynamic_offset(self.engine.kv_frac) if self.offset is None else self.offset
+
+    def deadlines(self, dec: np.ndarray) -> np.ndarray:
+        e = self.engine
+        return e.last_tok[dec] + e.target[dec] - self.current_offset() * e.mean_step_s
+
+    def schedule(self):
+        e = self.engine
+        dec = e.decoding()
+        if dec.size:
+            deadline = self.deadlines(dec)
+            order = np.argsort(deadline, kind="stable")
+            dec = dec[order]
+            n_crit = int(np.searchsorted(deadline[order], e.now, side="right"))
+        else:
+            n_crit = 0
+        take = min(n_crit, self.decode_limit, self.budget)
+        plan = Planner(e, self, self.budget)
+        plan.take_many(dec[:take])
+        self.continue_prefills(plan)
+        self.admit_fitting(plan, self.max_active)
+        more = max(0, min(plan.budget, self.decode_limit - take))
+        plan.take_many(dec[take : take + more])
+        return plan.plan()
+
+    def steady(self) -> int:
+        if len(self.queue) or len(self.engine.running) > min(self.decode_limit, self.budget):
+            return NOT_STEADY
+        return UNTIL_ARRIVAL

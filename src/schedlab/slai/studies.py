@@ -1,0 +1,165 @@
+"""Paper C's experiments, each a table: the rate sweep of one scheduler at one paying share
+(summaries, prompt-length buckets, KV/queue timelines), serving capacity by bisection, the
+engine-model parameter studies (Fig. 6) and the throughput-optimality study."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from schedlab.engine import Arena, run
+from schedlab.engine.steptime import StepTimeModel
+from schedlab.errors import SchedlabError
+from schedlab.slai.registry import make_builder
+from schedlab.slai.run import by_bucket, run_scheduler, summary
+from schedlab.slai.sarathi import Sarathi
+from schedlab.workload.openchat import openchat_trace
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every run shares: the length pool, the arena and the run length."""
+
+    pool: pd.DataFrame
+    arena: Arena
+    duration_s: float = 2100.0
+    warmup_s: float = 120.0
+
+    def run(self, scheduler: str, rate: float, share: float, seed: int):
+        trace = openchat_trace(self.pool, rate, self.duration_s, share, seed)
+        res = run_scheduler(trace, scheduler, self.arena, warmup_s=self.warmup_s)
+        keys = {"scheduler": scheduler, "share": share, "rate": rate, "seed": seed}
+        return res, summary(res, trace, policy=scheduler, backend="sim", workload="openchat", **keys)
+
+
+def sweep(setup: Setup, scheduler: str, share: float, rates, seeds) -> dict[str, pd.DataFrame]:
+    """``summary`` (one row per rate x seed), ``buckets`` and ``timeline`` tables."""
+    rows, buckets, timelines = [], [], []
+    for rate in rates:
+        for seed in seeds:
+            res, s = setup.run(scheduler, rate, share, seed)
+            keys = {"scheduler": scheduler, "share": share, "rate": rate, "seed": seed}
+            rows.append(s)
+            buckets.append(by_bucket(res, setup.duration_s).assign(**keys))
+            timelines.append(res.timeline.assign(**keys))
+    return {"summary": pd.DataFrame(rows), "buckets": pd.concat(buckets), "timeline": pd.concat(timelines)}
+
+
+def capacity(setup: Setup, grid: pd.DataFrame, *, iterations: int = 3, growth: float = 1.25,
+             extensions: int = 3) -> pd.DataFrame:
+    """Serving capacity per scheduler (highest rate whose median TTFT <= 0.5 s with every class
+    within its P99 TBT target): bracketed by the sweep's rates (``grid``: summaries of one share,
+    first seed), or above the top one by rates ``growth`` times higher (at most ``extensions``
+    of them), then bisected ``iterations`` times. ``bound`` says whether the capacity is
+    ``bracketed``, ``at least`` the highest rate tried or ``below`` the lowest."""
+    rows = []
+    for (scheduler, share), runs in grid.groupby(["scheduler", "share"], sort=True):
+        runs = runs[runs["seed"] == runs["seed"].min()].sort_values("rate")
+        seed = int(runs["seed"].iloc[0])
+        within = lambda rate: setup.run(scheduler, rate, share, seed)[1]["within_capacity"]
+        ok = runs["within_capacity"].to_numpy(bool)
+        rates = runs["rate"].to_numpy(float)
+        if not ok[0]:
+            rows.append((scheduler, share, 0.0, "below"))
+            continue
+        if ok.all():
+            lo, hi = rates[-1], None
+            for _ in range(extensions):
+                rate = round(lo * growth, 4)
+                if not within(rate):
+                    hi = rate
+                    break
+                lo = rate
+            if hi is None:
+                rows.append((scheduler, share, lo, "at least"))
+                continue
+        else:
+            first_out = int(np.argmin(ok))
+            lo, hi = rates[first_out - 1], rates[first_out]
+        for _ in range(iterations):
+            mid = round((lo + hi) / 2, 4)
+            lo, hi = (mid, hi) if within(mid) else (lo, mid)
+        rows.append((scheduler, share, lo, "bracketed"))
+    return pd.DataFrame(rows, columns=["scheduler", "share", "capacity_rps", "bound"])
+
+
+# -- engine-model parameter studies (Fig. 6) --------------------------------------------------
+def _burst(n: int, prompt: int, output: int) -> pd.DataFrame:
+    return pd.DataFrame({"request_id": np.arange(n), "arrival_s": np.zeros(n),
+                         "prompt_tokens": prompt, "output_tokens": output})
+
+
+def budget_study(arena: Arena, budgets=(64, 128, 256, 512, 1024, 2048, 4096, 8192),
+                 n: int = 100, prompt: int = 2048) -> pd.DataFrame:
+    """Fig. 6a: median TTFT and mean batch time vs token budget, ``n`` requests of ``prompt``
+    tokens and one output token all waiting at t = 0 (Sarathi, FCFS)."""
+    rows = []
+    for b in budgets:
+        res = run(_burst(n, prompt, 1), Sarathi(budget=b, max_active=n), arena)
+        ttft = res.requests["first_token_s"] - res.requests["arrival_s"]
+        rows.append({"budget": b, "p50_ttft_s": float(ttft.median()), "mean_batch_ms": res.busy_s / res.steps * 1e3})
+    return pd.DataFrame(rows)
+
+
+def kv_study(arena: Arena, counts=tuple(range(0, 161, 8)), prompt: int = 2048) -> pd.DataFrame:
+    """Fig. 6b: KV-cache use with ``n`` concurrent decode requests of ``prompt``-token prompts
+    (each holding its prompt and first generated token)."""
+    lim = arena.limits
+    blocks = lim.encoder_blocks + -(-(prompt + 1) // lim.block_size)
+    return pd.DataFrame({"n_decode": counts, "kv_frac": [n * blocks / lim.kv_capacity_blocks for n in counts]})
+
+
+def mixed_batch_study(model: StepTimeModel, decodes=tuple(range(0, 129, 4)), budget: int = 512, ctx: int = 513) -> pd.DataFrame:
+    """Fig. 6c: batch time with ``d`` decodes (context ``ctx`` each) beside one prefill chunk
+    filling the rest of the token budget (from position 0)."""
+    d = np.asarray(decodes)
+    c = budget - d
+    return pd.DataFrame({"n_decode": d, "prefill_tokens": c,
+                         "batch_ms": np.asarray(model(0, c, d, d * ctx, c * (c + 1) // 2)) * 1e3})
+
+
+# -- throughput optimality --------------------------------------------------------------------
+THROUGHPUT_SCHEDULERS = ("rad", "rad-long-cycles", "sarathi-fcfs", "request-level", "algorithm2")
+
+
+def engine_models(setup: Setup, tile_col: int = 128) -> dict[str, Arena]:
+    """The calibrated engine on the 48 GB card; the theory's batch time (the same terms
+    without the fixed per-batch cost: tile staircase, per-token and attention terms); and the
+    theory's batch time with KV memory for ``tile_col`` requests of the longest length."""
+    arena, lim = setup.arena, setup.arena.limits
+    theory = replace(arena, step_time=replace(arena.step_time, intercept=0.0))
+    roomy = theory.with_limits(kv_capacity_blocks=max(lim.kv_capacity_blocks, tile_col * 8192 // lim.block_size))
+    return {"calibrated": arena, "no fixed cost": theory, "no fixed cost, memory for tile_col": roomy}
+
+
+def saturation(setup: Setup, scheduler: str, arena: Arena, n: int = 1500, seed: int = 0) -> float:
+    """Highest stable arrival rate: completions per second with a backlog of ``n`` requests
+    (FCFS schedulers serve them in arrival order), over the middle 80% of completions."""
+    rng = np.random.default_rng([seed, 1])
+    rows = rng.integers(len(setup.pool), size=n)
+    trace = _burst(n, 0, 0).assign(prompt_tokens=setup.pool["prompt_tokens"].to_numpy(np.int64)[rows],
+                                   output_tokens=setup.pool["output_tokens"].to_numpy(np.int64)[rows])
+    finish = np.sort(run(trace, make_builder(scheduler), arena).requests["finish_s"])
+    lo, hi = int(0.1 * n), int(0.9 * n)
+    return (hi - lo) / float(finish[hi] - finish[lo])
+
+
+def throughput(setup: Setup, schedulers=THROUGHPUT_SCHEDULERS, factors=(0.9, 1.1), seed: int = 0,
+               backlog: int = 1500, queue_duration_s: float = 1200.0) -> dict[str, pd.DataFrame]:
+    """``capacity``: saturation throughput (a ``backlog`` of requests) per (engine model,
+    scheduler); ``queue``: waiting and active requests over time at ``factors`` x that
+    capacity (Poisson arrivals for ``queue_duration_s``, p = 5%)."""
+    rows, queues = [], []
+    for kind, arena in engine_models(setup).items():
+        for scheduler in schedulers:
+            rate = saturation(setup, scheduler, arena, n=backlog, seed=seed)
+            rows.append({"engine_model": kind, "scheduler": scheduler, "saturation_rps": rate})
+            for f in factors:
+                trace = openchat_trace(setup.pool, f * rate, queue_duration_s, 0.05, seed)
+                res = run_scheduler(trace, scheduler, arena, sample_s=5.0)
+                queues.append(res.timeline.assign(engine_model=kind, scheduler=scheduler, factor=f, rate=f * rate))
+    if not rows:
+        raise SchedlabError("no scheduler given")
+    return {"capacity": pd.DataFrame(rows), "queue": pd.concat(queues, ignore_index=True)}

@@ -1,0 +1,123 @@
+"""``schedlab slosa ...``: paper D's length pools, predictor profiles and fits, and studies."""
+
+from __future__ import annotations
+
+import argparse
+
+from schedlab.errors import SchedlabError
+from schedlab.io import read_parquet, write_parquet
+
+STUDIES = ("compare", "schedule", "lengths", "coefficients", "instances")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"need non-negative integers, got {text!r}")
+    return values
+
+
+def cmd_pools(args) -> None:
+    from schedlab.data.conversations import chat_lengths, code_lengths
+
+    write_parquet(chat_lengths(), args.chat)
+    write_parquet(code_lengths(), args.code)
+
+
+def cmd_profile(args) -> None:
+    from schedlab.fit.latency_predictor import REFERENCE, calibrate_roofline
+    from schedlab.latency import predictor_profile
+    from schedlab.latency.catalogue import hardware, model_arch
+
+    if args.source == "roofline":
+        hw, arch = hardware(args.hardware), model_arch(args.model)
+        eff = calibrate_roofline(REFERENCE, hw, arch) if args.calibrate else {}
+        table = predictor_profile.roofline_profile(hw, arch, **eff)
+    elif args.source == "torch":
+        table = predictor_profile.torch_profile(args.model, repeats=args.repeats, device=args.device)
+    else:
+        table = predictor_profile.vllm_profile(args.model, args.device, args.kv_cache_gib, repeats=args.repeats)
+    write_parquet(table, args.out)
+
+
+def cmd_fit(args) -> None:
+    from schedlab.fit.latency_predictor import REFERENCE, fit_predictor
+
+    if (args.profile is None) == (not args.reference):
+        raise SchedlabError("give either --profile or --reference")
+    predictor = REFERENCE if args.reference else fit_predictor(read_parquet(args.profile))
+    predictor.save(args.out)
+
+
+def cmd_study(args) -> None:
+    from schedlab.fit.latency_predictor import LatencyPredictor
+    from schedlab.latency.catalogue import hardware, model_arch
+    from schedlab.slosa import studies
+    from schedlab.slosa.dispatch import paper_engine
+    from schedlab.slosa.instances import InstanceMemory
+    from schedlab.slosa.search import AnnealConfig, warm_up
+
+    predictor = LatencyPredictor.load(args.predictor)
+    workload = studies.Workload(read_parquet(args.chat), read_parquet(args.code))
+    hw, arch = hardware(args.hardware), model_arch(args.model)
+    arena = paper_engine(hw, arch)
+    warm_up()
+    if args.study == "compare":
+        table = studies.compare(workload, predictor, args.ns, args.max_batches, args.seeds,
+                                exhaustive_max_n=args.exhaustive_max_n, anneal_config=AnnealConfig(), engine=arena)
+    elif args.study == "schedule":
+        table = studies.anneal_schedule(workload, predictor, (50, 100, 200, 500, 1000), (10, 25, 50, 100, 200), args.seeds)
+    elif args.study == "lengths":
+        table = studies.length_error(workload, predictor, (0.025, 0.05, 0.10), args.seeds)
+    elif args.study == "coefficients":
+        table = studies.coefficient_error(workload, predictor, (0.025, 0.05, 0.10, 0.20, 0.30), args.seeds)
+    else:
+        capacity = arena.limits.kv_capacity_blocks * arena.limits.block_size * arch.kv_bytes_per_token
+        memory = InstanceMemory(free_bytes=capacity, bytes_per_token=arch.kv_bytes_per_token)
+        table = studies.multi_instance(workload, predictor, (1, 2, 3, 4), args.seeds, memory)
+    write_parquet(table.assign(predictor=predictor.meta.get("source", "")), args.out)
+
+
+def add_commands(sub) -> None:
+    s = sub.add_parser("slosa", help="paper D: SLO-aware priority mapping by simulated annealing")
+    ssub = s.add_subparsers(dest="slosa_command", required=True)
+
+    p = ssub.add_parser("pools", help="chat and code request lengths (ShareGPT; Python-Code-23k or its stand-in)")
+    p.add_argument("--chat", required=True, help="parquet out: prompt_tokens, output_tokens, source")
+    p.add_argument("--code", required=True, help="parquet out, same columns")
+    p.set_defaults(func=cmd_pools)
+
+    pr = ssub.add_parser("profile", help="prefill/decode times over a (batch, length) grid")
+    pr.add_argument("--source", choices=("roofline", "torch", "vllm"), required=True)
+    pr.add_argument("--hardware", default="2xV100-32GB", help="roofline: catalogue name, <n>x<name> for tensor parallel")
+    pr.add_argument("--model", default="qwen2.5-7b")
+    pr.add_argument("--calibrate", action="store_true",
+                    help="roofline: efficiencies that match the paper's single-request times")
+    pr.add_argument("--repeats", type=int, default=3, help="torch, vllm: timed repeats per point")
+    pr.add_argument("--device", default="cpu", help="torch, vllm: cpu or cuda:0")
+    pr.add_argument("--kv-cache-gib", type=int, default=1, help="vllm: KV cache size")
+    pr.add_argument("--out", required=True)
+    pr.set_defaults(func=cmd_profile)
+
+    f = ssub.add_parser("fit", help="OLS of the prefill and decode models (b*l interaction), or the paper's values")
+    f.add_argument("--profile", help="predictor profile parquet")
+    f.add_argument("--reference", action="store_true", help="the paper's published coefficients instead")
+    f.add_argument("--out", required=True, help="predictor JSON")
+    f.set_defaults(func=cmd_fit)
+
+    st = ssub.add_parser("study", help="one of paper D's experiments, as a parquet table")
+    st.add_argument("study", choices=STUDIES)
+    st.add_argument("--predictor", required=True)
+    st.add_argument("--chat", required=True)
+    st.add_argument("--code", required=True)
+    st.add_argument("--hardware", default="2xV100-32GB")
+    st.add_argument("--model", default="qwen2.5-7b")
+    st.add_argument("--seeds", type=_ints, default=[0, 1, 2, 3, 4])
+    st.add_argument("--ns", type=_ints, default=[4, 6, 8, 10, 20, 40], help="compare: requests per decision")
+    st.add_argument("--max-batches", type=_ints, default=[1, 2, 4], help="compare: maximum batch sizes")
+    st.add_argument("--exhaustive-max-n", type=int, default=8, help="compare: largest N searched exhaustively")
+    st.add_argument("--out", required=True)
+    st.set_defaults(func=cmd_study)
