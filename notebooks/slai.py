@@ -13,9 +13,9 @@
 # %% [markdown]
 # # Paper C — throughput-optimal (RAD) and SLO-aware (SLAI) iteration-level scheduling
 #
-# Every scheduler is a *batch builder* on one iteration-level engine (paged KV, recompute
-# preemption, per-class token-gap histograms): request-level batching, vLLM-style prefill
-# priority, Sarathi-Serve (token budget 512, FCFS or shortest-prompt-first), RAD, the appendix's
+# Every scheduler is a *batch builder* on schedlab's one engine, the same one papers A, B and D
+# run on (vLLM-v1-style paged KV allocation, recompute preemption, per-class token-gap
+# histograms): request-level batching, prefill priority (vLLM v0 style, `prefill-priority`), Sarathi-Serve (token budget 512, FCFS or shortest-prompt-first), RAD, the appendix's
 # Algorithm 2, and SLAI (budget 512, at most 128 active requests and 128 decodes per batch,
 # offset fixed or dynamic). The engine model stands in for Mistral-7B-Instruct-v0.2 on one
 # RTX 6000 Ada 48 GB: a roofline with the GEMM tile staircase, fitted by OLS and calibrated on

@@ -102,7 +102,7 @@ def _tiny_config(results: Path) -> dict:
     )
     config["slai"].update(
         duration_s=200, warmup_s=20, shares=[0.05, 0.5], rates=[0.8, 2.4], capacity_iterations=1,
-        schedulers=["vllm", "sarathi-fcfs", "slai-spf-dynamic", "slai-spf-priority-dynamic"],
+        schedulers=["prefill-priority", "sarathi-fcfs", "slai-spf-dynamic", "slai-spf-priority-dynamic"],
         throughput_schedulers=["rad", "sarathi-fcfs"], throughput_backlog=100, queue_duration_s=100,
     )
     config["tournament"].update(loads=[0.5, 0.9], workloads={

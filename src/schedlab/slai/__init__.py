@@ -1,2 +1,3 @@
-"""Paper C: iteration-level batch builders (request-level, vLLM-style, Sarathi-Serve, RAD,
-Algorithm 2, SLAI) on one engine, its workload, engine model, studies and ``schedlab slai``."""
+"""Paper C: batch builders (request-level, prefill priority, Sarathi-Serve, RAD, Algorithm 2,
+SLAI) as schedulers of :mod:`schedlab.engine`, its workload, engine model, studies and
+``schedlab slai``."""

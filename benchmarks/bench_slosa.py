@@ -1,7 +1,7 @@
 """Paper D's mapping overhead: simulated annealing per decision for N = 4..40 (goal: under
 0.25 ms at N = 10; the paper reports 0.48 ms), and exhaustive search while it is feasible.
 
-Run with ``pytest benchmarks/bench_slo.py --benchmark-only``. The early exit is off, so every
+Run with ``pytest benchmarks/bench_slosa.py --benchmark-only``. The early exit is off, so every
 decision runs the full schedule (T0 500 -> T_min 20, decay 0.95, 100 moves per temperature).
 """
 
