@@ -13,6 +13,7 @@ from schedlab.metrics import summarize
 from schedlab.policies import make_policy
 from schedlab.sim.engine import EngineConfig, SimResult, Simulator
 from schedlab.sim.steptime import StepTimeModel
+from schedlab.validation.documents import EngineLimits, parse
 
 
 def engine_config(
@@ -26,7 +27,11 @@ def engine_config(
     kv_blocks: int | None = None,
 ) -> EngineConfig:
     """KV capacity from the hardware's memory and the model's weights and KV size, unless
-    ``kv_blocks`` gives a measured engine's capacity (then ``hardware_name`` is only a label)."""
+    ``kv_blocks`` gives a measured engine's capacity (then ``hardware_name`` is only a label).
+    The limits are checked first (:class:`EngineLimits`)."""
+    parse(EngineLimits, {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                         "block_size": block_size, "gpu_memory_utilization": gpu_memory_utilization,
+                         "kv_blocks": kv_blocks}, "engine limits")
     arch = model_arch(model_name)
     if kv_blocks is None:
         kv_blocks = kv_capacity_blocks(hardware(hardware_name), arch, gpu_memory_utilization, block_size)
