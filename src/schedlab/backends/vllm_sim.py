@@ -42,6 +42,7 @@ def run_vllm_sim(
     check_fits(trace, engine)
     arch = model_arch(model)
     sched = build_scheduler(model, engine, policy=policy, kappa=kappa)
+    sched.allow_client_priority = True  # the priorities are the trace's own (a checked column)
     clock = {"now": 0.0}
     sched.clock = lambda: clock["now"]
     n = len(trace)
