@@ -190,3 +190,60 @@ def test_dry_run_rejects_an_unknown_model(config, tmp_path):
     r = _dry_run("--configfile", _write(tmp_path, bad))
     assert r.returncode != 0
     assert "experiment 'medium': unknown model 'whisper-gigantic'" in r.output
+
+
+# -- names that become paths or shell words ----------------------------------------------------
+INJECTION = "light'$(touch injected)'"
+TRAVERSAL = "../../../somewhere"
+
+
+def _rename_key(mapping: dict, old: str, new: str) -> None:
+    mapping[new] = mapping.pop(old)
+
+
+@pytest.mark.parametrize("bad", [INJECTION, TRAVERSAL, "..", "a b", ""])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda c, bad: (_rename_key(c["asr"]["experiments"], "medium", bad), ["asr", "experiments"])[1],
+        lambda c, bad: (_rename_key(c["asr"]["workloads"], "burst", bad), ["asr", "workloads"])[1],
+        lambda c, bad: (_rename_key(c["tournament"]["workloads"], next(iter(c["tournament"]["workloads"])), bad),
+                        ["tournament", "workloads"])[1],
+        lambda c, bad: (c["extensions"]["switching"]["phases"][0].update(name=bad),
+                        ["extensions", "switching", "phases", 0, "name"])[1],
+        lambda c, bad: (c["asr"]["experiments"]["medium"].update(workload=bad), ["asr", "experiments", "medium", "workload"])[1],
+        lambda c, bad: (c["slai"]["schedulers"].append(bad), ["slai", "schedulers", len(c["slai"]["schedulers"]) - 1])[1],
+    ],
+    ids=["experiment", "workload", "tournament-workload", "phase", "experiment-workload", "slai-scheduler"],
+)
+def test_names_that_become_paths_reject_injection_and_traversal(config, validator, mutate, bad):
+    cfg = copy.deepcopy(config)
+    where = mutate(cfg, bad)
+    errors = list(validator.iter_errors(cfg))
+    assert [list(e.absolute_path) for e in errors] == [where]
+
+
+def test_results_folder_rejects_shell_metacharacters(config, validator):
+    cfg = copy.deepcopy(config)
+    cfg["results"] = "results; touch injected"
+    assert [list(e.absolute_path) for e in validator.iter_errors(cfg)] == [["results"]]
+    cfg["results"] = "../elsewhere/results"  # the user's folder may be anywhere
+    assert not list(validator.iter_errors(cfg))
+
+
+def test_json_reaches_the_shell_as_one_quoted_word(config, tmp_path):
+    """A config string with quotes and a command substitution (a language code here, which the
+    schema leaves free) is passed to the command intact, never interpreted by the shell."""
+    import json
+    import shlex
+
+    cfg = copy.deepcopy(config)
+    shares = {"en": 0.5, "it's $(touch injected)": 0.5}
+    cfg["extensions"]["kappa"]["shares"] = shares
+    r = _dry_run("--configfile", _write(tmp_path, cfg), "-p", f"{tmp_path / 'results'}/extensions/kappa/runs.parquet")
+    assert r.returncode == 0, r.output[-3000:]
+    (line,) = [ln for ln in r.output.splitlines() if "schedlab extension kappa" in ln]
+    words = shlex.split(line.removeprefix("Shell command: "))
+    # --configfile is merged over config.yaml, so its shares are added to the shipped ones
+    assert json.loads(words[words.index("--spec") + 1])["shares"] == {**config["extensions"]["kappa"]["shares"], **shares}
+    assert not (ROOT / "injected").exists() and not (tmp_path / "injected").exists()

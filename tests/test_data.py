@@ -1,6 +1,8 @@
 """Data loaders: LibriSpeech archive parsing, mirror and download, FLEURS, Whisper tokens."""
 
+import hashlib
 import io
+import re
 import tarfile
 
 import numpy as np
@@ -63,9 +65,10 @@ def test_parse_archive_rejects_unpaired_utterances(tmp_path, kind):
         librispeech.parse_archive(path)
 
 
-def test_load_test_clean_parses_and_caches_the_archive(data_cache):
+def test_load_test_clean_parses_and_caches_the_archive(data_cache, monkeypatch):
     data_cache.mkdir()
-    _archive(data_cache / "test-clean.tar.gz")  # as if downloaded earlier
+    fake = _archive(data_cache / "test-clean.tar.gz")  # as if downloaded earlier
+    monkeypatch.setattr(librispeech, "TEST_CLEAN", sources.Remote(librispeech.TEST_CLEAN.url, sources.sha256_of(fake)))
     first = librispeech.load_test_clean()
     assert (data_cache / librispeech.TABLE_NAME).is_file()
     (data_cache / "test-clean.tar.gz").unlink()
@@ -90,17 +93,69 @@ def test_mirror_must_be_a_directory(tmp_path, monkeypatch):
 def test_download_failure_is_clear_and_leaves_nothing(data_cache):
     dest = data_cache / "x"
     with pytest.raises(sources.DataUnavailable, match="SCHEDLAB_DATA_MIRROR") as err:
-        sources.download(UNREACHABLE, dest)
+        sources.download(sources.Remote(UNREACHABLE), dest)
     assert UNREACHABLE in str(err.value) and "\n" not in str(err.value)
     assert not data_cache.exists() or not any(data_cache.iterdir())
 
 
-def test_download_keeps_an_existing_file(data_cache):
+def _served(tmp_path, content: bytes) -> str:
+    """A file:// URL serving ``content`` (urllib reads it as it would an HTTP download)."""
+    path = tmp_path / "served.bin"
+    path.write_bytes(content)
+    return path.as_uri()
+
+
+def test_download_checks_the_pinned_sha256(tmp_path, data_cache):
+    url = _served(tmp_path, b"the real bytes")
+    good = hashlib.sha256(b"the real bytes").hexdigest()
     dest = data_cache / "x"
-    dest.parent.mkdir()
-    dest.write_text("kept")
-    assert sources.download(UNREACHABLE, dest) == dest
-    assert dest.read_text() == "kept"
+    with pytest.raises(SchedlabError, match=f"download of {url}: SHA-256 .* does not match the expected 0+$") as err:
+        sources.download(sources.Remote(url, "0" * 64), dest)
+    assert "\n" not in str(err.value)
+    assert not dest.exists()  # nothing half-trusted is left in the cache
+    assert sources.download(sources.Remote(url, good), dest).read_bytes() == b"the real bytes"
+
+
+def test_a_cached_copy_is_checked_again_on_reuse(tmp_path, data_cache):
+    url = _served(tmp_path, b"the real bytes")
+    remote = sources.Remote(url, hashlib.sha256(b"the real bytes").hexdigest())
+    dest = sources.download(remote, data_cache / "x")
+    dest.write_bytes(b"tampered")
+    with pytest.raises(SchedlabError, match="cached .*x .*delete it to download again.*does not match"):
+        sources.download(remote, dest)
+
+
+def test_without_a_published_sha256_the_first_download_is_recorded(tmp_path, data_cache):
+    url = _served(tmp_path, b"first")
+    dest = sources.download(sources.Remote(url), data_cache / "x")
+    assert (data_cache / "x.sha256").read_text().strip() == hashlib.sha256(b"first").hexdigest()
+    assert sources.download(sources.Remote(url), dest) == dest
+    dest.write_bytes(b"changed")
+    with pytest.raises(SchedlabError, match="does not match"):
+        sources.download(sources.Remote(url), dest)
+
+
+@pytest.mark.parametrize("name", ["AzureLLMInferenceTrace_code.csv", "AzureLLMInferenceTrace_conv.csv",
+                                  "mooncake_conversation_trace.jsonl", "openchat_sharegpt4_lengths_llama2.csv"])
+def test_pinned_checksums_match_the_mirrored_copies(shared_data, name):
+    """These mirror files are the downloads themselves, so their SHA-256 is the pinned one."""
+    from schedlab.data import llm_traces, openchat
+
+    remote = {"AzureLLMInferenceTrace_code.csv": llm_traces.AZURE["code"],
+              "AzureLLMInferenceTrace_conv.csv": llm_traces.AZURE["conv"],
+              "mooncake_conversation_trace.jsonl": llm_traces.MOONCAKE_REMOTE,
+              "openchat_sharegpt4_lengths_llama2.csv": openchat.LENGTHS}[name]
+    assert sources.sha256_of(shared_data / name) == remote.sha256
+
+
+def test_downloads_are_pinned_to_commits_not_branches():
+    from schedlab.data import llm_traces, openchat
+
+    pinned = [*llm_traces.AZURE.values(), llm_traces.MOONCAKE_REMOTE, openchat.LENGTHS, librispeech.TEST_CLEAN]
+    for remote in pinned:
+        assert re.fullmatch(r"[0-9a-f]{64}", remote.sha256)
+        assert not re.search(r"/(main|master)/", remote.url), remote.url
+    assert re.search(r"/resolve/[0-9a-f]{40}/", fleurs.TSV_URL)
 
 
 FLEURS_ROWS = [

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -119,11 +121,30 @@ def _tiny_config(results: Path) -> dict:
     return config
 
 
+def _run_until_a_notebook_renders(command, results: Path, **kw) -> None:
+    """Start ``command`` and SIGKILL it (and every process it started) once a notebook render
+    has begun (papermill's output notebook exists, its HTML export does not yet)."""
+    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+    try:
+        deadline = time.monotonic() + 2400
+        while proc.poll() is None and time.monotonic() < deadline:
+            if any(not p.with_suffix(".html").exists() for p in (results / "notebooks").glob("*.ipynb")):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, "the run ended before a notebook render could be interrupted"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 @pytest.mark.slow
 def test_snakemake_pipeline_renders_notebooks(tmp_path):
+    """The whole tiny pipeline, killed (SIGKILL) during its first notebook render and then
+    resumed by the same plain command: the default profile's rerun-incomplete redoes the
+    interrupted job with no extra flag."""
     work = tmp_path / "work"
     work.mkdir()
-    for item in ("Snakefile", "workflow", "notebooks", "envs"):
+    for item in ("Snakefile", "workflow", "notebooks", "envs", "profiles"):
         src = REPO / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / item)
     mirror = tmp_path / "mirror"
@@ -137,10 +158,10 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
         "SCHEDLAB_DATA_CACHE": str(tmp_path / "cache"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    proc = subprocess.run(
-        ["snakemake", "--cores", "2", "--quiet", "rules"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=2400,
-    )
+    command = ["snakemake", "--cores", "2", "--quiet", "rules"]
+    _run_until_a_notebook_renders(command, results, cwd=work, env=env)
+    assert list((work / ".snakemake" / "incomplete").rglob("*")), "the kill left no job marked incomplete"
+    proc = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=2400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     for name in ("asr_duration", "calibration", "slosa", "ewsjf", "slai", "tournament", "asr_extensions"):

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from schedlab.contracts import TRACE_COLUMNS
 from schedlab.errors import SchedlabError
-from schedlab.io import read_parquet, write_json, write_parquet
+from schedlab.io import read_json, read_parquet, write_json, write_outputs, write_parquet
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,13 +34,6 @@ def _positive_int(text: str) -> int:
     if value != int(value):
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text}")
     return int(value)
-
-
-def _read_json(path: str) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise SchedlabError(f"file not found: {p}")
-    return json.loads(p.read_text())
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
@@ -72,10 +62,19 @@ def _engine(args):
     )
 
 
-def _kappa(path: str) -> dict[str, float]:
-    from schedlab.fit.kappa import kappas
+def _kappa(path: str | None) -> dict[str, float]:
+    """A kappa file's fitted languages; none without a file (sizes are then max_tokens)."""
+    from schedlab.validation import read_kappa
 
-    return kappas(_read_json(path))
+    return read_kappa(path) if path else {}
+
+
+def _trace(args):
+    """The run's trace, checked, every request within ``--model``'s context."""
+    from schedlab.latency.catalogue import model_arch
+    from schedlab.validation import read_trace
+
+    return read_trace(args.trace, context=model_arch(args.model).max_target_positions)
 
 
 # -- data ---------------------------------------------------------------------------------
@@ -134,10 +133,10 @@ def cmd_profile(args) -> None:
 
 # -- fit ----------------------------------------------------------------------------------
 def cmd_fit_steptime(args) -> None:
-    from schedlab.contracts import PROFILE_COLUMNS
     from schedlab.fit.steptime import fit_steptime
+    from schedlab.validation import read_profile
 
-    fit_steptime(read_parquet(args.profile, PROFILE_COLUMNS), tile=args.tile).save(args.out)
+    fit_steptime(read_profile(args.profile), tile=args.tile).save(args.out)
 
 
 def cmd_fit_kappa(args) -> None:
@@ -200,10 +199,9 @@ def cmd_simulate(args) -> None:
     from schedlab.simulate import run_policy
 
     make_policy(args.policy)  # fail early on an unknown name
-    trace = read_parquet(args.trace, TRACE_COLUMNS)
-    arena = Arena(StepTimeModel.load(args.steptime), _engine(args), _kappa(args.kappa) if args.kappa else {})
+    arena = Arena(StepTimeModel.load(args.steptime), _engine(args), _kappa(args.kappa))
     result, summary = run_policy(
-        trace,
+        _trace(args),
         args.policy,
         arena,
         identity={
@@ -216,14 +214,16 @@ def cmd_simulate(args) -> None:
         backend=args.backend,
         model=args.model,
     )
-    write_parquet(result.requests, args.out_results)
-    write_json(summary, args.out_summary)
+    write_outputs({args.out_results: result.requests, args.out_summary: summary})
 
 
 def cmd_collect(args) -> None:
     import pandas as pd
 
-    rows = [_read_json(p) for p in args.summaries]
+    rows = [read_json(p) for p in args.summaries]
+    for path, row in zip(args.summaries, rows):
+        if not isinstance(row, dict):
+            raise SchedlabError(f"{path}: not a run summary (a JSON object of flat keys)")
     write_parquet(pd.DataFrame(rows), args.out)
 
 
@@ -247,9 +247,9 @@ def cmd_vllm_run(args) -> None:
     from schedlab.policies import make_policy
 
     make_policy(args.policy)  # fail early on an unknown name
-    trace = read_parquet(args.trace, TRACE_COLUMNS)
+    trace, kappa = _trace(args), _kappa(args.kappa)
     t0 = time.perf_counter()
-    llm = start_engine(_engine_spec(args), policy=args.policy, kappa=_kappa(args.kappa) if args.kappa else {})
+    llm = start_engine(_engine_spec(args), policy=args.policy, kappa=kappa)
     result = replay(llm, trace)
     summary = summarize(
         result.requests, result.gaps, policy=args.policy, backend="vllm", workload=args.workload,
@@ -262,8 +262,7 @@ def cmd_vllm_run(args) -> None:
         sched_overhead_us_per_req=float("nan"),
         wall_s=time.perf_counter() - t0,
     )
-    write_parquet(result.requests, args.out_results)
-    write_json(summary, args.out_summary)
+    write_outputs({args.out_results: result.requests, args.out_summary: summary})
 
 
 # -- parser -------------------------------------------------------------------------------
@@ -384,11 +383,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; bad input (any :class:`SchedlabError`) is one line on stderr and
+    exit status 2, as for usage errors."""
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
     except SchedlabError as e:
-        print(f"schedlab: error: {e}", file=sys.stderr)
+        print("schedlab: error: " + " ".join(str(e).split()), file=sys.stderr)
         return 2
     return 0
 

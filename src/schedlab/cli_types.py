@@ -14,7 +14,7 @@ def positive_numbers(cast):
             values = [cast(v) for v in text.split(",") if v]
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-        if not values or min(values) <= 0:
+        if not values or not all(v > 0 for v in values):  # NaN is not positive either
             raise argparse.ArgumentTypeError(f"need positive numbers, got {text!r}")
         return values
 

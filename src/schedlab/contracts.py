@@ -57,5 +57,8 @@ PROFILE_COLUMNS = (
     "time_s",
 )
 
+#: Optional profile column: attention (query, key) pairs of a step's prefill chunks.
+PREFILL_PAIRS = "prefill_pairs"
+
 #: Regressors of the step-time model, in the order of its coefficients (plus an intercept).
 STEP_FEATURES = ("n_encoder", "n_prefill_tokens", "n_decode", "ctx_tokens")

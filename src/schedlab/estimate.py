@@ -20,7 +20,8 @@ DURATION_SOURCES = ("raw", "vad")
 
 
 def size_estimate(hint: dict, kappa: dict[str, float], max_tokens: int) -> float:
-    """The job size a policy orders by, from what a client sends (:func:`size_hints`).
+    """The job size a policy orders by, from what a client sends (:func:`size_hints`; a
+    server checks it first with :func:`schedlab.validation.hints.checked_hint`).
 
     A ``priority`` (lower first; paper D's batch index) is the size itself. Otherwise
     ``n_hat = max(1, int(duration * kappa[language]))``, where the duration is the hint's

@@ -1,5 +1,7 @@
 # Helpers shared by the rules: the experiment registry, paths, sweep expansion, config checks.
+import json
 import math
+import shlex
 
 from schedlab.backends import BACKENDS
 from schedlab.latency.catalogue import hardware_names, model_names
@@ -58,6 +60,17 @@ def _check_config():
 
 
 _check_config()
+
+
+def shell_json(value):
+    """``value`` as JSON, quoted as one shell word (config strings never reach a shell raw)."""
+    return shlex.quote(json.dumps(value))
+
+
+def all_cores(wildcards):
+    """Threads of a rule that takes the whole machine: every core of the run, read per job, so
+    commands that plan no job (`snakemake --unlock`) need no --cores."""
+    return workflow.cores
 
 
 def engine_flags():

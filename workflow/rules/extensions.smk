@@ -1,7 +1,5 @@
 # Paper A's future work on its calibrated engine: VAD job sizes on silence-padded clips,
 # per-language kappa on a multilingual mix, dynamic policy switching under drift.
-import json
-
 EX = config["extensions"]
 XD = f"{R}/extensions"
 SWITCHING_TABLES = ("summary", "by_phase", "timeline", "switches", "regimes", "phases")
@@ -35,12 +33,12 @@ rule extension_vad:
     log:
         f"{R}/logs/extensions/vad.log",
     params:
-        engine=json.dumps(asr_engine_spec()),
-        spec=json.dumps(EX["vad"]),
+        engine=shell_json(asr_engine_spec()),
+        spec=shell_json(EX["vad"]),
     conda:
         "../../envs/cpu.yaml"
     shell:
-        "schedlab extension vad --utterances {input.utterances} --engine '{params.engine}' --spec '{params.spec}' "
+        "schedlab extension vad --utterances {input.utterances} --engine {params.engine} --spec {params.spec} "
         "--out-runs {output.runs} --out-accuracy {output.accuracy} > {log} 2>&1"
 
 
@@ -55,12 +53,12 @@ rule extension_kappa:
     log:
         f"{R}/logs/extensions/kappa.log",
     params:
-        engine=json.dumps(asr_engine_spec()),
-        spec=json.dumps(EX["kappa"]),
+        engine=shell_json(asr_engine_spec()),
+        spec=shell_json(EX["kappa"]),
     conda:
         "../../envs/cpu.yaml"
     shell:
-        "schedlab extension kappa --utterances {input.utterances} --engine '{params.engine}' --spec '{params.spec}' "
+        "schedlab extension kappa --utterances {input.utterances} --engine {params.engine} --spec {params.spec} "
         "--out-runs {output.runs} --out-quality {output.quality} > {log} 2>&1"
 
 
@@ -74,11 +72,11 @@ rule extension_switching:
     log:
         f"{R}/logs/extensions/switching.log",
     params:
-        engine=json.dumps(asr_engine_spec()),
-        spec=json.dumps(EX["switching"]),
+        engine=shell_json(asr_engine_spec()),
+        spec=shell_json(EX["switching"]),
         out=f"{XD}/switching",
     conda:
         "../../envs/cpu.yaml"
     shell:
-        "schedlab extension switching --utterances {input.utterances} --engine '{params.engine}' --spec '{params.spec}' "
+        "schedlab extension switching --utterances {input.utterances} --engine {params.engine} --spec {params.spec} "
         "--out-dir {params.out} > {log} 2>&1"

@@ -22,7 +22,7 @@ rule profile_torch:
     params:
         repeats=config["profile"]["torch_repeats"],
         device=config["profile"]["torch_device"],
-    threads: workflow.cores
+    threads: all_cores
     resources:
         gpu=int(config["profile"]["torch_device"].startswith("cuda")),
     conda:
@@ -40,7 +40,7 @@ rule profile_vllm:
         f"{R}/logs/profile/vllm/{{model}}.log",
     params:
         v=VLLM,
-    threads: workflow.cores
+    threads: all_cores
     resources:
         gpu=int(VLLM["device"].startswith("cuda")),
     conda:

@@ -43,7 +43,7 @@ rule vllm_run:
         workload=lambda w: EXPERIMENTS[w.experiment]["workload"],
         v=VLLM,
     # The engine's timing is the measurement: it gets the whole machine (or one GPU).
-    threads: workflow.cores
+    threads: all_cores
     resources:
         gpu=int(VLLM["device"].startswith("cuda")),
     conda:

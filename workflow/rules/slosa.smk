@@ -42,7 +42,7 @@ rule slosa_profile_torch:
     params:
         model=SLOSA["torch_model"],
         device=SLOSA["torch_device"],
-    threads: workflow.cores
+    threads: all_cores
     resources:
         gpu=int(SLOSA["torch_device"].startswith("cuda")),
     conda:
@@ -60,7 +60,7 @@ rule slosa_profile_vllm:
     params:
         v=VLLM,
     # The engine's timing is the measurement: it gets the whole machine (or one GPU).
-    threads: workflow.cores
+    threads: all_cores
     resources:
         gpu=int(VLLM["device"].startswith("cuda")),
     conda:

@@ -1,8 +1,6 @@
 # The cross-paper tournament: timed trace pools -> one job per workload (capacity, then every
 # entrant with a meaning on it at each load) -> one table with the Pareto fronts marked.
 # `snakemake tournament` runs only this (and what it needs).
-import json
-
 from schedlab.errors import SchedlabError
 from schedlab.tournament.entrants import entrant
 from schedlab.tournament.workloads import check_spec, modality, pool_names
@@ -66,15 +64,15 @@ rule tournament_play:
     log:
         f"{R}/logs/tournament/{{workload}}.log",
     params:
-        spec=lambda w: json.dumps(TN["workloads"][w.workload]),
-        arena=lambda w: json.dumps(tournament_arena(w)),
+        spec=lambda w: shell_json(TN["workloads"][w.workload]),
+        arena=lambda w: shell_json(tournament_arena(w)),
         pools=lambda w: " ".join(f"--pool {k}={v}" for k, v in tournament_pools(w).items()),
         loads=",".join(map(str, TN["loads"])),
         entrants=",".join(TN["entrants"]),
     conda:
         "../../envs/cpu.yaml"
     shell:
-        "schedlab tournament play --workload {wildcards.workload} --spec '{params.spec}' --arena '{params.arena}' "
+        "schedlab tournament play --workload {wildcards.workload} --spec {params.spec} --arena {params.arena} "
         "{params.pools} --loads {params.loads} --entrants {params.entrants} --out {output} > {log} 2>&1"
 
 

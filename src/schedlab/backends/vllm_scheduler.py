@@ -5,7 +5,9 @@ schedlab policy, and under memory pressure it preempts the policy's victim. Opti
 through ``--additional-config '{"schedlab": {"policy": "sjf", "kappa": {"en": 2.96}}}'``;
 requests carry ``audio_duration_s`` (and ``language``; ``speech_duration_s``, a VAD's
 speech-active time, takes precedence when sent) in ``SamplingParams.extra_args``
-(``vllm_xargs`` on the OpenAI endpoints). Without a duration a job's size is its max_tokens.
+(``vllm_xargs`` on the OpenAI endpoints), checked once per request
+(:mod:`schedlab.validation.hints`). Without a duration, or with a bad hint (logged once), a
+job's size is its max_tokens.
 
 The victim rule uses vLLM's priority path: with ``SchedulingPolicy.PRIORITY`` vLLM preempts
 ``max(running, key=(priority, arrival_time))``, so before each step the running requests are
@@ -14,6 +16,7 @@ ranked by the policy's ``victim_key``. Policies without a key keep vLLM's defaul
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -23,8 +26,12 @@ from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
+from schedlab.errors import SchedlabError
 from schedlab.estimate import size_estimate
 from schedlab.policies import Policy, make_policy
+from schedlab.validation.hints import checked_hint, server_options
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True, eq=False)
@@ -116,9 +123,10 @@ class SchedlabMixin:
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        opts = (self.vllm_config.additional_config or {}).get("schedlab", {})
-        self.schedlab_policy = make_policy(opts.get("policy", "fcfs"))
-        self.kappa: dict[str, float] = dict(opts.get("kappa", {}))
+        opts = server_options(self.vllm_config.additional_config)
+        self.schedlab_policy = make_policy(opts.policy)
+        self.kappa: dict[str, float] = dict(opts.kappa)
+        self.allow_client_priority = opts.allow_client_priority
         self._next_id = 0
         self._step_now: float | None = None
         self.waiting = PolicyQueue(self.schedlab_policy, self._job, self._policy_clock)
@@ -129,13 +137,21 @@ class SchedlabMixin:
         """The request's job, made once (ids in order of first sight) and kept on the request."""
         job = getattr(request, "schedlab_job", None)
         if job is None:
-            params = request.sampling_params
-            xargs = (params.extra_args if params else None) or {}
-            size = size_estimate(xargs, self.kappa, request.max_tokens)
-            job = VllmJob(self._next_id, request.arrival_time, size, request, request.num_prompt_tokens)
+            job = VllmJob(self._next_id, request.arrival_time, self._size(request), request, request.num_prompt_tokens)
             self._next_id += 1
             request.schedlab_job = job
         return job
+
+    def _size(self, request: Request) -> float:
+        """The job size from the request's hints; a bad hint is logged (once: the job is kept)
+        and the size falls back to max_tokens, so no client can break a step."""
+        params = request.sampling_params
+        try:
+            hint = checked_hint(params.extra_args if params else None, allow_priority=self.allow_client_priority)
+        except SchedlabError as e:
+            logger.warning("request %s: %s; sized by its max_tokens", request.request_id, e)
+            hint = {}
+        return size_estimate(hint, self.kappa, request.max_tokens)
 
     def _policy_clock(self) -> float:
         """One clock reading per ``schedule()`` call, as on the sim engine (EWSJF starts a new

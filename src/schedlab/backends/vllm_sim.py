@@ -15,7 +15,7 @@ import pandas as pd
 from vllm.v1.outputs import ModelRunnerOutput
 
 from schedlab.backends.vllm_build import build_scheduler, make_request
-from schedlab.engine import Arena, RunResult, check_trace
+from schedlab.engine import Arena, RunResult, check_servable
 from schedlab.engine.log import RequestLog
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_hints
@@ -30,10 +30,11 @@ def run_vllm_sim(trace: pd.DataFrame, policy: str, arena: Arena, *, model: str) 
     backend's shape. The requests' size hints carry the arena's duration source
     (:func:`size_hints`)."""
     wall0 = time.perf_counter()
-    check_trace(trace, arena.limits, arena.max_tokens)
+    check_servable(trace, arena.limits, arena.max_tokens)
     arch = model_arch(model)
     step_time = arena.step_time
     sched = build_scheduler(model, arena.limits, policy=policy, kappa=arena.kappa)
+    sched.allow_client_priority = True  # the priorities are the trace's own (a checked column)
     clock = {"now": 0.0}
     sched.clock = lambda: clock["now"]
     n = len(trace)

@@ -24,15 +24,17 @@ import ijson
 import pandas as pd
 
 from schedlab.data.llm_traces import azure_lengths
-from schedlab.data.sources import DataUnavailable, cache_dir, download, mirror_file
+from schedlab.data.sources import DataUnavailable, Remote, cache_dir, download, mirror_file
 from schedlab.data.whisper_tokens import encoding
 from schedlab.io import read_parquet, write_parquet
 
-SHAREGPT_URL = (
+#: No commit ids or checksums of these Hugging Face files are known here: the first
+#: download's SHA-256 is recorded and checked on reuse.
+SHAREGPT = Remote(
     "https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/resolve/main/"
     "ShareGPT_V3_unfiltered_cleaned_split.json"
 )
-PYTHON_CODE_URL = (
+PYTHON_CODE = Remote(
     "https://huggingface.co/datasets/ajibawa-2023/Python-Code-23k-ShareGPT/resolve/main/"
     "Python-Code-23k-ShareGPT.json"
 )
@@ -79,7 +81,7 @@ def _sharegpt_file() -> Path:
         path = Path(spec.submodule_search_locations[0]) / "data" / DATA_FILENAME
         if path.is_file():
             return path
-    return download(SHAREGPT_URL, cache_dir() / "ShareGPT_V3_unfiltered_cleaned_split.json")
+    return download(SHAREGPT, cache_dir() / "ShareGPT_V3_unfiltered_cleaned_split.json")
 
 
 def chat_lengths() -> pd.DataFrame:
@@ -99,7 +101,7 @@ def code_lengths() -> pd.DataFrame:
 
     def build():
         try:
-            path = download(PYTHON_CODE_URL, cache_dir() / Path(PYTHON_CODE_URL).name)
+            path = download(PYTHON_CODE, cache_dir() / Path(PYTHON_CODE.url).name)
         except DataUnavailable:
             return azure_code_standin()
         with open(path, "rb") as fp:

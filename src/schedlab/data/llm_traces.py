@@ -14,17 +14,33 @@ import os
 
 import pandas as pd
 
-from schedlab.data.sources import cache_dir, download, mirror_file
+from schedlab.data.sources import Remote, cache_dir, download, mirror_file
 from schedlab.errors import SchedlabError
 
-AZURE_URL = "https://raw.githubusercontent.com/Azure/AzurePublicDataset/master/data/AzureLLMInferenceTrace_{}.csv"
-MOONCAKE_URL = "https://raw.githubusercontent.com/kvcache-ai/Mooncake/main/FAST25-release/traces/conversation_trace.jsonl"
+#: The Azure traces at a pinned commit of Azure/AzurePublicDataset, by service; the offline
+#: mirror's copies are these same files.
+AZURE = {
+    service: Remote(
+        "https://raw.githubusercontent.com/Azure/AzurePublicDataset/790921015d50dd6aae7f7e47f39ba0e235ad6b08/"
+        f"data/AzureLLMInferenceTrace_{service}.csv",
+        sha256,
+    )
+    for service, sha256 in (
+        ("code", "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6"),
+        ("conv", "2f1e5b666d4e3055fdbba98598ce2ec307767b9064e03e2fa46676dbcc7d0bf8"),
+    )
+}
+MOONCAKE_REMOTE = Remote(
+    "https://raw.githubusercontent.com/kvcache-ai/Mooncake/3cca71daccf2a7afb8fe3f0295358f70e3a69fdb/"
+    "FAST25-release/traces/conversation_trace.jsonl",
+    "b8cbb061a85206d729d91cdc2981f43c9e0d99209dce588d3af5f7934408b9df",
+)
 MOONCAKE = "mooncake_conversation_trace.jsonl"
 
 
-def _fetch(name: str, url: str):
+def _fetch(name: str, remote: Remote):
     """The mirror's copy of ``name``, else a download into the cache."""
-    return mirror_file(name) or download(url, cache_dir() / name)
+    return mirror_file(name) or download(remote, cache_dir() / name)
 
 
 def length_pool(df: pd.DataFrame, prompt: str, output: str, source: str, path,
@@ -47,10 +63,10 @@ def length_pool(df: pd.DataFrame, prompt: str, output: str, source: str, path,
 
 def azure_lengths(service: str, path: str | os.PathLike | None = None, source: str | None = None) -> pd.DataFrame:
     """(prompt, output) tokens of the Azure 2023 trace's ``conv`` or ``code`` service."""
-    if service not in ("conv", "code"):
+    if service not in AZURE:
         raise SchedlabError(f"unknown Azure trace service {service!r}; choose conv or code")
     name = f"AzureLLMInferenceTrace_{service}.csv"
-    path = path or _fetch(name, AZURE_URL.format(service))
+    path = path or _fetch(name, AZURE[service])
     df = pd.read_csv(path)
     stamps = pd.to_datetime(df["TIMESTAMP"], errors="coerce") if "TIMESTAMP" in df else None
     if stamps is not None and stamps.isna().any():
@@ -61,7 +77,7 @@ def azure_lengths(service: str, path: str | os.PathLike | None = None, source: s
 
 def mooncake_lengths(path: str | os.PathLike | None = None) -> pd.DataFrame:
     """(prompt, output) tokens of the Mooncake conversation trace."""
-    path = path or _fetch(MOONCAKE, MOONCAKE_URL)
+    path = path or _fetch(MOONCAKE, MOONCAKE_REMOTE)
     df = pd.read_json(path, lines=True)
     seconds = df["timestamp"] / 1e3 if "timestamp" in df else None  # milliseconds in the release
     return length_pool(df, "input_length", "output_length", "mooncake-conversation", path, seconds)

@@ -19,14 +19,19 @@ import pandas as pd
 
 from schedlab.data.conversations import LENGTH_COLUMNS
 from schedlab.data.llm_traces import length_pool
-from schedlab.data.sources import DataUnavailable, cache_dir, download, mirror_file
+from schedlab.data.sources import DataUnavailable, Remote, cache_dir, download, mirror_file
 
 LENGTHS_CSV = "openchat_sharegpt4_lengths_llama2.csv"
-LENGTHS_URL = (
-    "https://raw.githubusercontent.com/microsoft/sarathi-serve/main/data/processed_traces/"
-    "sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
+#: The Sarathi-Serve artifact's length table (on its niyama_asplos2026 branch, at a pinned
+#: commit); the offline mirror's copy is this same file.
+LENGTHS = Remote(
+    "https://raw.githubusercontent.com/microsoft/sarathi-serve/72339db5b120614033b317880ad3a05a5e4c9415/"
+    "data/processed_traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv",
+    "6d6c296302a853e2669a674a96f269283e60c57e60363bd450588a1066919f9f",
 )
-DATASET_URL = "https://huggingface.co/datasets/openchat/openchat_sharegpt4_dataset/resolve/main/sharegpt_gpt4.json"
+#: No commit id or checksum of this Hugging Face file is known here: the first download's
+#: SHA-256 is recorded and checked on reuse.
+DATASET = Remote("https://huggingface.co/datasets/openchat/openchat_sharegpt4_dataset/resolve/main/sharegpt_gpt4.json")
 MAX_TOTAL = 8192
 
 
@@ -69,9 +74,9 @@ def openchat_lengths() -> pd.DataFrame:
     if local is not None:
         return read_lengths_csv(local, "openchat_sharegpt4 (Sarathi-Serve artifact, Llama-2 tokenizer)")
     try:
-        path = download(LENGTHS_URL, cache_dir() / LENGTHS_CSV)
+        path = download(LENGTHS, cache_dir() / LENGTHS_CSV)
         return read_lengths_csv(path, "openchat_sharegpt4 (Sarathi-Serve artifact, Llama-2 tokenizer)")
     except DataUnavailable:
-        path = download(DATASET_URL, cache_dir() / Path(DATASET_URL).name)
+        path = download(DATASET, cache_dir() / Path(DATASET.url).name)
     with open(path, "rb") as fp:
         return count_rounds(fp, "openchat_sharegpt4 (original rounds, GPT-2-family BPE stand-in tokenizer)")

@@ -1,12 +1,21 @@
-"""Where data files come from: an offline mirror folder, or a download into the cache."""
+"""Where data files come from: an offline mirror folder, or a download into the cache.
+
+Every download is a :class:`Remote`: a URL at a pinned revision (a commit id, never a branch)
+with the file's SHA-256, checked when it is downloaded and again whenever the cached copy is
+reused. Where no checksum is published (``sha256=None``), the first download's is recorded
+beside the cached copy (``<file>.sha256``) and checked on every reuse. Mirror files are the
+user's copies and are read as they are.
+"""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import http.client
 import os
 import shutil
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -46,18 +55,57 @@ def mirror_file(name: str) -> Path | None:
     return mirror / name
 
 
-def download(url: str, dest: str | os.PathLike) -> Path:
-    """Fetch ``url`` to ``dest`` atomically; an existing ``dest`` is kept as is."""
+@dataclass(frozen=True)
+class Remote:
+    """A file to download: its URL at a pinned revision, and its SHA-256 (None: none
+    published; the first download's is recorded and checked on reuse)."""
+
+    url: str
+    sha256: str | None = None
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _recorded(dest: Path) -> Path:
+    """Where the SHA-256 of a download without a published checksum is kept."""
+    return dest.with_name(dest.name + ".sha256")
+
+
+def _check(path: Path, expected: str, what: str) -> None:
+    actual = sha256_of(path)
+    if actual != expected:
+        raise SchedlabError(f"{what}: SHA-256 {actual} does not match the expected {expected}")
+
+
+def download(remote: Remote, dest: str | os.PathLike) -> Path:
+    """Fetch ``remote`` to ``dest`` atomically and check its SHA-256; an existing ``dest`` is
+    reused after the same check (a mismatch is an error naming the file: delete it to fetch
+    it again)."""
     dest = Path(dest)
     if dest.is_file():
+        expected = remote.sha256 or (_recorded(dest).read_text().strip() if _recorded(dest).is_file() else None)
+        if expected is None:
+            _recorded(dest).write_text(sha256_of(dest) + "\n")
+        else:
+            _check(dest, expected, f"cached {dest} (from {remote.url}; delete it to download again)")
         return dest
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, atomic_path(dest) as tmp:
+        with urllib.request.urlopen(remote.url, timeout=TIMEOUT_S) as response, atomic_path(dest) as tmp:
             with open(tmp, "wb") as out:
                 shutil.copyfileobj(response, out)
+            if remote.sha256:
+                _check(tmp, remote.sha256, f"download of {remote.url}")
+            else:
+                _recorded(dest).write_text(sha256_of(tmp) + "\n")
     except (OSError, http.client.HTTPException) as exc:
         raise DataUnavailable(
-            f"cannot download {url} ({exc}); "
+            f"cannot download {remote.url} ({exc}); "
             "set SCHEDLAB_DATA_MIRROR to a folder holding an offline copy"
         ) from exc
     return dest

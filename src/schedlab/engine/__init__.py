@@ -13,6 +13,6 @@
 
 from schedlab.engine.arena import Arena, EngineConfig, engine_config
 from schedlab.engine.continuous import ContinuousBatching
-from schedlab.engine.core import Engine, RunResult, check_trace, run
+from schedlab.engine.core import Engine, RunResult, check_servable, run
 
-__all__ = ["Arena", "ContinuousBatching", "Engine", "EngineConfig", "RunResult", "check_trace", "engine_config", "run"]
+__all__ = ["Arena", "ContinuousBatching", "Engine", "EngineConfig", "RunResult", "check_servable", "engine_config", "run"]

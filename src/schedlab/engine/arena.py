@@ -73,11 +73,12 @@ def engine_config(
 ) -> EngineConfig:
     """Limits of a (hardware, model) pair: KV capacity from the hardware's memory and the
     model's weights and KV size, unless ``kv_blocks`` gives a measured engine's capacity (then
-    ``hardware_name`` is only a label)."""
-    if not 0 < gpu_memory_utilization <= 1:
-        raise SchedlabError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
-    if block_size < 1:
-        raise SchedlabError(f"block_size must be >= 1, got {block_size}")
+    ``hardware_name`` is only a label); the limits are checked first."""
+    from schedlab.validation.documents import EngineLimits, parse
+
+    parse(EngineLimits, {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                         "block_size": block_size, "gpu_memory_utilization": gpu_memory_utilization,
+                         "kv_blocks": kv_blocks}, "engine limits")
     arch = model_arch(model_name)
     if kv_blocks is None:
         kv_blocks = kv_capacity_blocks(hardware(hardware_name), arch, gpu_memory_utilization, block_size)

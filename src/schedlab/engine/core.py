@@ -61,10 +61,11 @@ class RunResult:
         return self.peak_kv_blocks / self.kv_capacity_blocks
 
 
-def check_trace(trace: pd.DataFrame, limits: EngineConfig, max_tokens: int | None = None) -> None:
-    """Fail clearly on a trace no engine can run: arrivals that are not finite, non-negative
-    and sorted, token counts below 1, or a request that cannot fit in the KV cache (or the
-    model's context, when ``max_tokens`` is given) on its own."""
+def check_servable(trace: pd.DataFrame, limits: EngineConfig, max_tokens: int | None = None) -> None:
+    """The engine's own guard (the boundary's full checks are :mod:`schedlab.validation`'s):
+    fail clearly on a trace no engine can serve, whose clock could not advance (arrivals not
+    finite, non-negative and sorted), with a token count below 1, or with a request that cannot
+    fit in the KV cache (or the model's context, when ``max_tokens`` is given) on its own."""
     arrival = trace["arrival_s"].to_numpy(float)
     if not np.all(np.isfinite(arrival)) or np.any(arrival < 0):
         raise SchedlabError("arrival_s must be finite and >= 0")
@@ -88,7 +89,7 @@ class Engine:
 
     def __init__(self, trace: pd.DataFrame, scheduler: Scheduler, arena: Arena, *, warmup_s: float = 0.0,
                  sample_s: float | None = None, record: bool = False) -> None:
-        check_trace(trace, arena.limits, arena.max_tokens)
+        check_servable(trace, arena.limits, arena.max_tokens)
         self.trace, self.scheduler, self.arena = trace, scheduler, arena
         self.limits, self.step_time = arena.limits, arena.step_time
         self.n = len(trace)

@@ -14,13 +14,12 @@ to whole tiles, ``tile * ceil((n_prefill_tokens + n_decode) / tile)`` (the linea
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from schedlab.contracts import STEP_FEATURES
-from schedlab.errors import SchedlabError
 from schedlab.io import write_json
+from schedlab.validation.documents import read_steptime
 
 #: Per-admission costs bound by arithmetic (the encoder pass, a new request's prefill).
 COMPUTE_TERMS = ("n_encoder", "n_prefill_tokens")
@@ -86,11 +85,6 @@ class StepTimeModel:
 
     @classmethod
     def load(cls, path: str | Path) -> "StepTimeModel":
-        p = Path(path)
-        if not p.is_file():
-            raise SchedlabError(f"step-time coefficients not found: {p}")
-        data = json.loads(p.read_text())
-        try:
-            return cls(**data)
-        except TypeError as e:
-            raise SchedlabError(f"{p}: not a step-time model ({e})") from None
+        """A model file, checked (finite, non-negative terms: see
+        :class:`schedlab.validation.documents.StepTimeTerms`)."""
+        return cls(**read_steptime(path))

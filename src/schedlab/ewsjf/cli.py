@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from schedlab.cli_types import positive_number, positive_numbers
 from schedlab.errors import SchedlabError
-from schedlab.io import read_parquet, write_json, write_parquet
+from schedlab.io import read_json, read_parquet, write_outputs, write_parquet
 
 STUDIES = ("queues", "load", "tuning", "starvation")
 POOL_COLUMNS = ("prompt_tokens", "output_tokens")
@@ -33,21 +31,18 @@ def _params(path: str | None):
 
     if path is None:
         return Params()
-    p = Path(path)
-    if not p.is_file():
-        raise SchedlabError(f"file not found: {p}")
+    data = read_json(path)
     try:
-        return params_of(json.loads(p.read_text()))
+        return params_of(data)
     except (KeyError, TypeError, ValueError) as e:
-        raise SchedlabError(f"{p}: not EWSJF parameters ({e})") from None
+        raise SchedlabError(f"{path}: not EWSJF parameters ({e})") from None
 
 
 def cmd_pools(args) -> None:
     from schedlab.ewsjf.workload import pools
 
     short, long = pools()
-    write_parquet(short, args.short)
-    write_parquet(long, args.long)
+    write_outputs({args.short: short, args.long: long})
 
 
 def cmd_steptime(args) -> None:
@@ -86,6 +81,7 @@ def cmd_study(args) -> None:
     from schedlab.ewsjf.optimise import values_of
 
     setup, params = _setup(args), _params(args.params)
+    extra = {}
     if args.study == "queues":
         table = studies.queue_count(setup, params, args.kind, args.n_requests, args.rate, args.seed)
     elif args.study == "load":
@@ -94,13 +90,13 @@ def cmd_study(args) -> None:
         if args.out_params is None:
             raise SchedlabError("the tuning study needs --out-params")
         table, params = studies.tuning(setup, args.n_requests, args.rate, args.trial_s, args.max_trials, args.seed)
-        write_json(values_of(params), args.out_params)
+        extra = {args.out_params: values_of(params)}
     else:
         if args.out_timeline is None:
             raise SchedlabError("the starvation study needs --out-timeline")
         timeline, table = studies.starvation(setup, params, args.n_requests, args.rates, args.seed)
-        write_parquet(timeline, args.out_timeline)
-    write_parquet(studies.with_params(table, params), args.out)
+        extra = {args.out_timeline: timeline}
+    write_outputs({args.out: studies.with_params(table, params), **extra})
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from schedlab.io import read_parquet, write_parquet
+from schedlab.io import read_parquet, write_outputs
 from schedlab.cli_types import json_object
 
 UTTERANCE_COLUMNS = ("duration_s", "output_tokens", "text_tokens")
 
 
 def _setup(args):
+    """The utterances and the engine, after the engine spec and the study's ``--spec`` are checked."""
     from schedlab.engine import Arena
+    from schedlab.validation import check_engine_spec, parse
+    from schedlab.validation.documents import EXTENSION_SPECS
 
+    check_engine_spec(args.engine, "--engine")
+    parse(EXTENSION_SPECS[args.extension_command], args.spec, "--spec")
     return read_parquet(args.utterances, UTTERANCE_COLUMNS), Arena.from_spec(args.engine, "asr")
 
 
@@ -29,8 +34,7 @@ def cmd_kappa(args) -> None:
     runs = kappa_study(utterances, arena, rates=spec.get("rates", (8, 16, 20, 25)),
                        duration_s=float(spec.get("duration_s", 300.0)), **keys)
     quality = estimate_quality(utterances, **keys)
-    write_parquet(runs, args.out_runs)
-    write_parquet(quality, args.out_quality)
+    write_outputs({args.out_runs: runs, args.out_quality: quality})
 
 
 def cmd_vad(args) -> None:
@@ -43,8 +47,7 @@ def cmd_vad(args) -> None:
             "max_pad_s": float(spec.get("max_pad_s", 10.0))}
     runs = vad_study(utterances, arena, rates=spec.get("rates", (8, 14, 18, 22)),
                      duration_s=float(spec.get("duration_s", 300.0)), **pads)
-    write_parquet(runs, args.out_runs)
-    write_parquet(vad_accuracy(vad_clips(utterances, **pads)), args.out_accuracy)
+    write_outputs({args.out_runs: runs, args.out_accuracy: vad_accuracy(vad_clips(utterances, **pads))})
 
 
 def cmd_switching(args) -> None:
@@ -55,8 +58,8 @@ def cmd_switching(args) -> None:
     study = switching_study(utterances, arena,
                             phases=args.spec.get("phases", DEFAULT_PHASES), seed=int(args.spec.get("seed", 0)))
     out = Path(args.out_dir)
-    for name in ("summary", "by_phase", "timeline", "switches", "regimes", "phases"):
-        write_parquet(getattr(study, name), out / f"{name}.parquet")
+    write_outputs({out / f"{name}.parquet": getattr(study, name)
+                   for name in ("summary", "by_phase", "timeline", "switches", "regimes", "phases")})
 
 
 def add_commands(sub) -> None:

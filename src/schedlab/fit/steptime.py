@@ -6,12 +6,9 @@ import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 
-from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
+from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel, padded_tokens
-
-#: Optional profile column: attention (query, key) pairs of the step's prefill chunks.
-PREFILL_PAIRS = "prefill_pairs"
 
 
 def _regressors(profile: pd.DataFrame, tile: int) -> pd.DataFrame:
@@ -28,9 +25,11 @@ def fit_steptime(profile: pd.DataFrame, tile: int = 0) -> StepTimeModel:
     ``prefill_pairs`` when the profile has that column and, with ``tile`` > 0, the staircase
     ``tile_tokens`` = tokens padded to whole tiles (see :class:`StepTimeModel`).
 
-    Features that never vary in the profile (e.g. no prefill rows) get coefficient 0. The
-    model's ``meta`` keeps R², the residual standard deviation, 95% CIs and the profile's
-    identity.
+    Features that never vary in the profile (e.g. no prefill rows) get coefficient 0. A term
+    fitted below 0 (noise about a cost of ~0) is set to 0, since a step-time model's terms are
+    costs (:class:`schedlab.validation.documents.StepTimeTerms`); ``meta["clipped"]`` keeps
+    the fitted values. The model's ``meta`` keeps R², the residual standard deviation, 95% CIs
+    and the profile's identity.
     """
     missing = [c for c in PROFILE_COLUMNS if c not in profile.columns]
     if missing:
@@ -44,15 +43,15 @@ def fit_steptime(profile: pd.DataFrame, tile: int = 0) -> StepTimeModel:
     X = sm.add_constant(X[used], has_constant="add")
     res = sm.OLS(profile["time_s"].astype(float), X).fit()
     ci = res.conf_int()
-    coef = {f: float(res.params.get(f, 0.0)) for f in STEP_FEATURES}
-    extra = {f: float(res.params[f]) for f in OPTIONAL_TERMS if f in res.params}
+    terms = {"intercept": float(res.params["const"]), **{f: float(res.params.get(f, 0.0)) for f in STEP_FEATURES},
+             **{f: float(res.params[f]) for f in OPTIONAL_TERMS if f in res.params}}
+    clipped = {k: v for k, v in terms.items() if v < 0}
     first = profile.iloc[0]
     return StepTimeModel(
-        intercept=float(res.params["const"]),
-        **coef,
-        **extra,
+        **{k: max(v, 0.0) for k, v in terms.items()},
         tile=tile,
         meta={
+            **({"clipped": clipped} if clipped else {}),
             "source": str(first["source"]),
             "hardware": str(first["hardware"]),
             "model": str(first["model"]),

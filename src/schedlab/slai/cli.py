@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from schedlab.cli_types import positive_number, positive_numbers
-from schedlab.io import read_parquet, write_json, write_parquet
+from schedlab.io import read_parquet, write_outputs, write_parquet
 from schedlab.slosa.cli import _ints
 
 TABLES = ("summary", "buckets", "timeline")
@@ -28,7 +28,9 @@ def _setup(args):
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.slai.studies import Setup
+    from schedlab.validation import check_run_length
 
+    check_run_length(args.duration_s, args.warmup_s, "--duration-s/--warmup-s")
     arena = Arena.build(StepTimeModel.load(args.steptime), args.hardware, args.model, block_size=args.block_size)
     pool = read_parquet(args.pool, ("prompt_tokens", "output_tokens"))
     return Setup(pool, arena, args.duration_s, args.warmup_s)
@@ -60,8 +62,7 @@ def cmd_sweep(args) -> None:
 
     make_builder(args.scheduler)  # fail early on an unknown name
     tables = sweep(_setup(args), args.scheduler, args.share, args.rates, args.seeds)
-    for name in TABLES:
-        write_parquet(tables[name], Path(args.out_dir) / f"{name}.parquet")
+    write_outputs({Path(args.out_dir) / f"{name}.parquet": tables[name] for name in TABLES})
 
 
 def cmd_capacity(args) -> None:
@@ -88,8 +89,7 @@ def cmd_throughput(args) -> None:
     for name in args.schedulers:
         make_builder(name)
     tables = throughput(_setup(args), args.schedulers, backlog=args.backlog, queue_duration_s=args.queue_duration_s)
-    write_parquet(tables["capacity"], args.out)
-    write_parquet(tables["queue"], args.out_queue)
+    write_outputs({args.out: tables["capacity"], args.out_queue: tables["queue"]})
 
 
 def cmd_run(args) -> None:
@@ -98,8 +98,7 @@ def cmd_run(args) -> None:
     make_builder(args.scheduler)  # fail early on an unknown name
     setup = _setup(args)
     res, s = setup.run(args.scheduler, args.rate, args.share, args.seed)
-    write_parquet(res.requests, args.out_results)
-    write_json(s, args.out_summary)
+    write_outputs({args.out_results: res.requests, args.out_summary: s})
 
 
 def _setup_args(p: argparse.ArgumentParser) -> None:
@@ -108,9 +107,9 @@ def _setup_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--steptime", required=True, help="engine model JSON (calibrated)")
     g.add_argument("--hardware", default="RTX-6000-Ada")
     g.add_argument("--model", default="mistral-7b")
-    g.add_argument("--block-size", type=int, default=16)
+    g.add_argument("--block-size", type=positive_number(int), default=16)
     g.add_argument("--duration-s", type=float, default=2100.0, help="seconds of arrivals (35 minutes)")
-    g.add_argument("--warmup-s", type=float, default=120.0, help="arrivals before this are not measured")
+    g.add_argument("--warmup-s", type=float, default=120.0, help="arrivals before this are not measured (< --duration-s)")
 
 
 def add_commands(sub) -> None:
@@ -171,8 +170,8 @@ def add_commands(sub) -> None:
 
     t = ssub.add_parser("throughput", help="highest stable rate per scheduler, and queues around it")
     t.add_argument("--schedulers", type=lambda x: x.split(","), default=list(THROUGHPUT_SCHEDULERS))
-    t.add_argument("--backlog", type=int, default=1500, help="requests waiting at t = 0 for the saturation runs")
-    t.add_argument("--queue-duration-s", type=float, default=1200.0, help="seconds of arrivals around capacity")
+    t.add_argument("--backlog", type=positive_number(int), default=1500, help="requests waiting at t = 0 for the saturation runs")
+    t.add_argument("--queue-duration-s", type=positive_number(float), default=1200.0, help="seconds of arrivals around capacity")
     _setup_args(t)
     t.add_argument("--out", required=True)
     t.add_argument("--out-queue", required=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from schedlab.errors import SchedlabError
-from schedlab.io import read_parquet, write_parquet
+from schedlab.io import read_parquet, write_outputs, write_parquet
 
 STUDIES = ("compare", "schedule", "lengths", "coefficients", "instances")
 
@@ -23,8 +23,7 @@ def _ints(text: str) -> list[int]:
 def cmd_pools(args) -> None:
     from schedlab.data.conversations import chat_lengths, code_lengths
 
-    write_parquet(chat_lengths(), args.chat)
-    write_parquet(code_lengths(), args.code)
+    write_outputs({args.chat: chat_lengths(), args.code: code_lengths()})
 
 
 def cmd_profile(args) -> None:

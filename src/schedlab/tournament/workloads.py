@@ -21,18 +21,18 @@ import math
 import numpy as np
 import pandas as pd
 
-from schedlab.errors import SchedlabError
 from schedlab.ewsjf.workload import trace as mixed_trace
 from schedlab.slosa.online import SLO_COLUMNS
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.asr import asr_trace, librispeech_pool, uniform_pool
 from schedlab.workload.openchat import TBT_TARGET_S, openchat_requests
+from schedlab.validation import check_workload_spec
+from schedlab.validation.documents import SloTargets
 from schedlab.workload.replay import replay_trace
 
 ASR_KINDS = ("librispeech", "uniform")
 REPLAY_KINDS = ("azure-code", "azure-conv", "mooncake")
-KINDS = (*ASR_KINDS, "mixed", "openchat", *REPLAY_KINDS)
-SLO_KEYS = ("ttft_s", "tpot_s", "e2e_s")
+SLO_KEYS = tuple(SloTargets.model_fields)
 
 
 def modality(spec: dict) -> str:
@@ -46,13 +46,8 @@ def pool_names(kind: str) -> tuple[str, ...]:
 
 
 def check_spec(name: str, spec: dict) -> None:
-    if spec.get("kind") not in KINDS:
-        raise SchedlabError(f"tournament workload {name!r}: kind must be one of {', '.join(KINDS)}")
-    if int(spec.get("n_requests", 0)) < 2:
-        raise SchedlabError(f"tournament workload {name!r}: n_requests must be >= 2")
-    unknown = set(spec.get("slo", {})) - set(SLO_KEYS)
-    if unknown:
-        raise SchedlabError(f"tournament workload {name!r}: unknown SLO keys {sorted(unknown)}")
+    """Keys, types and ranges of a workload spec (:class:`schedlab.validation.documents.WorkloadSpec`)."""
+    check_workload_spec(name, spec)
 
 
 def _arrivals(rate: float, n: int, seed: int) -> np.ndarray:

@@ -1,0 +1,206 @@
+"""JSON inputs and numeric settings checked with pydantic models: step-time models, kappa
+fits, engine limits, run lengths, tournament workload specs, engine specs and the extension
+studies' specs. :func:`parse` turns the first problem into one line naming the source and key."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
+
+from schedlab.errors import SchedlabError
+from schedlab.io import read_json
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+Rates = Annotated[list[Positive], Field(min_length=1)]
+
+
+class Strict(BaseModel):
+    """No type coercion (``"5"`` is not 5) and no unknown keys."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+def parse(model: type[BaseModel], data, source: str | os.PathLike):
+    """``data`` as ``model``, or a one-line :class:`SchedlabError` naming ``source``, the key
+    and the offending value of the first problem."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        first = e.errors(include_url=False)[0]
+        key = ".".join(str(k) for k in first["loc"] if k != "root" and not str(k).startswith("function-"))
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "value_error" and not key:  # a rule across keys says what it got
+            raise SchedlabError(f"{source}: {message}") from None
+        where = f" key {key!r}:" if key else ""
+        value = repr(first.get("input"))
+        value = value if len(value) <= 40 else value[:37] + "..."
+        raise SchedlabError(f"{source}:{where} {message} (got {value})") from None
+
+
+# -- step-time model ----------------------------------------------------------------------
+class StepTimeTerms(Strict):
+    """A step-time model file (:class:`schedlab.engine.steptime.StepTimeModel`): every term is a
+    cost, so finite and non-negative; ``tile`` is a width in tokens (0: no staircase)."""
+
+    intercept: NonNegative
+    n_encoder: NonNegative = 0.0
+    n_prefill_tokens: NonNegative = 0.0
+    n_decode: NonNegative = 0.0
+    ctx_tokens: NonNegative = 0.0
+    frontend_s: NonNegative = 0.0
+    prefill_pairs: NonNegative = 0.0
+    tile_tokens: NonNegative = 0.0
+    tile: NonNegativeInt = 0
+    meta: dict = {}
+
+
+def read_steptime(path: str | os.PathLike) -> dict:
+    """The checked fields of a step-time model file."""
+    return parse(StepTimeTerms, read_json(path), path).model_dump()
+
+
+# -- kappa ------------------------------------------------------------------------------------
+class KappaFit(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+    status: Literal["fitted"]
+    kappa: Positive
+
+
+class KappaMissing(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+    status: Literal["not reproduced"]
+    reason: str = ""
+
+
+class KappaFile(RootModel):
+    """``schedlab fit kappa``'s output: language -> a fit (tokens per second of audio) or the
+    reason it was not reproduced."""
+
+    root: dict[str, Annotated[Union[KappaFit, KappaMissing], Field(discriminator="status")]]
+
+
+def read_kappa(path: str | os.PathLike) -> dict[str, float]:
+    """Language -> kappa of the fitted languages of a kappa file."""
+    fits = parse(KappaFile, read_json(path), path).root
+    return {lang: fit.kappa for lang, fit in fits.items() if isinstance(fit, KappaFit)}
+
+
+# -- engine limits and run lengths ------------------------------------------------------------
+class EngineLimits(BaseModel):
+    """What an engine holds: sequences and tokens per step, KV block size, the share of device
+    memory it may use, and optionally a measured engine's KV capacity in blocks. Lax (numpy
+    integers pass) since code builds it; the JSON specs that carry limits are checked strictly
+    (:class:`EngineSpec`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_num_seqs: PositiveInt = 256
+    max_num_batched_tokens: PositiveInt = 8192
+    block_size: PositiveInt = 16
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 0.95
+    kv_blocks: PositiveInt | None = None
+
+
+class RunLength(Strict):
+    """Seconds of arrivals and the warm-up at their start that is not measured."""
+
+    duration_s: Positive
+    warmup_s: NonNegative
+
+    @model_validator(mode="after")
+    def _warmup_within(self):
+        if not self.warmup_s < self.duration_s:
+            raise ValueError(f"the warm-up ({self.warmup_s:g} s) must be shorter than the run ({self.duration_s:g} s)")
+        return self
+
+
+def check_run_length(duration_s: float, warmup_s: float, source: str = "run length") -> None:
+    parse(RunLength, {"duration_s": duration_s, "warmup_s": warmup_s}, source)
+
+
+# -- specs ------------------------------------------------------------------------------------
+KINDS = ("librispeech", "uniform", "mixed", "openchat", "azure-code", "azure-conv", "mooncake")
+
+
+class SloTargets(Strict):
+    ttft_s: Positive | None = None
+    tpot_s: Positive | None = None
+    e2e_s: Positive | None = None
+
+
+class WorkloadSpec(Strict):
+    """A tournament workload (``config.yaml``'s ``tournament.workloads``)."""
+
+    kind: Literal[KINDS]
+    n_requests: Annotated[int, Field(ge=2)]
+    seed: NonNegativeInt = 0
+    start: NonNegativeInt = 0
+    share: Share = 0.5
+    short_share: Share = 0.8
+    slo: SloTargets = SloTargets()
+
+
+def check_workload_spec(name: str, spec) -> WorkloadSpec:
+    return parse(WorkloadSpec, spec, f"tournament workload {name!r}")
+
+
+class EngineSpec(Strict):
+    """An engine as the tournament and extension commands read it: files of its step-time
+    model (and, for ASR, kappa), the hardware and model, and engine limits."""
+
+    steptime: Annotated[str, Field(min_length=1)]
+    hardware: Annotated[str, Field(min_length=1)]
+    model: Annotated[str, Field(min_length=1)]
+    kappa: Annotated[str, Field(min_length=1)] | None = None
+    max_num_seqs: PositiveInt | None = None
+    max_num_batched_tokens: PositiveInt | None = None
+    block_size: PositiveInt | None = None
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+
+
+def check_engine_spec(spec, source: str) -> EngineSpec:
+    """The spec's keys and values, and the files it names (step-time model, kappa)."""
+    checked = parse(EngineSpec, spec, source)
+    read_steptime(checked.steptime)
+    if checked.kappa is not None:
+        read_kappa(checked.kappa)
+    return checked
+
+
+class VadSpec(Strict):
+    rates: Rates | None = None
+    duration_s: Positive = 300.0
+    pad_fraction: Share = 0.5
+    max_pad_s: NonNegative = 10.0
+    seed: NonNegativeInt = 0
+
+
+class KappaStudySpec(Strict):
+    shares: Annotated[dict[str, Share], Field(min_length=1)] | None = None
+    ratios: Rates | None = None
+    rates: Rates | None = None
+    duration_s: Positive = 300.0
+    seed: NonNegativeInt = 0
+
+
+class Phase(Strict):
+    name: Annotated[str, Field(min_length=1)]
+    duration_s: Positive
+    rate: Positive
+    pool: Literal["librispeech", "uniform"]
+
+
+class SwitchingSpec(Strict):
+    phases: Annotated[list[Phase], Field(min_length=1)] | None = None
+    seed: NonNegativeInt = 0
+
+
+#: The extension studies' ``--spec`` models, by command.
+EXTENSION_SPECS = {"vad": VadSpec, "kappa": KappaStudySpec, "switching": SwitchingSpec}

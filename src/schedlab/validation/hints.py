@@ -1,0 +1,62 @@
+"""What a client may send a vLLM server running schedlab's scheduler, checked once.
+
+Per request, ``vllm_xargs`` (vLLM's ``SamplingParams.extra_args``) may carry:
+
+- ``audio_duration_s``, ``speech_duration_s``: numbers in [0, 1e5] seconds;
+- ``language``: a string (at most 64 characters);
+- ``priority``: a finite number >= 0 (lower first), accepted only when the deployment allows
+  client priorities (``--additional-config '{"schedlab": {"allow_client_priority": true}}'``).
+
+Other keys are left to whoever reads them. :func:`checked_hint` raises a one-line
+:class:`SchedlabError` on the first bad value; the scheduler then sizes that request by its
+``max_tokens``, as for a request without hints.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schedlab.errors import SchedlabError
+from schedlab.validation.documents import Positive, Strict, parse
+
+#: Longest audio duration a hint may state (about 28 hours).
+MAX_DURATION_S = 1e5
+
+Duration = Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
+
+
+class SizeHint(BaseModel):
+    """The job-size keys of a request's ``vllm_xargs`` (other keys are ignored)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    audio_duration_s: Duration | None = None
+    speech_duration_s: Duration | None = None
+    language: Annotated[str, Field(max_length=64)] = "en"
+    priority: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+
+
+def checked_hint(xargs, *, allow_priority: bool) -> dict:
+    """The size hint in ``xargs`` (None: no hints) as :func:`schedlab.estimate.size_estimate`
+    reads it: known keys only, typed and in range."""
+    if xargs is None:
+        return {}
+    hint = parse(SizeHint, xargs, "vllm_xargs").model_dump(exclude_none=True)
+    if "priority" in hint and not allow_priority:
+        raise SchedlabError("vllm_xargs: key 'priority': client priorities are not enabled on this server "
+                            "(additional-config schedlab.allow_client_priority)")
+    return hint
+
+
+class ServerOptions(Strict):
+    """The ``schedlab`` section of vLLM's ``--additional-config``: the policy, kappa per
+    language, and whether clients may send a ``priority`` hint."""
+
+    policy: str = "fcfs"
+    kappa: dict[str, Positive] = {}
+    allow_client_priority: bool = False
+
+
+def server_options(additional_config: dict | None) -> ServerOptions:
+    return parse(ServerOptions, (additional_config or {}).get("schedlab", {}), "additional-config 'schedlab'")

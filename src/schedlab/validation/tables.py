@@ -1,0 +1,143 @@
+"""Workload traces checked with a pandera schema before they reach any backend.
+
+Required: ``request_id`` (whole numbers, unique), ``arrival_s`` (finite, >= 0, sorted),
+``prompt_tokens`` and ``output_tokens`` (whole numbers >= 1). Optional columns, when present:
+``audio_duration_s`` and ``speech_duration_s`` (finite, >= 0; missing values allowed),
+``priority`` (finite; missing allowed), ``language`` (strings). With a model's context length,
+every request must fit it: ``prompt_tokens + output_tokens <= context`` (the same rule for
+every backend: vLLM rejects such a request, so a simulator must not serve it either).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+from pandera.errors import SchemaError
+
+from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES, TRACE_COLUMNS
+from schedlab.errors import SchedlabError
+from schedlab.io import read_parquet
+
+TOKEN_COLUMNS = ("prompt_tokens", "output_tokens")
+#: Label of the context check in error messages.
+CONTEXT = "prompt_tokens + output_tokens"
+
+
+def _numbers() -> pa.Check:
+    return pa.Check(
+        lambda s: pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s),
+        error="must hold numbers",
+    )
+
+
+def _finite() -> pa.Check:
+    return pa.Check(lambda s: pd.Series(np.isfinite(s.to_numpy(float)), index=s.index), error="must be finite")
+
+
+def _at_least(low: float) -> pa.Check:
+    return pa.Check(lambda s: s >= low, error=f"must be >= {low:g}")
+
+
+def _whole() -> pa.Check:
+    return pa.Check(lambda s: s == np.floor(s), error="must be whole numbers")
+
+
+def _strings() -> pa.Check:
+    return pa.Check(lambda s: s.map(lambda v: isinstance(v, str)), error="must be strings")
+
+
+def _column(*checks: pa.Check, required: bool = True, nullable: bool = False) -> pa.Column:
+    return pa.Column(checks=list(checks), required=required, nullable=nullable)
+
+
+def _schema(context: int | None) -> pa.DataFrameSchema:
+    count = lambda: _column(_numbers(), _finite(), _whole(), _at_least(1))
+    duration = lambda: _column(_numbers(), _finite(), _at_least(0), required=False, nullable=True)
+    checks = []
+    if context is not None:
+        checks.append(pa.Check(lambda d: d["prompt_tokens"] + d["output_tokens"] <= context,
+                               error=f"must be <= the model's context of {context} tokens", name=CONTEXT))
+    return pa.DataFrameSchema(
+        {
+            "request_id": _column(_numbers(), _finite(), _whole(),
+                                  pa.Check(lambda s: ~s.duplicated(), error="must be unique (repeats an earlier id)")),
+            "arrival_s": _column(_numbers(), _finite(), _at_least(0),
+                                 pa.Check(lambda s: s.diff().fillna(0) >= 0, error="must be sorted (earlier than the row before)")),
+            "prompt_tokens": count(),
+            "output_tokens": count(),
+            "audio_duration_s": duration(),
+            "speech_duration_s": duration(),
+            "priority": _column(_numbers(), _finite(), required=False, nullable=True),
+            "language": _column(_strings(), required=False),
+        },
+        checks=checks,
+    )
+
+
+def _message(source: str, e: SchemaError) -> str:
+    """One line: the source, the column, the rule, and the first bad row with its value."""
+    if isinstance(e.schema, pa.Column):
+        column = e.schema.name
+    else:
+        column = getattr(e.check, "name", None) or "table"
+    if e.reason_code.name == "SERIES_CONTAINS_NULLS":
+        rule = "must not be missing (NaN/null)"
+    elif e.check is not None and getattr(e.check, "error", None):
+        rule = e.check.error
+    else:
+        rule = str(e).splitlines()[0]
+    cases = e.failure_cases
+    where = ""
+    if isinstance(cases, pd.DataFrame) and len(cases) and "index" in cases:
+        row = int(cases["index"].min())
+        values = cases.loc[cases["index"] == row]
+        if column == CONTEXT:
+            tokens = [int(v) for v in values.loc[values["column"].isin(TOKEN_COLUMNS), "failure_case"]]
+            value = f"{' + '.join(map(str, tokens))} = {sum(tokens)}"
+        else:
+            value = _short(values["failure_case"].iloc[0])
+        where = f", first bad row {row} ({value})"
+    return f"{source}: column {column!r} {rule}{where}"
+
+
+def _short(value) -> str:
+    text = repr(value.item() if hasattr(value, "item") else value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_trace(trace: pd.DataFrame, source: str = "trace", *, context: int | None = None) -> pd.DataFrame:
+    """``trace`` checked against the contract (see the module docstring), with its id and
+    token columns as int64; raises a one-line :class:`SchedlabError` naming ``source``."""
+    missing = [c for c in TRACE_COLUMNS if c not in trace.columns]
+    if missing:
+        raise SchedlabError(f"{source}: missing columns {', '.join(missing)}")
+    try:
+        _schema(context).validate(trace.reset_index(drop=True))
+    except SchemaError as e:
+        raise SchedlabError(_message(source, e)) from None
+    return trace.astype({c: np.int64 for c in ("request_id", *TOKEN_COLUMNS)})
+
+
+def _profile_schema() -> pa.DataFrameSchema:
+    cost = lambda: _column(_numbers(), _finite(), _at_least(0))
+    return pa.DataFrameSchema({**{f: cost() for f in STEP_FEATURES}, "time_s": cost(),
+                               PREFILL_PAIRS: _column(_numbers(), _finite(), _at_least(0), required=False)})
+
+
+def read_profile(path: str | os.PathLike) -> pd.DataFrame:
+    """A latency profile table (:data:`~schedlab.contracts.PROFILE_COLUMNS`): counts and step
+    times finite and non-negative."""
+    profile = read_parquet(path, PROFILE_COLUMNS)
+    try:
+        _profile_schema().validate(profile.reset_index(drop=True))
+    except SchemaError as e:
+        raise SchedlabError(_message(str(path), e)) from None
+    return profile
+
+
+def read_trace(path: str | os.PathLike, *, context: int | None = None) -> pd.DataFrame:
+    """A trace file, read and checked (:func:`check_trace`)."""
+    return check_trace(read_parquet(path, TRACE_COLUMNS), str(path), context=context)
