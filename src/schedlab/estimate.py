@@ -39,10 +39,11 @@ def size_estimate(hint: dict, kappa: dict[str, float], max_tokens: int) -> float
 
 
 def size_hints(trace: pd.DataFrame, duration: str = "raw") -> list[dict]:
-    """Per request, what a client sends for :func:`size_estimate` (vLLM's ``extra_args``):
-    its language, its audio duration when it has one, and its priority when the trace sets
-    one. With ``duration="vad"`` the trace must have ``speech_duration_s``, which the hint
-    then carries too (a request whose value is missing keeps only its raw duration)."""
+    """Per request, what a client sends (vLLM's ``extra_args``): for :func:`size_estimate`, its
+    language, its audio duration when it has one, and its priority when the trace sets one;
+    for SLO-aware schedulers, its ``slo_class`` and ``tbt_target_s`` when the trace has them.
+    With ``duration="vad"`` the trace must have ``speech_duration_s``, which the hint then
+    carries too (a request whose value is missing keeps only its raw duration)."""
     n = len(trace)
     if duration not in DURATION_SOURCES:
         raise SchedlabError(f"unknown duration source {duration!r}; choose raw or vad")
@@ -52,14 +53,18 @@ def size_hints(trace: pd.DataFrame, duration: str = "raw") -> list[dict]:
     speech = trace["speech_duration_s"].to_numpy(float) if duration == "vad" else np.full(n, np.nan)
     lang = trace["language"].to_numpy() if "language" in trace else np.full(n, "en")
     prio = trace["priority"].to_numpy(float) if "priority" in trace else np.full(n, np.nan)
+    cls = trace["slo_class"].astype(str).to_numpy() if "slo_class" in trace else np.full(n, None)
+    tbt = trace["tbt_target_s"].to_numpy(float) if "tbt_target_s" in trace else np.full(n, np.nan)
     return [
         {
             "language": str(l),
             **({"audio_duration_s": float(d)} if math.isfinite(d) else {}),
             **({"speech_duration_s": float(v)} if math.isfinite(v) else {}),
             **({"priority": float(p)} if math.isfinite(p) else {}),
+            **({"slo_class": c} if c is not None else {}),
+            **({"tbt_target_s": float(t)} if math.isfinite(t) else {}),
         }
-        for d, v, l, p in zip(dur, speech, lang, prio)
+        for d, v, l, p, c, t in zip(dur, speech, lang, prio, cls, tbt)
     ]
 
 

@@ -10,6 +10,7 @@ needs from it: each audio input is 1500 encoder tokens.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from types import SimpleNamespace
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -54,11 +55,20 @@ def build_scheduler(
     model: str,
     engine: EngineConfig,
     *,
-    policy: str,
-    kappa: dict[str, float],
-    scheduler_cls=SchedlabScheduler,
+    policy: str = "fcfs",
+    kappa: dict[str, float] | None = None,
+    builder: str | None = None,
 ):
-    """A scheduler with ``engine``'s limits and KV capacity, running schedlab's ``policy``."""
+    """A scheduler with ``engine``'s limits and KV capacity, running schedlab's ``policy`` as
+    its waiting queue or, given ``builder`` (a paper C scheduler), that builder's step plans
+    (:mod:`schedlab.backends.vllm_plan`; the token budget is then the builder's own)."""
+    if builder is not None:
+        from schedlab.backends.vllm_plan import SchedlabPlanScheduler
+
+        scheduler_cls, options = SchedlabPlanScheduler, {"scheduler": builder}
+        engine = replace(engine, max_num_batched_tokens=1 << 20)
+    else:
+        scheduler_cls, options = SchedlabScheduler, {"policy": policy, "kappa": kappa or {}}
     arch = model_arch(model)
     folder = str(model_dir(model))
     encdec = arch.encoder_frames > 0
@@ -84,7 +94,7 @@ def build_scheduler(
         cache_config=CacheConfig(block_size=engine.block_size, enable_prefix_caching=False),
         scheduler_config=sc,
         device_config=DeviceConfig(device="cpu"),
-        additional_config={"schedlab": {"policy": policy, "kappa": kappa}},
+        additional_config={"schedlab": options},
     )
     blocks = engine.kv_capacity_blocks + 1  # block 0 is vLLM's null block
     vc.cache_config.num_gpu_blocks = blocks

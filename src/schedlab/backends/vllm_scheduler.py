@@ -45,13 +45,15 @@ class VllmJob:
     prompt_tokens: int = 0
 
 
-def step_composition(sched, out) -> tuple[int, int, int, int]:
-    """``(n_encoder, n_prefill_tokens, n_decode, ctx_tokens)`` of a step just scheduled.
+def step_composition(sched, out) -> tuple[int, int, int, int, int]:
+    """``(n_encoder, n_prefill_tokens, n_decode, ctx_tokens, prefill_pairs)`` of a step just
+    scheduled, as schedlab's engine counts them (:func:`schedlab.engine.kernels.apply`).
 
     A decode is one token that completes a request's known tokens after its first output;
-    ``schedule()`` has already advanced ``num_computed_tokens``, so a decode's context is it.
+    ``schedule()`` has already advanced ``num_computed_tokens``, so a decode's context is it,
+    and a chunk of ``k`` tokens started at ``num_computed_tokens - k``.
     """
-    n_pre = n_dec = ctx = 0
+    n_pre = n_dec = ctx = pairs = 0
     for rid, k in out.num_scheduled_tokens.items():
         r = sched.requests[rid]
         if k == 1 and r.num_output_tokens >= 1 and r.num_computed_tokens == r.num_tokens:
@@ -59,8 +61,9 @@ def step_composition(sched, out) -> tuple[int, int, int, int]:
             ctx += r.num_computed_tokens
         else:
             n_pre += k
+            pairs += k * (r.num_computed_tokens - k) + k * (k + 1) // 2
     n_enc = sum(len(v) for v in out.scheduled_encoder_inputs.values())
-    return n_enc, n_pre, n_dec, ctx
+    return n_enc, n_pre, n_dec, ctx, pairs
 
 
 class PolicyQueue(RequestQueue):

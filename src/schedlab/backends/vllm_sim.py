@@ -16,6 +16,7 @@ from vllm.v1.outputs import ModelRunnerOutput
 
 from schedlab.backends.vllm_build import build_scheduler, make_request
 from schedlab.engine import Arena, RunResult, check_servable
+from schedlab.engine.core import TIMELINE_COLUMNS
 from schedlab.engine.log import RequestLog
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_hints
@@ -25,16 +26,24 @@ from schedlab.latency.catalogue import model_arch
 TOKEN = 100
 
 
-def run_vllm_sim(trace: pd.DataFrame, policy: str, arena: Arena, *, model: str) -> RunResult:
-    """Run ``trace`` through vLLM's scheduler with ``policy``; the result has the ``sim``
-    backend's shape. The requests' size hints carry the arena's duration source
+def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: str, warmup_s: float = 0.0,
+                 sample_s: float | None = None) -> RunResult:
+    """Run ``trace`` through vLLM's scheduler with ``scheduler``: a queue policy, or a batch
+    builder of :mod:`schedlab.slai` carried out by step plans. The result has the ``sim``
+    backend's shape (``warmup_s`` and ``sample_s`` as on :class:`schedlab.engine.core.Engine`).
+    The requests' hints carry the arena's duration source and their SLO class and target
     (:func:`size_hints`)."""
+    from schedlab.slai.registry import SCHEDULERS
+
     wall0 = time.perf_counter()
-    check_servable(trace, arena.limits, arena.max_tokens)
     arch = model_arch(model)
+    check_servable(trace, arena.limits, min(arena.max_tokens or arch.max_target_positions, arch.max_target_positions))
     step_time = arena.step_time
-    sched = build_scheduler(model, arena.limits, policy=policy, kappa=arena.kappa)
-    sched.allow_client_priority = True  # the priorities are the trace's own (a checked column)
+    if scheduler in SCHEDULERS:
+        sched = build_scheduler(model, arena.limits, builder=scheduler)
+    else:
+        sched = build_scheduler(model, arena.limits, policy=scheduler, kappa=arena.kappa)
+        sched.allow_client_priority = True  # the priorities are the trace's own (a checked column)
     clock = {"now": 0.0}
     sched.clock = lambda: clock["now"]
     n = len(trace)
@@ -43,8 +52,10 @@ def run_vllm_sim(trace: pd.DataFrame, policy: str, arena: Arena, *, model: str) 
     prompt = trace["prompt_tokens"].to_numpy(np.int64)
     output = trace["output_tokens"].to_numpy(np.int64)
     hints = size_hints(trace, arena.duration)
-    log = RequestLog(trace)
+    log = RequestLog(trace, warmup_s)
     requests = []
+    next_sample = 0.0 if sample_s else np.inf
+    samples: list[tuple] = []
     nxt = steps = 0
     busy = 0.0
     peak = 0
@@ -60,6 +71,10 @@ def run_vllm_sim(trace: pd.DataFrame, policy: str, arena: Arena, *, model: str) 
             requests.append(req)
             sched.add_request(req)
             nxt += 1
+        while now >= next_sample:
+            samples.append((next_sample, 1 - pool.get_num_free_blocks() / capacity, len(sched.waiting),
+                            len(sched.running)))
+            next_sample += sample_s
         if not sched.has_unfinished_requests():
             clock["now"] = float(visible[nxt])
             continue
@@ -87,6 +102,9 @@ def run_vllm_sim(trace: pd.DataFrame, policy: str, arena: Arena, *, model: str) 
         for o in (o for e in result.values() for o in e.outputs):
             if o.finish_reason is not None:
                 log.finish[int(o.request_id)] = clock["now"]
+    while sample_s and clock["now"] >= next_sample:
+        samples.append((next_sample, 1 - pool.get_num_free_blocks() / capacity, len(sched.waiting), len(sched.running)))
+        next_sample += sample_s
     log.preemptions[:] = [r.num_preemptions for r in requests]
     return RunResult(
         requests=log.frame(),
@@ -98,4 +116,5 @@ def run_vllm_sim(trace: pd.DataFrame, policy: str, arena: Arena, *, model: str) 
         kv_capacity_blocks=capacity,
         sched_overhead_s=float("nan"),
         wall_s=time.perf_counter() - wall0,
+        timeline=pd.DataFrame(samples, columns=list(TIMELINE_COLUMNS)) if sample_s else None,
     )

@@ -34,6 +34,7 @@ from schedlab.engine.scheduler import UNTIL_ARRIVAL, Scheduler
 from schedlab.errors import SchedlabError
 from schedlab.engine.log import RequestLog
 
+TIMELINE_COLUMNS = ("t_s", "kv_frac", "waiting", "running")
 STEP_LOG_COLUMNS = ("start_s", "dt_s", "prefill_tokens", "n_decode", "n_chunks", "n_running", "kv_blocks")
 
 
@@ -99,6 +100,7 @@ class Engine:
         self.total = self.prompt + trace["output_tokens"].to_numpy(np.int64)  # sequence length when complete
         self.sizes = arena.job_sizes(trace)
         self.target = trace["tbt_target_s"].to_numpy(float) if "tbt_target_s" in trace else np.full(self.n, np.inf)
+        self.slo_class = trace["slo_class"].astype(str).to_numpy() if "slo_class" in trace else np.full(self.n, "all")
         self.seq = self.prompt.copy()
         self.computed = np.zeros(self.n, np.int64)
         self.blocks = np.zeros(self.n, np.int64)
@@ -198,7 +200,7 @@ class Engine:
             kv_capacity_blocks=self.limits.kv_capacity_blocks,
             sched_overhead_s=arrive_s + sched.overhead_s,
             wall_s=time.perf_counter() - wall0,
-            timeline=pd.DataFrame(samples, columns=["t_s", "kv_frac", "waiting", "running"]) if self.sample_s else None,
+            timeline=pd.DataFrame(samples, columns=list(TIMELINE_COLUMNS)) if self.sample_s else None,
             step_log=pd.DataFrame(self._step_log, columns=STEP_LOG_COLUMNS) if self.record else None,
             token_times=self.token_times,
         )

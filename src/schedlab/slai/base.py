@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import heapq
 
-import numpy as np
-
 from schedlab.engine.plan import Planner
 from schedlab.engine.scheduler import Scheduler
 from schedlab.errors import SchedlabError
@@ -31,32 +29,42 @@ class WaitingQueue:
         self.order, self.paying_first = order, paying_first
         self._heap: list[tuple] = []
         self._requeued = 0
+        self._dropped: set[int] = set()
 
     def bind(self, engine) -> None:
         self.engine = engine
-        classes = engine.trace["slo_class"].astype(str).to_numpy() if "slo_class" in engine.trace else None
-        self._rank = (np.zeros(engine.n, np.int64) if self.paying_first is None or classes is None
-                      else (classes != self.paying_first).astype(np.int64))
 
     def _key(self, i: int, front: bool) -> tuple:
+        e = self.engine
+        rank = int(self.paying_first is not None and e.slo_class[i] != self.paying_first)
         if self.order == "spf":
-            first = int(self.engine.seq[i])  # a waiting request prefills its whole sequence
+            first = int(e.seq[i])  # a waiting request prefills its whole sequence
         else:
             self._requeued -= front
             first = self._requeued if front else i
-        return (int(self._rank[i]), first, i)
+        return (rank, first, i)
 
     def push(self, i: int, front: bool = False) -> None:
         heapq.heappush(self._heap, (*self._key(i, front), i))
 
+    def drop(self, i: int) -> None:
+        """Forget waiting request ``i`` (an aborted request)."""
+        self._dropped.add(i)
+
+    def _clean(self) -> None:
+        while self._heap and self._heap[0][-1] in self._dropped:
+            self._dropped.discard(heapq.heappop(self._heap)[-1])
+
     def peek(self) -> int:
+        self._clean()
         return self._heap[0][-1]
 
     def pop(self) -> int:
+        self._clean()
         return heapq.heappop(self._heap)[-1]
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._heap) - len(self._dropped)
 
 
 class Builder(Scheduler):

@@ -5,7 +5,11 @@ Per request, ``vllm_xargs`` (vLLM's ``SamplingParams.extra_args``) may carry:
 - ``audio_duration_s``, ``speech_duration_s``: numbers in [0, 1e5] seconds;
 - ``language``: a string (at most 64 characters);
 - ``priority``: a finite number >= 0 (lower first), accepted only when the deployment allows
-  client priorities (``--additional-config '{"schedlab": {"allow_client_priority": true}}'``).
+  client priorities (``--additional-config '{"schedlab": {"allow_client_priority": true}}'``);
+- ``slo_class``: the request's service class (a string, at most 64 characters), and its
+  targets ``tbt_target_s`` and ``ttft_target_s``: finite numbers in (0, 1e4] seconds, read by
+  paper C's SLO-aware schedulers (:mod:`schedlab.backends.vllm_plan`). A bad SLO hint leaves
+  the request in class ``all`` with no target.
 
 Other keys are left to whoever reads them. :func:`checked_hint` raises a one-line
 :class:`SchedlabError` on the first bad value; the scheduler then sizes that request by its
@@ -35,6 +39,26 @@ class SizeHint(BaseModel):
     speech_duration_s: Duration | None = None
     language: Annotated[str, Field(max_length=64)] = "en"
     priority: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+
+
+#: Longest SLO target a hint may state.
+MAX_TARGET_S = 1e4
+
+Target = Annotated[float, Field(gt=0, le=MAX_TARGET_S, allow_inf_nan=False)]
+
+
+class SloHint(BaseModel):
+    """The SLO keys of a request's ``vllm_xargs`` (other keys are ignored)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    slo_class: Annotated[str, Field(min_length=1, max_length=64)] = "all"
+    tbt_target_s: Target | None = None
+    ttft_target_s: Target | None = None
+
+
+def checked_slo_hint(xargs) -> SloHint:
+    """The SLO hint in ``xargs`` (None: no hints), typed and in range."""
+    return parse(SloHint, xargs or {}, "vllm_xargs")
 
 
 def checked_hint(xargs, *, allow_priority: bool) -> dict:
