@@ -29,6 +29,8 @@ from schedlab.engine.core import RunResult
 
 SCHEDULER = "schedlab.backends.vllm_scheduler.SchedlabScheduler"
 ASYNC_SCHEDULER = "schedlab.backends.vllm_scheduler.SchedlabAsyncScheduler"
+PLAN_SCHEDULER = "schedlab.backends.vllm_plan.SchedlabPlanScheduler"
+ASYNC_PLAN_SCHEDULER = "schedlab.backends.vllm_plan.SchedlabPlanAsyncScheduler"
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,10 @@ def cpu_kv_capacity_blocks(spec: EngineSpec) -> int:
     return int(spec.kv_cache_gib * 2**30 // per_block) - 1
 
 
-def start_engine(spec: EngineSpec, *, policy: str, kappa: dict[str, float]):
-    """An in-process ``vllm.LLM`` whose scheduler runs ``policy``."""
+def start_engine(spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,
+                 builder: str | None = None):
+    """An in-process ``vllm.LLM`` whose scheduler runs ``policy`` as its waiting queue or,
+    given ``builder``, a paper C scheduler's step plans."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if spec.device == "cpu":
         os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(spec.kv_cache_gib)
@@ -68,6 +72,12 @@ def start_engine(spec: EngineSpec, *, policy: str, kappa: dict[str, float]):
 
     arch = model_arch(spec.model)
     cpu = spec.device == "cpu"
+    if builder is None:
+        scheduler_cls = SCHEDULER if cpu else ASYNC_SCHEDULER
+        options = {"policy": policy, "kappa": kappa or {}}
+    else:
+        scheduler_cls = PLAN_SCHEDULER if cpu else ASYNC_PLAN_SCHEDULER
+        options = {"scheduler": builder}
     with _modules_hidden_from_kernel_scan():
         return LLM(
             model=str(model_dir(spec.model)),
@@ -82,8 +92,8 @@ def start_engine(spec: EngineSpec, *, policy: str, kappa: dict[str, float]):
             # every prefill; sim and vllm-sim model none.
             enable_prefix_caching=False,
             block_size=spec.block_size,
-            scheduler_cls=SCHEDULER if cpu else ASYNC_SCHEDULER,
-            additional_config={"schedlab": {"policy": policy, "kappa": kappa}},
+            scheduler_cls=scheduler_cls,
+            additional_config={"schedlab": options},
             enforce_eager=spec.enforce_eager,
             seed=spec.seed,
         )
