@@ -217,15 +217,16 @@ def say_interference(bad: pd.DataFrame, label: str) -> None:
 engine_fid, engine_spread, engine_bad = engine_view(fid[fid["model"] == engine_model])
 say_interference(engine_bad, "Decoder engine")
 errs = pd.concat([fidelity_errors(engine_fid, "vllm", c) for c in ("sim", "vllm-sim")])
-long = errs.reset_index().melt(["workload", "model", "policy", "rate", "seed", "reference", "candidate"],
-                               value_vars=FIDELITY_METRICS, var_name="metric", value_name="error_pct")
-g = sns.relplot(data=long, x="rate", y="error_pct", hue="candidate", style="policy", col="metric",
-                kind="line", marker="o", col_wrap=3, height=2.8, aspect=1.2, facet_kws={"sharey": False})
-for ax in g.axes.flat:
-    ax.axhline(0, color="grey", lw=0.8)
-g.set_axis_labels("offered rate (req/s)", "% error vs real engine")
-save_figure(g.figure, figures_dir, "fidelity_vs_engine")
-plt.show()
+if len(errs):
+    long = errs.reset_index().melt(["workload", "model", "policy", "rate", "seed", "reference", "candidate"],
+                                   value_vars=FIDELITY_METRICS, var_name="metric", value_name="error_pct")
+    g = sns.relplot(data=long, x="rate", y="error_pct", hue="candidate", style="policy", col="metric",
+                    kind="line", marker="o", col_wrap=3, height=2.8, aspect=1.2, facet_kws={"sharey": False})
+    for ax in g.axes.flat:
+        ax.axhline(0, color="grey", lw=0.8)
+    g.set_axis_labels("offered rate (req/s)", "% error vs real engine")
+    save_figure(g.figure, figures_dir, "fidelity_vs_engine")
+    plt.show()
 thr = engine_fid.pivot_table(index=["policy", "rate"], columns="backend", values="throughput_rps")
 display(thr.round(2))
 print("The engine's repeats (min / median / max):")
@@ -253,6 +254,7 @@ else:
     asr_fid, asr_spread, asr_bad = engine_view(easr)
     say_interference(asr_bad, "Whisper engine")
     asr_errs = pd.concat([fidelity_errors(asr_fid, "vllm", c) for c in ("sim", "vllm-sim")])
+    asr_fid = asr_fid.astype({"backend": str, "policy": str})
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
     for ax, metric in zip(axes, ("p50_e2el_ms", "p90_e2el_ms", "throughput_rps")):
         sns.lineplot(data=asr_fid, x="rate", y=metric, hue="policy", style="backend", marker="o", ax=ax)
