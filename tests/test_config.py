@@ -168,7 +168,8 @@ def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     }
     engine = {(p, r, s) for p in fid["policies"] for r in fid["engine"]["rates"] for s in seeds}
     runs |= {(b, "fidelity-engine", *k) for b in ("sim", "vllm-sim") for k in engine}
-    for rule, expected in (("simulate", len(runs)), ("vllm_run", len(engine))):
+    # The engine: one `vllm serve` job per policy, replaying every rate and repeat.
+    for rule, expected in (("simulate", len(runs)), ("vllm_serve", len(fid["policies"]))):
         m = re.search(rf"^{rule}\s+(\d+)\s*$", r.output, re.M)
         assert m, r.output[-3000:]
         assert int(m.group(1)) == expected, rule

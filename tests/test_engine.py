@@ -24,7 +24,6 @@ from schedlab.engine.core import Engine
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.simulate import run_policy
 from schedlab.slai.registry import SCHEDULERS as BUILDERS
-from schedlab.slai.registry import make_builder
 from schedlab.slai.sarathi import Sarathi
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.synthetic import random_lengths_trace
@@ -434,8 +433,8 @@ def simulate_args(paths, policy: str, out: Path) -> list[str]:
 
 def test_cli_simulate_is_byte_identical_and_matches_in_process(cli_inputs, tmp_path):
     trace, paths = cli_inputs
-    for run in ("a", "b"):
-        proc = cli(*simulate_args(paths, "sjf", tmp_path / run))
+    for name in ("a", "b"):
+        proc = cli(*simulate_args(paths, "sjf", tmp_path / name))
         assert proc.returncode == 0, proc.stderr
     a = (tmp_path / "a" / "results.parquet").read_bytes()
     b = (tmp_path / "b" / "results.parquet").read_bytes()

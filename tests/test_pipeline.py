@@ -88,7 +88,9 @@ def _tiny_config(results: Path) -> dict:
         "burst": {"kind": "librispeech", "n_requests": 60},
         "librispeech-500": {"kind": "librispeech", "n_requests": 60},
         "librispeech-short": {"kind": "librispeech", "duration_s": 3},
+        "librispeech-engine": {"kind": "librispeech", "duration_s": 3},
     }
+    config["vllm"]["repeats"] = 2
     config["fidelity"] = {
         "policies": ["fcfs"],
         "asr": {"experiment": "librispeech", "rates": [2]},

@@ -1,9 +1,10 @@
-"""``schedlab`` command line: data, workload, profile, fit, simulate, collect, vllm-run, slosa, ewsjf, slai."""
+"""``schedlab`` command line: data, workload, profile, fit, simulate, collect, vllm-run, vllm-serve, slosa, ewsjf, slai."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -69,12 +70,13 @@ def _kappa(path: str | None) -> dict[str, float]:
     return read_kappa(path) if path else {}
 
 
-def _trace(args):
-    """The run's trace, checked, every request within ``--model``'s context."""
+def _trace(args, path: str | None = None):
+    """The run's trace (``path``, default ``--trace``), checked, every request within
+    ``--model``'s context."""
     from schedlab.latency.catalogue import model_arch
     from schedlab.validation import read_trace
 
-    return read_trace(args.trace, context=model_arch(args.model).max_target_positions)
+    return read_trace(path or args.trace, context=model_arch(args.model).max_target_positions)
 
 
 # -- data ---------------------------------------------------------------------------------
@@ -220,8 +222,10 @@ def cmd_simulate(args) -> None:
 def cmd_collect(args) -> None:
     import pandas as pd
 
-    rows = [read_json(p) for p in args.summaries]
-    for path, row in zip(args.summaries, rows):
+    # A folder (one engine job's runs) stands for the run summaries in it.
+    paths = [q for p in args.summaries for q in (sorted(map(str, Path(p).glob("*.json"))) if Path(p).is_dir() else [p])]
+    rows = [read_json(p) for p in paths]
+    for path, row in zip(paths, rows):
         if not isinstance(row, dict):
             raise SchedlabError(f"{path}: not a run summary (a JSON object of flat keys)")
     write_parquet(pd.DataFrame(rows), args.out)
@@ -263,6 +267,33 @@ def cmd_vllm_run(args) -> None:
         wall_s=time.perf_counter() - t0,
     )
     write_outputs({args.out_results: result.requests, args.out_summary: summary})
+
+
+def cmd_vllm_serve(args) -> None:
+    from schedlab.backends.vllm_server import run_served
+    from schedlab.policies import make_policy
+
+    make_policy(args.policy)  # fail early on an unknown name
+    if len(args.traces) != len(args.rates):
+        raise SchedlabError("--traces and --rates need one rate label per trace")
+    run_served(
+        _engine_spec(args),
+        args.model_folder,
+        policy=args.policy,
+        kappa=_kappa(args.kappa) if args.kappa else {},
+        traces={label: _trace(args, t) for t, label in zip(args.traces, args.rates)},
+        identity={"workload": args.workload},
+        repeats=args.repeats,
+        seed=args.seed,
+        server_log=args.server_log,
+        out_dir=args.out_dir,
+    )
+
+
+def cmd_whisper_files(args) -> None:
+    from schedlab.data.whisper_files import write_model_folder
+
+    write_model_folder(args.model, args.out)
 
 
 # -- parser -------------------------------------------------------------------------------
@@ -362,9 +393,28 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
     _vllm_engine_args(v, device=True)
     v.set_defaults(func=cmd_vllm_run)
+    vs = sub.add_parser("vllm-serve", help="start `vllm serve` with a policy and replay traces over HTTP")
+    vs.add_argument("--policy", required=True, help="a registry policy, e.g. fcfs, sjf, hrrn, adaptive")
+    vs.add_argument("--kappa", help="kappa JSON; without it every job's size is its max_tokens (output length)")
+    vs.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
+    vs.add_argument("--model-folder", required=True,
+                    help="folder the server loads (Whisper: from `schedlab whisper-files`)")
+    vs.add_argument("--traces", nargs="+", required=True, help="trace parquet files, replayed in this order")
+    vs.add_argument("--rates", nargs="+", required=True, help="one rate label per trace (file names, summaries)")
+    vs.add_argument("--workload", default="custom", help="name recorded in the summaries")
+    vs.add_argument("--seed", type=int, default=0, help="recorded in the summaries and file names")
+    vs.add_argument("--repeats", type=_positive_int, default=1, help="replays of every trace on the one server")
+    vs.add_argument("--server-log", required=True, help="the server's output")
+    vs.add_argument("--out-dir", required=True, help="rate<label>_seed<seed>_rep<k>.parquet and .json go here")
+    _vllm_engine_args(vs, device=True)
+    vs.set_defaults(func=cmd_vllm_serve)
+    wf = sub.add_parser("whisper-files", help="a Whisper model folder with tokenizer and processor files, offline")
+    wf.add_argument("--model", required=True, help="a bundled Whisper architecture, e.g. whisper-tiny")
+    wf.add_argument("--out", required=True, help="folder to write (config.json, tokenizer, preprocessor config)")
+    wf.set_defaults(func=cmd_whisper_files)
 
     c = sub.add_parser("collect", help="gather run summaries (JSON) into one parquet table")
-    c.add_argument("summaries", nargs="+")
+    c.add_argument("summaries", nargs="+", help="run summaries (JSON), or folders of them")
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_collect)
 

@@ -4,7 +4,7 @@ import math
 import shlex
 
 from schedlab.backends import BACKENDS
-from schedlab.latency.catalogue import hardware_names, model_names
+from schedlab.latency.catalogue import hardware_names, model_dir, model_names
 from schedlab.policies import POLICIES
 
 R = config["results"]
@@ -21,17 +21,23 @@ def rate_label(rate):
 
 
 def _experiments():
-    """name -> {workload, model, rates, steptime}: every run the pipeline knows how to make.
+    """name -> {workload, model, rates, steptime[, engine]}: every run the pipeline knows how to make.
 
-    Paper A's experiments use the roofline calibrated to the paper's hardware; the real-engine
-    experiments (reduced paper A sweep, fidelity) use the fit of the local engine's profile.
+    Paper A's experiments use the roofline calibrated to the paper's hardware. The real-engine
+    experiments (`engine`: the server's limits) are simulated with a fit of the local device:
+    paper A's reduced sweep (Whisper) with the torch profile's fit, the decoder fidelity
+    study with the fit of the engine's own profile.
     """
     calibrated = lambda model: f"{R}/fit/steptime/calibrated/{ASR['hardware']}/{model}.json"
-    engine_fit = f"{R}/fit/steptime/vllm/local/{VLLM['model']}.json"
+    decoder = {"model": VLLM["model"], "max_num_seqs": VLLM["max_num_seqs"],
+               "max_num_batched_tokens": VLLM["max_num_batched_tokens"]}
+    whisper = {k: VLLM["asr"][k] for k in ("model", "max_num_seqs", "max_num_batched_tokens")}
     exps = {name: {**e, "steptime": calibrated(e["model"])} for name, e in ASR["experiments"].items()}
     for name, e in VLLM["reduced_experiments"].items():
-        exps[f"{name}-engine"] = {**e, "model": VLLM["model"], "steptime": engine_fit}
-    exps["fidelity-engine"] = {**FID["engine"], "model": VLLM["model"], "steptime": engine_fit}
+        exps[f"{name}-engine"] = {**e, "model": whisper["model"], "engine": whisper,
+                                  "steptime": f"{R}/fit/steptime/torch/local/{whisper['model']}.json"}
+    exps["fidelity-engine"] = {**FID["engine"], "model": decoder["model"], "engine": decoder,
+                               "steptime": f"{R}/fit/steptime/vllm/local/{decoder['model']}.json"}
     return exps
 
 
@@ -83,16 +89,22 @@ def engine_flags():
 
 def simulate_flags(experiment):
     """Engine flags of a simulated run: paper hardware, or the local vLLM engine's limits."""
-    if EXPERIMENTS[experiment]["steptime"].startswith(f"{R}/fit/steptime/vllm/"):
+    engine = EXPERIMENTS[experiment].get("engine")
+    if engine:
         from schedlab.backends.vllm_engine import EngineSpec, cpu_kv_capacity_blocks
 
-        spec = EngineSpec(model=VLLM["model"], kv_cache_gib=VLLM["kv_cache_gib"])
+        spec = EngineSpec(model=engine["model"], kv_cache_gib=VLLM["kv_cache_gib"])
         return (
-            f"--hardware vllm-{VLLM['device']} --max-num-seqs {VLLM['max_num_seqs']} "
-            f"--max-num-batched-tokens {VLLM['max_num_batched_tokens']} --block-size {spec.block_size} "
+            f"--hardware vllm-{VLLM['device']} --max-num-seqs {engine['max_num_seqs']} "
+            f"--max-num-batched-tokens {engine['max_num_batched_tokens']} --block-size {spec.block_size} "
             f"--kv-capacity-blocks {cpu_kv_capacity_blocks(spec)}"
         )
     return f"--hardware {ASR['hardware']} {engine_flags()}"
+
+
+def engine_run_dir(experiment, policy):
+    """Where one `vllm serve` job writes every rate x repeat of (experiment, policy)."""
+    return f"{R}/runs/vllm/{experiment}/{policy}"
 
 
 def workload_flags(name):
@@ -107,7 +119,10 @@ def run_path(backend, experiment, policy, rate, seed, ext="json"):
 
 
 def sweep(backend, experiments, policies):
-    """Summaries of every (experiment, policy, rate, seed) on ``backend``."""
+    """Summaries of every (experiment, policy, rate, seed) on ``backend`` (the engine: one
+    folder per (experiment, policy), holding every rate, seed and repeat)."""
+    if backend == "vllm":
+        return [engine_run_dir(name, policy) for name in experiments for policy in policies]
     return [
         run_path(backend, name, policy, rate, seed)
         for name in experiments
@@ -118,9 +133,17 @@ def sweep(backend, experiments, policies):
 
 
 def asr_sweep(backend):
-    """Paper A's sweep on ``backend``: full scale on the simulators, reduced on the engine."""
-    names = [f"{n}-engine" for n in VLLM["reduced_experiments"]] if backend == "vllm" else list(ASR["experiments"])
-    return sweep(backend, names, ASR["policies"])
+    """Paper A's sweep on ``backend``: full scale on the simulators; on the engine (and on the
+    simulators beside it, `engine_asr_runs`) the reduced sweep of Whisper on the local device."""
+    if backend == "vllm":
+        return sweep(backend, [f"{n}-engine" for n in VLLM["reduced_experiments"]], VLLM["asr"]["policies"])
+    return sweep(backend, list(ASR["experiments"]), ASR["policies"])
+
+
+def engine_asr_runs():
+    """The reduced Whisper sweep on every backend (calibration notebook, `backend=vllm`)."""
+    names = [f"{n}-engine" for n in VLLM["reduced_experiments"]]
+    return [f for b in BACKENDS for f in sweep(b, names, VLLM["asr"]["policies"])]
 
 
 def fidelity_runs():

