@@ -26,7 +26,7 @@ from schedlab.backends import placeholder_prompt
 from schedlab.data.vad import speech_sample
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_hints
-from schedlab.results import RequestLog
+from schedlab.engine.log import RequestLog
 
 #: Whisper's window: vLLM splits longer audio into several engine requests; the clip sent is
 #: capped at it (the duration hint keeps the clip's real length).
