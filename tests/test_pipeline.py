@@ -18,6 +18,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from schedlab.slai.report import backend_differences
+
 REPO = Path(__file__).resolve().parents[1]
 FIGURES = [
     "fig01_toy", "fig02_kappa_scatter", "fig03_librispeech_e2el", "fig04_librispeech_e2el_pct",
@@ -30,7 +32,7 @@ EWSJF_FIGURES = [
     "fig2_fig5_tuning", "fig6_starvation", "fig7_short_ttft",
 ]
 SLAI_FIGURES = [
-    "engine_calibration", "fig6_parameters", "fig7_p5", "fig11_p50", "fig8_kv_memory", "fig9_ttft_buckets",
+    "engine_calibration", "fig6_parameters", "fig7_p5", "fig7_vllm_sim", "fig11_p50", "fig8_kv_memory", "fig9_ttft_buckets",
     "fig10_priority", "capacity", "throughput_optimality", "queue_around_capacity",
 ]
 EXTENSION_FIGURES = ["vad_e2el", "kappa_estimate_quality", "kappa_who_gains", "switching_timeline"]
@@ -108,6 +110,8 @@ def _tiny_config(results: Path) -> dict:
         duration_s=200, warmup_s=20, shares=[0.05, 0.5], rates=[0.8, 2.4], capacity_iterations=1,
         schedulers=["prefill-priority", "sarathi-fcfs", "slai-spf-dynamic", "slai-spf-priority-dynamic"],
         throughput_schedulers=["rad", "sarathi-fcfs"], throughput_backlog=100, queue_duration_s=100,
+        fidelity={"share": 0.05, "rates": [1.6], "duration_s": 60, "warmup_s": 10,
+                  "schedulers": ["sarathi-fcfs", "slai-spf-dynamic"]},
     )
     config["tournament"].update(loads=[0.5, 0.9], workloads={
         name: {**spec, "n_requests": 40 if spec["kind"] == "mooncake" else 80}
@@ -188,6 +192,9 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     slai = pd.concat([pd.read_parquet(p) for p in (results / "slai" / "sweep").glob("p*/*/summary.parquet")])
     assert len(slai) == 2 * 4 * 2  # shares x schedulers x rates
     assert (slai["completed"] == slai["arrived"]).all()
+    fid = pd.concat([pd.read_parquet(p) for p in (results / "slai" / "fidelity").glob("*/*/summary.parquet")])
+    diffs = backend_differences(fid)
+    assert len(diffs) == 3 * 2 and diffs["diff_pct"].abs().max() < 1.0  # vLLM's scheduler: Fig. 7 within 1%
     compare = pd.read_parquet(results / "slosa" / "study" / "compare.parquet")
     assert set(compare["method"]) == {"fcfs", "sa", "sa-no-early-exit", "exhaustive"}
     assert len(compare) == 4 * 2 * 2  # methods x N x max batch, one seed

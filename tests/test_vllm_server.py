@@ -30,17 +30,23 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The README's example: the pipeline's whisper-tiny engine on CPU, under SJF.
 SPEC = EngineSpec(model="whisper-tiny", max_num_seqs=8, max_num_batched_tokens=2048)
 KAPPA = {"en": 3.0}
+#: The README's paper C example: SLAI on the tiny decoder model, Sarathi's 512-token budget.
+SLAI_SPEC = EngineSpec(model="tiny-llama", max_num_seqs=128, max_num_batched_tokens=512)
 
 
-def readme_serve_line() -> str:
-    lines = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("vllm serve ")]
-    assert len(lines) == 1, "the README has exactly one `vllm serve` line"
+def readme_serve_line(model: str = "whisper-tiny") -> str:
+    """The README's `vllm serve` line that serves ``model`` (one per model)."""
+    lines = [line for line in (ROOT / "README.md").read_text().splitlines()
+             if line.startswith("vllm serve ") and f"--served-model-name {model} " in line]
+    assert len(lines) == 1, f"the README has exactly one `vllm serve` line for {model}"
     return lines[0]
 
 
-def test_the_readme_serve_line_is_the_pipelines_command():
+def test_the_readme_serve_lines_are_the_pipelines_commands():
     cmd = serve_command("results/models/whisper-tiny", SPEC, policy="sjf", kappa=KAPPA)
     assert shlex.split(readme_serve_line()) == cmd
+    slai = serve_command("src/schedlab/assets/models/tiny-llama", SLAI_SPEC, builder="slai-spf-dynamic")
+    assert shlex.split(readme_serve_line("tiny-llama")) == slai
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +130,23 @@ def test_the_vllm_command_runs_on_this_install():
     proc = subprocess.run(["vllm", "--version"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().startswith("0.32.0")
+
+
+def test_slai_served_by_the_readme_line_holds_relaxed_decodes_back(tmp_path):
+    """The README's SLAI server (step plans in vLLM's scheduler) behind the HTTP client: two
+    strict and two relaxed requests decode while long prompts keep the budget full; every
+    request gets its tokens, the relaxed class's decodes wait far longer than the strict ones."""
+    cmd = shlex.split(readme_serve_line("tiny-llama"))
+    head = pd.DataFrame({"arrival_s": 0.0, "prompt_tokens": 16, "output_tokens": [60] * 4,
+                         "slo_class": ["strict", "relaxed"] * 2, "tbt_target_s": [2.0, 30.0] * 2})
+    stream = pd.DataFrame({"arrival_s": 0.5 + 0.05 * np.arange(24), "prompt_tokens": 1500, "output_tokens": 2,
+                           "slo_class": "relaxed", "tbt_target_s": 30.0})
+    trace = pd.concat([head, stream], ignore_index=True)
+    trace = trace.assign(request_id=np.arange(len(trace)))
+    with start_server(cmd, log=tmp_path / "server.log", env=server_env(SLAI_SPEC), cwd=ROOT) as server:
+        res = replay_http(server.url, trace, model="tiny-llama", whisper=False)
+    assert not res.errors
+    req = res.log.frame()
+    assert req["finish_s"].notna().all()
+    gaps = req["max_gap_s"].to_numpy()
+    assert gaps[[1, 3]].min() > 2.0 * gaps[[0, 2]].max()

@@ -6,12 +6,12 @@ import time
 
 import pandas as pd
 
+from schedlab.contracts import SIM_BACKENDS
 from schedlab.engine import Arena, ContinuousBatching, RunResult, run
 from schedlab.errors import SchedlabError
 from schedlab.metrics import summarize
 from schedlab.policies import make_policy
 
-BACKENDS = ("sim", "vllm-sim")
 
 
 def run_policy(
@@ -26,7 +26,7 @@ def run_policy(
     """Serve ``trace`` under ``policy`` with continuous batching in ``arena``, on schedlab's
     engine (``sim``) or on vLLM's scheduler (``vllm-sim``, which needs the ``model``); return
     the result and its summary."""
-    if backend not in BACKENDS:
+    if backend not in SIM_BACKENDS:
         raise SchedlabError(f"unknown simulation backend {backend!r}; choose sim or vllm-sim")
     if backend == "vllm-sim":
         from schedlab.backends.vllm_sim import run_vllm_sim  # imported before the clock starts

@@ -3,7 +3,7 @@ import json
 import math
 import shlex
 
-from schedlab.backends import BACKENDS
+from schedlab.contracts import BACKENDS, SIM_BACKENDS
 from schedlab.latency.catalogue import hardware_names, model_dir, model_names
 from schedlab.policies import POLICIES
 

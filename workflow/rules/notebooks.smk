@@ -43,6 +43,7 @@ def notebook_inputs(name):
     if name == "slai":
         return {
             "sweeps": slai_sweeps(),
+            "fidelity": slai_fidelity_runs(),
             "capacity": [f"{CD}/capacity/p{slai_share_label(p)}.parquet" for p in SLAI["shares"]],
             "params": rules.slai_params.output[0],
             "throughput": rules.slai_throughput.output.capacity,

@@ -1,7 +1,12 @@
 # Paper C: openchat lengths -> roofline profile of mixed batches (tile staircase) -> OLS fit ->
 # calibration on the measured chunk times -> rate sweeps per (paying share, scheduler) ->
-# serving capacity per share; engine-model parameter studies; throughput optimality.
+# serving capacity per share; engine-model parameter studies; throughput optimality; Fig. 7's
+# schedulers on vLLM's real scheduler beside sim. The sweep and the capacity search run on the
+# configured backend: `sim`, or vLLM's scheduler carrying out each step plan (`vllm-sim`; also
+# with `backend=vllm`, since paper C's Mistral-7B on a 48 GB GPU is not a CPU engine).
 SLAI = config["slai"]
+SLAI_FID = SLAI["fidelity"]
+SLAI_BACKEND = config["backend"] if config["backend"] in SIM_BACKENDS else "vllm-sim"
 CD = f"{R}/slai"
 SLAI_TABLES = ("summary", "buckets", "timeline")
 
@@ -9,7 +14,8 @@ SLAI_TABLES = ("summary", "buckets", "timeline")
 def _check_slai():
     from schedlab.slai.registry import SCHEDULERS
 
-    problems = [f"unknown scheduler {s!r}" for s in SLAI["schedulers"] + SLAI["throughput_schedulers"] if s not in SCHEDULERS]
+    names = SLAI["schedulers"] + SLAI["throughput_schedulers"] + SLAI_FID["schedulers"]
+    problems = [f"unknown scheduler {s!r}" for s in names if s not in SCHEDULERS]
     if SLAI["hardware"] not in hardware_names():
         problems.append(f"slai.hardware {SLAI['hardware']!r} is not in the catalogue")
     if SLAI["model"] not in model_names():
@@ -34,6 +40,11 @@ def slai_share_label(share):
 
 def slai_sweep_dir(share, scheduler):
     return f"{CD}/sweep/p{slai_share_label(share)}/{scheduler}"
+
+
+def slai_fidelity_runs():
+    """The fidelity sweep's summaries, per backend and scheduler."""
+    return [f"{CD}/fidelity/{b}/{s}/summary.parquet" for b in SIM_BACKENDS for s in SLAI_FID["schedulers"]]
 
 
 def slai_sweeps():
@@ -108,6 +119,7 @@ rule slai_sweep:
         share="[0-9]+",
     params:
         flags=slai_flags(),
+        backend=SLAI_BACKEND,
         rates=",".join(map(str, SLAI["rates"])),
         seeds=",".join(map(str, SLAI["seeds"])),
         share=lambda w: int(w.share) / 100,
@@ -117,7 +129,31 @@ rule slai_sweep:
     shell:
         "schedlab slai sweep --scheduler {wildcards.scheduler} --share {params.share} --rates {params.rates} "
         "--seeds {params.seeds} --pool {input.pool} --steptime {input.steptime} {params.flags} "
-        "--out-dir {params.out} > {log} 2>&1"
+        "--backend {params.backend} --out-dir {params.out} > {log} 2>&1"
+
+
+rule slai_fidelity:
+    input:
+        pool=rules.slai_lengths.output,
+        steptime=rules.slai_calibrate.output,
+    output:
+        [f"{CD}/fidelity/{{backend}}/{{scheduler}}/{t}.parquet" for t in SLAI_TABLES],
+    log:
+        f"{R}/logs/slai/fidelity_{{backend}}_{{scheduler}}.log",
+    wildcard_constraints:
+        backend="|".join(SIM_BACKENDS),
+    params:
+        flags=f"--hardware {SLAI['hardware']} --model {SLAI['model']}",
+        rates=",".join(map(str, SLAI_FID["rates"])),
+        share=SLAI_FID["share"],
+        run=f"--duration-s {SLAI_FID['duration_s']} --warmup-s {SLAI_FID['warmup_s']}",
+        out=lambda w: f"{CD}/fidelity/{w.backend}/{w.scheduler}",
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "schedlab slai sweep --scheduler {wildcards.scheduler} --share {params.share} --rates {params.rates} "
+        "--seeds 0 --pool {input.pool} --steptime {input.steptime} {params.flags} {params.run} "
+        "--backend {wildcards.backend} --out-dir {params.out} > {log} 2>&1"
 
 
 rule slai_capacity:
@@ -133,12 +169,13 @@ rule slai_capacity:
         share="[0-9]+",
     params:
         flags=slai_flags(),
+        backend=SLAI_BACKEND,
         iterations=SLAI["capacity_iterations"],
     conda:
         "../../envs/cpu.yaml"
     shell:
         "schedlab slai capacity {input.summaries} --iterations {params.iterations} --pool {input.pool} "
-        "--steptime {input.steptime} {params.flags} --out {output} > {log} 2>&1"
+        "--steptime {input.steptime} {params.flags} --backend {params.backend} --out {output} > {log} 2>&1"
 
 
 rule slai_params:

@@ -27,7 +27,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from schedlab.backends.vllm_engine import ASYNC_SCHEDULER, SCHEDULER, EngineSpec
+from schedlab.backends.vllm_engine import (
+    ASYNC_PLAN_SCHEDULER,
+    ASYNC_SCHEDULER,
+    PLAN_SCHEDULER,
+    SCHEDULER,
+    EngineSpec,
+)
 from schedlab.backends.vllm_logits import NO_STOP
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import model_arch
@@ -38,14 +44,20 @@ READY_TIMEOUT_S = 600.0
 
 
 
-def serve_command(folder: str | Path, spec: EngineSpec, *, policy: str, kappa: dict[str, float]) -> list[str]:
-    """The ``vllm serve`` command line of ``spec`` with ``policy`` (no host or port)."""
+def serve_command(folder: str | Path, spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,
+                  builder: str | None = None) -> list[str]:
+    """The ``vllm serve`` command line of ``spec`` with ``policy`` as the waiting queue or,
+    given ``builder``, a paper C scheduler's step plans (no host or port)."""
     arch = model_arch(spec.model)
     whisper = arch.encoder_frames > 0
-    schedlab = {"schedlab": {"policy": policy, "kappa": kappa}}
+    cpu = spec.device == "cpu"
+    if builder is None:
+        cls, schedlab = SCHEDULER if cpu else ASYNC_SCHEDULER, {"schedlab": {"policy": policy, "kappa": kappa or {}}}
+    else:
+        cls, schedlab = PLAN_SCHEDULER if cpu else ASYNC_PLAN_SCHEDULER, {"schedlab": {"scheduler": builder}}
     cmd = [
         "vllm", "serve", str(folder),
-        "--scheduler-cls", SCHEDULER if spec.device == "cpu" else ASYNC_SCHEDULER,
+        "--scheduler-cls", cls,
         "--additional-config", json.dumps(schedlab, separators=(",", ":")),
         "--load-format", "dummy",
         "--kv-cache-memory-bytes", str(spec.kv_cache_gib * 2**30),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from schedlab.cli_types import positive_number, positive_numbers
+from schedlab.contracts import SIM_BACKENDS
 from schedlab.io import read_parquet, write_outputs, write_parquet
 from schedlab.slosa.cli import _ints
 
@@ -33,7 +34,7 @@ def _setup(args):
     check_run_length(args.duration_s, args.warmup_s, "--duration-s/--warmup-s")
     arena = Arena.build(StepTimeModel.load(args.steptime), args.hardware, args.model, block_size=args.block_size)
     pool = read_parquet(args.pool, ("prompt_tokens", "output_tokens"))
-    return Setup(pool, arena, args.duration_s, args.warmup_s)
+    return Setup(pool, arena, args.duration_s, args.warmup_s, args.backend, args.model)
 
 
 def cmd_lengths(args) -> None:
@@ -110,6 +111,8 @@ def _setup_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--block-size", type=positive_number(int), default=16)
     g.add_argument("--duration-s", type=float, default=2100.0, help="seconds of arrivals (35 minutes)")
     g.add_argument("--warmup-s", type=float, default=120.0, help="arrivals before this are not measured (< --duration-s)")
+    g.add_argument("--backend", choices=SIM_BACKENDS, default="sim",
+                   help="schedlab's engine, or vLLM's scheduler carrying out each step plan (runs, sweeps, capacity)")
 
 
 def add_commands(sub) -> None:

@@ -20,18 +20,22 @@ from schedlab.workload.openchat import openchat_trace
 
 @dataclass(frozen=True)
 class Setup:
-    """What every run shares: the length pool, the arena and the run length."""
+    """What every run shares: the length pool, the arena, the run length and the backend
+    (``sim``, or ``vllm-sim`` with ``model``'s architecture)."""
 
     pool: pd.DataFrame
     arena: Arena
     duration_s: float = 2100.0
     warmup_s: float = 120.0
+    backend: str = "sim"
+    model: str = "mistral-7b"
 
     def run(self, scheduler: str, rate: float, share: float, seed: int):
         trace = openchat_trace(self.pool, rate, self.duration_s, share, seed)
-        res = run_scheduler(trace, scheduler, self.arena, warmup_s=self.warmup_s)
+        res = run_scheduler(trace, scheduler, self.arena, warmup_s=self.warmup_s, backend=self.backend,
+                            model=self.model)
         keys = {"scheduler": scheduler, "share": share, "rate": rate, "seed": seed}
-        return res, summary(res, trace, policy=scheduler, backend="sim", workload="openchat", **keys)
+        return res, summary(res, trace, policy=scheduler, backend=self.backend, workload="openchat", **keys)
 
 
 def sweep(setup: Setup, scheduler: str, share: float, rates, seeds) -> dict[str, pd.DataFrame]:
