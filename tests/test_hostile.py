@@ -118,7 +118,8 @@ def test_non_parquet_trace(capsys, files):
 JSON_CASES = {
     "negative coefficient": ("steptime", json.dumps({**STEPTIME, "n_decode": -1e-4}), ("n_decode",)),
     "negative frontend_s": ("steptime", json.dumps({**STEPTIME, "frontend_s": -0.5}), ("frontend_s",)),
-    "NaN intercept": ("steptime", json.dumps({**STEPTIME, "intercept": float("nan")}), ("NaN",)),
+    "NaN intercept": ("steptime", json.dumps({**STEPTIME, "intercept": float("nan")}), ("intercept", "finite")),
+    "infinite coefficient": ("steptime", json.dumps({**STEPTIME, "n_encoder": float("inf")}), ("n_encoder", "finite")),
     "null intercept": ("steptime", json.dumps({**STEPTIME, "intercept": None}), ("intercept",)),
     "string coefficient": ("steptime", json.dumps({**STEPTIME, "ctx_tokens": "1e-8"}), ("ctx_tokens",)),
     "unknown step-time key": ("steptime", json.dumps({**STEPTIME, "n_prefil_tokens": 1e-5}), ("n_prefil_tokens",)),
@@ -214,3 +215,12 @@ def test_errors_are_one_line_from_the_installed_command_too(files):
     proc = subprocess.run([sys.executable, "-m", "schedlab.cli", *simulate(files)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "arrival_s" in proc.stderr
     assert not any(files["out"].iterdir())
+
+
+def test_collect_reads_a_burst_runs_infinite_rate(capsys, files):
+    """Summaries record a burst's rate as Infinity: collecting them is not bad input."""
+    summary = files["dir"] / "burst.json"
+    summary.write_text(json.dumps({"policy": "sjf", "rate": float("inf")}))
+    rc, _, err = run_cli(capsys, ["collect", str(summary), "--out", str(files["out"] / "all.parquet")])
+    assert rc == 0, err
+    assert pd.read_parquet(files["out"] / "all.parquet")["rate"].tolist() == [float("inf")]
