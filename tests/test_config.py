@@ -155,6 +155,7 @@ def _write(tmp_path, cfg) -> Path:
 def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     r = _dry_run("--config", f"results={tmp_path / 'results'}")
     assert r.returncode == 0, r.output[-3000:]
+    assert "Using workflow specific profile profiles/default" in r.output  # found without --profile
     asr, fid, seeds = config["asr"], config["fidelity"], config["seeds"]
     # Simulated runs as (backend, experiment, policy, rate, seed): the paper A sweep on sim,
     # the fidelity points on sim and vllm-sim, and the engine fidelity runs on both simulators.
@@ -248,3 +249,14 @@ def test_json_reaches_the_shell_as_one_quoted_word(config, tmp_path):
     # --configfile is merged over config.yaml, so its shares are added to the shipped ones
     assert json.loads(words[words.index("--spec") + 1])["shares"] == {**config["extensions"]["kappa"]["shares"], **shares}
     assert not (ROOT / "injected").exists() and not (tmp_path / "injected").exists()
+
+
+@pytest.mark.parametrize("profile", [[], ["--workflow-profile", "none"]], ids=["default-profile", "no-profile"])
+def test_unlock_needs_no_cores(tmp_path, profile):
+    """`snakemake --unlock` after a hard kill works without --cores, with or without the
+    default profile (no rule reads the core count before it plans a job)."""
+    for item in ("Snakefile", "workflow", "profiles", "config.yaml"):
+        (shutil.copytree if (ROOT / item).is_dir() else shutil.copy)(ROOT / item, tmp_path / item)
+    r = subprocess.run([_snakemake(), "--unlock", *profile], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert ("profiles/default" in r.stderr) == (not profile)

@@ -145,9 +145,9 @@ def _run_until_a_notebook_renders(command, results: Path, **kw) -> None:
 
 @pytest.mark.slow
 def test_snakemake_pipeline_renders_notebooks(tmp_path):
-    """The whole tiny pipeline, killed (SIGKILL) during its first notebook render and then
-    resumed by the same plain command: the default profile's rerun-incomplete redoes the
-    interrupted job with no extra flag."""
+    """The whole tiny pipeline, killed (SIGKILL) during its first notebook render, unlocked
+    (`snakemake --unlock`, no --cores) and resumed by the same plain command: the default
+    profile's rerun-incomplete redoes the interrupted job with no extra flag."""
     work = tmp_path / "work"
     work.mkdir()
     for item in ("Snakefile", "workflow", "notebooks", "envs", "profiles"):
@@ -167,6 +167,8 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     command = ["snakemake", "--cores", "2", "--quiet", "rules"]
     _run_until_a_notebook_renders(command, results, cwd=work, env=env)
     assert list((work / ".snakemake" / "incomplete").rglob("*")), "the kill left no job marked incomplete"
+    unlock = subprocess.run(["snakemake", "--unlock"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert unlock.returncode == 0, unlock.stderr[-3000:]
     proc = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=2400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 

@@ -100,19 +100,16 @@ def _existing(path: str | os.PathLike) -> Path:
     return p
 
 
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a JSON value")
-
-
 def read_json(path: str | os.PathLike):
-    """A JSON document (strict: no NaN or Infinity), failing in one line when the file is
-    missing or not JSON."""
+    """A JSON document, failing in one line when the file is missing or not JSON. ``Infinity``
+    and ``NaN`` are read as floats (a burst run's rate is ``Infinity``); the models of
+    :mod:`schedlab.validation` reject them where a value must be finite."""
     p = _existing(path)
     try:
-        return json.loads(p.read_bytes(), parse_constant=_no_constant)
+        return json.loads(p.read_bytes())
     except json.JSONDecodeError as e:
         raise SchedlabError(f"{p}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
-    except (ValueError, RecursionError) as e:  # a NaN constant, bad UTF-8, absurd nesting
+    except (ValueError, RecursionError) as e:  # bad UTF-8, absurd nesting
         raise SchedlabError(f"{p}: not valid JSON: {e}") from None
 
 

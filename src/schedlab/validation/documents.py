@@ -12,10 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, m
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json
 
-Finite = Annotated[float, Field(allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+#: The share of device memory an engine may use.
+MemoryShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 Rates = Annotated[list[Positive], Field(min_length=1)]
@@ -104,7 +105,7 @@ class EngineLimits(BaseModel):
     max_num_seqs: PositiveInt = 256
     max_num_batched_tokens: PositiveInt = 8192
     block_size: PositiveInt = 16
-    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 0.95
+    gpu_memory_utilization: MemoryShare = 0.95
     kv_blocks: PositiveInt | None = None
 
 
@@ -162,7 +163,7 @@ class EngineSpec(Strict):
     max_num_seqs: PositiveInt | None = None
     max_num_batched_tokens: PositiveInt | None = None
     block_size: PositiveInt | None = None
-    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    gpu_memory_utilization: MemoryShare | None = None
 
 
 def check_engine_spec(spec, source: str) -> EngineSpec:
