@@ -161,3 +161,21 @@ def test_slai_in_a_real_engine_defers_relaxed_decodes_and_keeps_strict_ones_on_t
     assert slai[strict].max() <= STRICT_S
     assert slai[relaxed].min() > 5.0 * sarathi[relaxed].max()
     assert slai[relaxed].min() > 2.0 * STRICT_S
+
+
+def test_aborted_requests_leave_the_plan_and_the_rest_is_served():
+    from vllm.v1.request import RequestStatus
+
+    sched = build_scheduler(MODEL, EngineConfig(kv_capacity_blocks=10_000), builder="sarathi-spf")
+    for k in range(6):
+        sched.add_request(make_request(str(k), 100 + 50 * k, 30, 0.0))
+    _step(sched, 0.1)
+    running = [r.request_id for r in sched.running]
+    waiting = [r.request_id for r in sched.waiting]
+    sched.finish_requests([running[0], waiting[0]], RequestStatus.FINISHED_ABORTED)
+    now = 0.1
+    while sched.has_unfinished_requests() and now < 20:
+        now += 0.05
+        _step(sched, now)
+    assert not sched.has_unfinished_requests() and not sched.divergences
+    assert sched.builder.n_waiting() == 0

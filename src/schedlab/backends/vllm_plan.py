@@ -235,6 +235,10 @@ class PlanMixin:
     def schedule(self, *args, **kwargs):
         view = self.view
         view.now = self.clock()
+        gone = [i for i in view.running if view.requests[i].is_finished()]  # aborted between steps
+        if gone:
+            self._done.update(gone)
+            view.set_running([i for i in view.running if i not in self._done])
         for i in view.running:
             view.sync(i)
         view.free = self._kv_free()
