@@ -74,7 +74,8 @@ def start_engine(spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, flo
     cpu = spec.device == "cpu"
     if builder is None:
         scheduler_cls = SCHEDULER if cpu else ASYNC_SCHEDULER
-        options = {"policy": policy, "kappa": kappa or {}}
+        # a replayed trace's priorities are its own (a checked column), as on vllm-sim
+        options = {"policy": policy, "kappa": kappa or {}, "allow_client_priority": True}
     else:
         scheduler_cls = PLAN_SCHEDULER if cpu else ASYNC_PLAN_SCHEDULER
         options = {"scheduler": builder}
