@@ -144,7 +144,7 @@ def replay(llm, trace: pd.DataFrame, on_step=None) -> RunResult:
     """Submit ``trace`` at its arrival offsets (from now) and step the engine until done.
 
     ``on_step(composition, seconds)``, if given, sees every step's composition (as in
-    :data:`schedlab.contracts.STEP_FEATURES`) and its period (the wall time from the end of
+    :data:`schedlab.contracts.STEP_FEATURES`, then its prefill attention pairs) and its period (the wall time from the end of
     the previous step, so request submission and output handling are included).
     """
     from vllm import SamplingParams
