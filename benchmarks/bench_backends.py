@@ -36,3 +36,5 @@ def test_sim_vs_vllm_sim_speed_ratio(benchmark, rate):
     ratio = slow / fast
     benchmark.extra_info["vllm_sim_over_sim"] = ratio
     print(f"\n{len(trace)} requests at {rate} req/s: vllm-sim {slow:.2f} s, sim {fast:.3f} s, ratio {ratio:.0f}x (goal 25x)")
+    if rate == 25.0:
+        assert ratio >= 25.0
