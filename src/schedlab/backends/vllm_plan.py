@@ -245,7 +245,7 @@ class PlanMixin:
         plan = self.builder.schedule()
         while plan.preempted:
             self._preempt(plan.preempted)
-            if plan.requests.size:
+            if plan.n_scheduled:
                 break
             plan = self.builder.schedule()  # a plan that only preempted: plan again at once
         requests = view.requests

@@ -49,17 +49,13 @@ class ContinuousBatching(Scheduler):
         ]
         self._totals = None
 
-    def _timed(self, fn, *args):
-        t0 = time.perf_counter()
-        out = fn(*args)
-        self.overhead_s += time.perf_counter() - t0
-        return out
-
     def arrive(self, i: int) -> None:
-        self._timed(self.policy.push, self.jobs[i])
+        self.policy.push(self.jobs[i])  # timed by the engine
 
     def requeue(self, i: int) -> None:
-        self._timed(self.policy.push, self.jobs[i])
+        t0 = time.perf_counter()
+        self.policy.push(self.jobs[i])
+        self.overhead_s += time.perf_counter() - t0
 
     def n_waiting(self) -> int:
         return len(self.policy)
@@ -71,7 +67,7 @@ class ContinuousBatching(Scheduler):
         e = self.engine
         run = e.running_array()
         self._totals = (run, *kernels.running_totals(run, e.seq, e.computed, e.blocks, e.prompt, e.enc_blocks,
-                                                      e.limits.block_size))
+                                                      e.limits.block_size, e.wants))
         return self._totals
 
     def steady(self) -> int:
@@ -91,18 +87,23 @@ class ContinuousBatching(Scheduler):
         plan = Planner(e, self, lim.max_num_batched_tokens)
         if want <= plan.budget and grow <= plan.free:
             # every running request gets all it needs: nothing to decide, nothing preempted
-            plan.take_many(run, e.seq[run] - e.computed[run], grow)
+            plan.take_many(run, e.wants[: run.size], grow, want)
         else:
             for r in list(e.running):
                 if plan.budget <= 0:
                     break
                 if r not in plan.preempted and not plan.take(r, min(int(e.seq[r] - e.computed[r]), plan.budget)):
                     break
-        policy, now = self.policy, e.now
+        policy, now, clock = self.policy, e.now, time.perf_counter
         while len(policy) and plan.budget > 0 and plan.n_running < lim.max_num_seqs:
-            job = self._timed(policy.peek, now)
+            t0 = clock()
+            job = policy.peek(now)
+            spent = clock() - t0
             if not plan.can_admit(job.index):
+                self.overhead_s += spent
                 break
-            self._timed(policy.pop, now)
+            t0 = clock()
+            policy.pop(now)
+            self.overhead_s += spent + clock() - t0
             plan.admit(job.index, min(int(e.seq[job.index]), plan.budget))
         return plan.plan()

@@ -108,6 +108,7 @@ class Engine:
         self.running: list[int] = []
         self._run_arr: np.ndarray | None = None
         self._emits = np.empty(max(self.n, 1), np.int64)
+        self.wants = np.empty(max(self.n, 1), np.int64)  # per running request, for the kernels
         self.free = self.limits.kv_capacity_blocks
         self.peak = 0
         self.now = self.busy = 0.0
@@ -216,27 +217,32 @@ class Engine:
                 self.log.preemptions[v] += 1
         if plan.admitted:
             self.running.extend(plan.admitted)
-            self.log.scheduled(np.asarray(plan.admitted, np.int64), self.now)
+            first = self.log.first_sched
+            for i in plan.admitted:
+                if first[i] != first[i]:  # NaN: its first admission
+                    first[i] = self.now
         if plan.preempted or plan.admitted:
             self._run_arr = None
-        if plan.requests.size == 0:
+        added = n_dec = ctx = n_pre = pairs = n_emit = n_sched = 0
+        bs, capacity = self.limits.block_size, self.limits.kv_capacity_blocks
+        for requests, tokens in plan.parts:
+            a, d, c, p, q, n_emit = kernels.apply(requests, tokens, self.seq, self.computed, self.blocks, self.prompt,
+                                                  self.enc_blocks, bs, self._emits, n_emit)
+            added, n_dec, ctx, n_pre, pairs, n_sched = added + a, n_dec + d, ctx + c, n_pre + p, pairs + q, n_sched + requests.size
+        if n_sched == 0:
             return
-        added, n_dec, ctx, n_pre, pairs, n_emit = kernels.apply(
-            plan.requests, plan.tokens, self.seq, self.computed, self.blocks, self.prompt, self.enc_blocks,
-            self.limits.block_size, self._emits,
-        )
         self.free -= added
         if self.free < 0:
             raise SchedlabError(f"{self.scheduler.name}: the step plan needs {-self.free} KV blocks more than are free")
-        self.peak = max(self.peak, self.limits.kv_capacity_blocks - self.free)
+        if capacity - self.free > self.peak:
+            self.peak = capacity - self.free
         dt = float(self.step_time(plan.n_encoder, n_pre, n_dec, ctx, pairs))
         if self.record:
-            self._step_log.append((self.now, dt, n_pre, n_dec, plan.requests.size - n_dec, len(self.running),
-                                   self.limits.kv_capacity_blocks - self.free))
+            self._step_log.append((self.now, dt, n_pre, n_dec, n_sched - n_dec, len(self.running), capacity - self.free))
         self.now += dt
         self.busy += dt
         self.steps += 1
-        emits = self._emits[:n_emit].copy()
+        emits = self._emits[:n_emit]
         self.log.tokens(emits, self.now)
         if self.token_times is not None:
             for i in emits.tolist():
@@ -250,7 +256,7 @@ class Engine:
         run = self.running_array()
         bs = self.limits.block_size
         n_dec, ctx, _, _ = kernels.running_totals(run, self.seq, self.computed, self.blocks, self.prompt,
-                                                  self.enc_blocks, bs)
+                                                  self.enc_blocks, bs, self.wants)
         if n_dec == 0 or n_dec != run.size:
             return False
         dt0 = float(self.step_time(0, 0, n_dec, ctx))

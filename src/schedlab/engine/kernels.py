@@ -19,12 +19,15 @@ def _blocks(tokens, enc, bs):
 
 
 @numba.njit(cache=True, nogil=True)
-def running_totals(run, seq, computed, blocks, prompt, enc, bs):
+def running_totals(run, seq, computed, blocks, prompt, enc, bs, wants):
     """Decode rows (one token of a generated sequence), their summed context, the tokens the
-    running requests want this step, and the KV blocks serving all of them would add."""
+    running requests want this step (each written to ``wants``), and the KV blocks serving all
+    of them would add."""
     n_dec = ctx = want = grow = 0
-    for r in run:
+    for k in range(run.size):
+        r = run[k]
         w = seq[r] - computed[r]
+        wants[k] = w
         want += w
         if w == 1 and seq[r] > prompt[r]:
             n_dec += 1
@@ -96,12 +99,12 @@ def emit(idx, seq, total):
 
 
 @numba.njit(cache=True, nogil=True)
-def apply(idx, num, seq, computed, blocks, prompt, enc, bs, emits):
-    """Carry out a step plan: request ``idx[k]`` computes ``num[k]`` tokens, growing its KV
-    blocks. Returns the blocks added, the decode rows and their summed context, the prefill
-    tokens and their attention (query, key) pairs, and how many requests complete their
-    known tokens (their trace positions are written to ``emits``)."""
-    added = n_dec = ctx = n_pre = pairs = n_emit = 0
+def apply(idx, num, seq, computed, blocks, prompt, enc, bs, emits, n_emit):
+    """Carry out part of a step plan: request ``idx[k]`` computes ``num[k]`` tokens, growing
+    its KV blocks. Returns the blocks added, the decode rows and their summed context, the
+    prefill tokens and their attention (query, key) pairs, and the fill of ``emits``, where the
+    requests that complete their known tokens are written from ``emits[n_emit]`` on."""
+    added = n_dec = ctx = n_pre = pairs = 0
     for k in range(idx.size):
         r, n = idx[k], num[k]
         c = computed[r]

@@ -23,22 +23,48 @@ import numpy as np
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
+def _cat(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays) if arrays else _EMPTY
+
+
 @dataclass(slots=True)
 class StepPlan:
-    requests: np.ndarray
-    tokens: np.ndarray
+    """``parts``: ``(requests, tokens)`` array pairs, the requests scheduled and the tokens
+    each computes (the arrays are valid until the step is carried out)."""
+
+    parts: list[tuple[np.ndarray, np.ndarray]]
     admitted: list[int]
     preempted: list[int]
     n_encoder: int
 
     @property
+    def requests(self) -> np.ndarray:
+        return _cat([r for r, _ in self.parts])
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return _cat([t for _, t in self.parts])
+
+    @property
+    def n_scheduled(self) -> int:
+        return sum(r.size for r, _ in self.parts)
+
+    @property
     def empty(self) -> bool:
         """Nothing to compute and nothing preempted: the engine would make no progress."""
-        return self.requests.size == 0 and not self.preempted
+        if self.preempted:
+            return False
+        for r, _ in self.parts:
+            if r.size:
+                return False
+        return True
 
 
 class Planner:
     """One step's plan under construction; ``budget`` is the step's token budget."""
+
+    __slots__ = ("engine", "scheduler", "free", "budget", "enc_left", "_bulk", "_tokens", "_grown", "admitted",
+                 "preempted", "_alive")
 
     def __init__(self, engine, scheduler, budget: int) -> None:
         self.engine, self.scheduler = engine, scheduler
@@ -57,9 +83,11 @@ class Planner:
         """Requests running once this plan is carried out."""
         return len(self.engine.running) - len(self.preempted) + len(self.admitted)
 
-    def take_many(self, requests: np.ndarray, tokens: np.ndarray | None = None, blocks: int | None = None) -> None:
+    def take_many(self, requests: np.ndarray, tokens: np.ndarray | None = None, blocks: int | None = None,
+                  n_tokens: int | None = None) -> None:
         """Running ``requests`` compute ``tokens`` each (default one): at once when their new
-        KV blocks (``blocks``, if the caller counted them) fit, else one by one with :meth:`take`."""
+        KV blocks fit, else one by one with :meth:`take`. A caller that counted the new blocks
+        and the tokens in all passes them as ``blocks`` and ``n_tokens``."""
         if requests.size == 0:
             return
         e = self.engine
@@ -70,7 +98,7 @@ class Planner:
         if blocks <= self.free and not self.preempted:
             self._bulk.append((requests, tokens))
             self.free -= blocks
-            self.budget -= int(tokens.sum())
+            self.budget -= int(tokens.sum()) if n_tokens is None else n_tokens
             return
         for i, n in zip(requests.tolist(), tokens.tolist()):
             self.take(i, n)
@@ -134,16 +162,9 @@ class Planner:
         self.enc_left -= 1
 
     def plan(self) -> StepPlan:
-        parts = list(self._bulk)
+        parts = self._bulk
         if self._tokens:
             k = len(self._tokens)
             parts.append((np.fromiter(self._tokens, np.int64, k), np.fromiter(self._tokens.values(), np.int64, k)))
-        if len(parts) == 1:
-            requests, tokens = parts[0]
-        elif parts:
-            requests = np.concatenate([r for r, _ in parts])
-            tokens = np.concatenate([t for _, t in parts])
-        else:
-            requests = tokens = _EMPTY
         n_enc = len(self.admitted) if self.engine.enc_blocks else 0
-        return StepPlan(requests, tokens, self.admitted, self.preempted, n_enc)
+        return StepPlan(parts, self.admitted, self.preempted, n_enc)
