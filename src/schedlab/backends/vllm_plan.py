@@ -36,6 +36,7 @@ from vllm.v1.request import Request
 
 from schedlab.backends.vllm_scheduler import step_composition
 from schedlab.engine.arena import EngineConfig
+from schedlab.engine.view import EngineView
 from schedlab.errors import SchedlabError
 from schedlab.slai.registry import make_builder
 from schedlab.validation.documents import Strict, parse
@@ -50,7 +51,7 @@ class PlanOptions(Strict):
     scheduler: str
 
 
-class VllmView:
+class VllmView(EngineView):
     """vLLM's scheduler state as a schedlab scheduler reads an engine, by request index (the
     order requests were added): ``seq`` (known tokens), ``computed``, ``blocks``, ``prompt``,
     ``total``, ``running`` (admission order), ``free`` blocks, the clock ``now``, each request's
@@ -101,36 +102,6 @@ class VllmView:
     def set_running(self, running: list[int]) -> None:
         self.running = running
         self._run_arr = None
-
-    # -- what schedulers read (as on schedlab's engine) ---------------------------------------
-    def blocks_for(self, tokens):
-        return -(-tokens // self.limits.block_size)
-
-    def need(self, i: int) -> int:
-        return int(self.seq[i] - self.computed[i])
-
-    def running_array(self) -> np.ndarray:
-        if self._run_arr is None:
-            self._run_arr = np.fromiter(self.running, np.int64, len(self.running))
-        return self._run_arr
-
-    def _decodes(self) -> np.ndarray:
-        run = self.running_array()
-        return (self.seq[run] - self.computed[run] == 1) & (self.seq[run] > self.prompt[run])
-
-    def decoding(self) -> np.ndarray:
-        return self.running_array()[self._decodes()]
-
-    def prefilling(self) -> list[int]:
-        return self.running_array()[~self._decodes()].tolist()
-
-    @property
-    def kv_frac(self) -> float:
-        return 1.0 - self.free / self.limits.kv_capacity_blocks
-
-    @property
-    def mean_step_s(self) -> float:
-        return self.busy / self.steps if self.steps else 0.0
 
 
 class PlanQueue(RequestQueue):

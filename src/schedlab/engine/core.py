@@ -31,6 +31,7 @@ from schedlab.engine.arena import Arena, EngineConfig
 from schedlab.engine.gaps import GapHistogram
 from schedlab.engine.plan import StepPlan
 from schedlab.engine.scheduler import UNTIL_ARRIVAL, Scheduler
+from schedlab.engine.view import EngineView
 from schedlab.errors import SchedlabError
 from schedlab.engine.log import RequestLog
 
@@ -85,7 +86,7 @@ def check_servable(trace: pd.DataFrame, limits: EngineConfig, max_tokens: int | 
         )
 
 
-class Engine:
+class Engine(EngineView):
     """One run of one scheduler over one trace (sorted by arrival) in one arena."""
 
     def __init__(self, trace: pd.DataFrame, scheduler: Scheduler, arena: Arena, *, warmup_s: float = 0.0,
@@ -119,42 +120,9 @@ class Engine:
         self._step_log: list[tuple] = []
         scheduler.bind(self)
 
-    # -- what schedulers read ---------------------------------------------------------------
-    def blocks_for(self, tokens):
-        """KV blocks (cross-attention included) that hold ``tokens`` decoder tokens; vectorises."""
-        return self.enc_blocks + -(-tokens // self.limits.block_size)
-
-    def need(self, i: int) -> int:
-        """Tokens request ``i`` computes before its next token."""
-        return int(self.seq[i] - self.computed[i])
-
-    def running_array(self) -> np.ndarray:
-        if self._run_arr is None:
-            self._run_arr = np.fromiter(self.running, np.int64, len(self.running))
-        return self._run_arr
-
-    def decoding(self) -> np.ndarray:
-        """The running requests that decode next, in admission order."""
-        run = self.running_array()
-        return run[kernels.decoding(run, self.seq, self.computed, self.prompt)]
-
-    def prefilling(self) -> list[int]:
-        """The running requests in a prefill (or recompute), in admission order."""
-        run = self.running_array()
-        return run[~kernels.decoding(run, self.seq, self.computed, self.prompt)].tolist()
-
     @property
     def last_tok(self) -> np.ndarray:
         return self.log.last_tok
-
-    @property
-    def kv_frac(self) -> float:
-        return 1.0 - self.free / self.limits.kv_capacity_blocks
-
-    @property
-    def mean_step_s(self) -> float:
-        """Running mean step time (0 before the first step)."""
-        return self.busy / self.steps if self.steps else 0.0
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunResult:

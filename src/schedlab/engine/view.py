@@ -1,0 +1,50 @@
+"""What a scheduler reads of an engine, shared by schedlab's engine and the view of vLLM's
+scheduler state (:class:`schedlab.backends.vllm_plan.VllmView`).
+
+A subclass holds, by request index: ``seq`` (known tokens), ``computed``, ``blocks``,
+``prompt``; and ``running`` (admission order), ``free`` KV blocks, ``limits``
+(:class:`~schedlab.engine.arena.EngineConfig`), ``enc_blocks``, ``busy`` and ``steps``. It
+resets ``_run_arr`` whenever ``running`` changes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedlab.engine import kernels
+
+
+class EngineView:
+    _run_arr: np.ndarray | None = None
+
+    def blocks_for(self, tokens):
+        """KV blocks (cross-attention included) that hold ``tokens`` decoder tokens; vectorises."""
+        return self.enc_blocks + -(-tokens // self.limits.block_size)
+
+    def need(self, i: int) -> int:
+        """Tokens request ``i`` computes before its next token."""
+        return int(self.seq[i] - self.computed[i])
+
+    def running_array(self) -> np.ndarray:
+        if self._run_arr is None:
+            self._run_arr = np.fromiter(self.running, np.int64, len(self.running))
+        return self._run_arr
+
+    def decoding(self) -> np.ndarray:
+        """The running requests that decode next, in admission order."""
+        run = self.running_array()
+        return run[kernels.decoding(run, self.seq, self.computed, self.prompt)]
+
+    def prefilling(self) -> list[int]:
+        """The running requests in a prefill (or recompute), in admission order."""
+        run = self.running_array()
+        return run[~kernels.decoding(run, self.seq, self.computed, self.prompt)].tolist()
+
+    @property
+    def kv_frac(self) -> float:
+        return 1.0 - self.free / self.limits.kv_capacity_blocks
+
+    @property
+    def mean_step_s(self) -> float:
+        """Running mean step time (0 before the first step)."""
+        return self.busy / self.steps if self.steps else 0.0
