@@ -26,6 +26,7 @@ from schedlab.simulate import run_policy
 from schedlab.slai.registry import SCHEDULERS as BUILDERS
 from schedlab.slai.sarathi import Sarathi
 from schedlab.workload.arrivals import arrival_times
+from traces import two_class_trace
 from schedlab.workload.synthetic import random_lengths_trace
 from schedlab.workload.asr import asr_trace, librispeech_pool
 
@@ -187,18 +188,8 @@ def test_fcfs_single_server_matches_md1(rho):
 
 
 # -- invariants of every scheduler ----------------------------------------------------------
-def class_trace(n: int = 300, rate: float = 4.0, seed: int = 0, share: float = 0.3) -> pd.DataFrame:
-    """Two-class LLM requests (paper C's shape) with shuffled, non-contiguous ids."""
-    rng = np.random.default_rng(seed)
-    paying = rng.random(n) < share
-    return pd.DataFrame({
-        "request_id": 1000 + rng.permutation(n) * 3,
-        "arrival_s": np.cumsum(rng.exponential(1 / rate, n)),
-        "prompt_tokens": rng.integers(1, 3000, n),
-        "output_tokens": rng.integers(1, 200, n),
-        "slo_class": np.where(paying, "paying", "free"),
-        "tbt_target_s": np.where(paying, 0.1, 0.5),
-    })
+def class_trace(n: int = 300, rate: float = 4.0, seed: int = 0) -> pd.DataFrame:
+    return two_class_trace(n, rate, seed, shuffled_ids=True)
 
 
 #: A staircase model shaped like paper C's calibrated one (seconds).

@@ -17,33 +17,24 @@ from schedlab.engine import run as run_engine
 from schedlab.slai.algorithm2 import Algorithm2
 from schedlab.slai.prefill_priority import PrefillPriority
 from schedlab.slai.rad import RAD
-from schedlab.slai.registry import SCHEDULERS, make_builder
+from schedlab.slai.registry import make_builder
 from schedlab.slai.request_level import RequestLevel
 from schedlab.slai.run import by_bucket, summary
 from schedlab.slai.sarathi import Sarathi
 from schedlab.slai.slai import SLAI, dynamic_offset
 from schedlab.errors import SchedlabError
 from schedlab.engine.steptime import StepTimeModel
+from traces import two_class_trace
 
 #: A staircase engine model shaped like the calibrated one (seconds).
 MODEL = StepTimeModel(intercept=0.015, ctx_tokens=1.4e-7, prefill_pairs=2e-9, tile_tokens=6e-5, tile=128)
 
 
-def make_trace(n: int = 300, rate: float = 4.0, seed: int = 0, share: float = 0.3) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    paying = rng.random(n) < share
-    return pd.DataFrame({
-        "request_id": np.arange(n),
-        "arrival_s": np.cumsum(rng.exponential(1 / rate, n)),
-        "prompt_tokens": rng.integers(1, 3000, n),
-        "output_tokens": rng.integers(1, 200, n),
-        "slo_class": np.where(paying, "paying", "free"),
-        "tbt_target_s": np.where(paying, 0.1, 0.5),
-    })
+
 
 
 def run(builder, trace=None, capacity=4000, **kw):
-    trace = make_trace() if trace is None else trace
+    trace = two_class_trace() if trace is None else trace
     return run_engine(trace, builder, Arena(MODEL, EngineConfig(kv_capacity_blocks=capacity)), record=True, **kw)
 
 
@@ -94,7 +85,7 @@ def test_preemption_recomputes_and_still_finishes_everything():
 
 # -- per-class P99 TBT over every token -----------------------------------------------------
 def test_per_class_p99_tbt_matches_brute_force_and_excludes_warm_up():
-    trace = make_trace(400, rate=5.0)
+    trace = two_class_trace(400, rate=5.0)
     warmup = 10.0
     res = run(make_builder("slai-spf-dynamic"), trace, capacity=100_000, warmup_s=warmup)
     for cls in ("paying", "free"):
@@ -128,7 +119,7 @@ def test_spf_admits_the_shortest_waiting_prompt_first():
     def check(eng, dec, chunks, started):
         admitted.extend(i for i, _ in chunks if i not in started)
 
-    trace = make_trace(60, rate=1000.0)  # everyone waits at once
+    trace = two_class_trace(60, rate=1000.0)  # everyone waits at once
     run(checked(Sarathi(budget=512, max_active=1, order="spf"), check), trace, capacity=100_000)
     first = admitted[1:8]
     assert list(trace["prompt_tokens"].iloc[first]) == sorted(trace["prompt_tokens"].iloc[first])
@@ -164,7 +155,7 @@ def test_slai_orders_decodes_by_last_schedulable_time_and_respects_every_limit()
 
 
 def test_slai_defers_free_decodes_but_not_paying_ones():
-    trace = make_trace(400, rate=5.0)
+    trace = two_class_trace(400, rate=5.0)
     res = run(SLAI(offset=5.0), trace, capacity=100_000)
     s = summary(res, trace)
     sarathi = summary(run(Sarathi(), trace, capacity=100_000), trace)
@@ -180,7 +171,7 @@ def test_dynamic_offset_switches_at_96_percent_kv_use():
     def check(eng, dec, chunks, started):
         offsets.add((eng.builder.current_offset(), eng.kv_frac >= 0.96))
 
-    run(checked(SLAI(offset=None), check), make_trace(300, rate=8.0), capacity=2500)
+    run(checked(SLAI(offset=None), check), two_class_trace(300, rate=8.0), capacity=2500)
     assert offsets == {(5.0, False), (10.0, True)}
 
 
@@ -190,7 +181,7 @@ def test_priority_variant_admits_paying_requests_strictly_first():
     def check(eng, dec, chunks, started):
         order.extend(i for i, _ in chunks if i not in started)
 
-    trace = make_trace(80, rate=1000.0, share=0.5)
+    trace = two_class_trace(80, rate=1000.0, share=0.5)
     run(checked(SLAI(max_active=1, offset=None, paying_first="paying"), check), trace, capacity=100_000)
     classes = trace["slo_class"].to_numpy()[order[1:]]
     n_paying = int((classes == "paying").sum())
@@ -273,7 +264,7 @@ def test_unknown_scheduler_is_a_clear_error():
 
 
 def test_buckets_count_served_requests_by_prompt_length():
-    trace = make_trace(200)
+    trace = two_class_trace(200)
     res = run(make_builder("sarathi-fcfs"), trace, capacity=100_000)
     table = by_bucket(res, horizon_s=float(trace["arrival_s"].max()))
     assert table["requests"].sum() == 200

@@ -17,6 +17,7 @@ from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: E402
 from schedlab.engine import Arena, EngineConfig, run  # noqa: E402
 from schedlab.engine.steptime import StepTimeModel  # noqa: E402
 from schedlab.slai.registry import SCHEDULERS, make_builder  # noqa: E402
+from traces import two_class_trace  # noqa: E402
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 
 #: Paper C's model shape: fixed cost, per-token, attention pairs and the GEMM tile staircase.
@@ -25,17 +26,8 @@ STEP = StepTimeModel(intercept=0.02, n_prefill_tokens=5e-5, n_decode=1e-4, ctx_t
 MODEL = "mistral-7b"  # a 32k context: every request of the traces fits
 
 
-def two_class_trace(n: int = 70, rate: float = 3.0, seed: int = 2, share: float = 0.3) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    paying = rng.random(n) < share
-    return pd.DataFrame({
-        "request_id": np.arange(n),
-        "arrival_s": np.cumsum(rng.exponential(1 / rate, n)),
-        "prompt_tokens": rng.integers(20, 2000, n),
-        "output_tokens": rng.integers(1, 300, n),
-        "slo_class": np.where(paying, "paying", "free"),
-        "tbt_target_s": np.where(paying, 0.05, 0.2),
-    })
+def small_trace() -> pd.DataFrame:
+    return two_class_trace(70, 3.0, 2, prompt=(20, 2000), output=(1, 300), targets=(0.05, 0.2))
 
 
 @pytest.mark.parametrize("capacity", [100_000, 500])
@@ -43,7 +35,7 @@ def two_class_trace(n: int = 70, rate: float = 3.0, seed: int = 2, share: float 
 def test_vllm_sim_equals_sim_for_every_paper_c_scheduler(name, capacity, caplog):
     """Identical per-request times and preemptions, with and without KV pressure, and no step
     where vLLM ran something other than the plan."""
-    trace = two_class_trace()
+    trace = small_trace()
     arena = Arena(STEP, EngineConfig(kv_capacity_blocks=capacity))
     sim = run(trace, make_builder(name), arena, sample_s=1.0)
     with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm_plan"):
