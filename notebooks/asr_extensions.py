@@ -24,9 +24,10 @@
 #    waits, under a workload that drifts.
 
 # %% tags=["parameters"]
-results_dir = "results"
-figures_dir = "results/figures/asr_extensions"
-backend = "sim"
+# The rule's declared inputs (written by the notebook rule); by default the last run's, as seen
+# from this folder when the notebook is opened by hand.
+manifest = "../results/notebooks/asr_extensions.inputs.json"
+figures_dir = "../results/figures/asr_extensions"
 
 # %%
 from pathlib import Path
@@ -36,16 +37,16 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from schedlab.report import save_figure
+from schedlab.report import read_manifest, save_figure
 
 sns.set_theme(style="whitegrid", context="notebook")
 Path(figures_dir).mkdir(parents=True, exist_ok=True)
-X = Path(results_dir) / "extensions"
-vad = pd.read_parquet(X / "vad" / "runs.parquet")
-vad_acc = pd.read_parquet(X / "vad" / "accuracy.parquet")
-kap = pd.read_parquet(X / "kappa" / "runs.parquet")
-kap_q = pd.read_parquet(X / "kappa" / "quality.parquet")
-sw = {t: pd.read_parquet(X / "switching" / f"{t}.parquet")
+inputs = read_manifest(manifest)["inputs"]
+vad = pd.read_parquet(inputs["vad_runs"])
+vad_acc = pd.read_parquet(inputs["vad_accuracy"])
+kap = pd.read_parquet(inputs["kappa_runs"])
+kap_q = pd.read_parquet(inputs["kappa_quality"])
+sw = {t: pd.read_parquet(inputs[f"switching_{t}"])
       for t in ("summary", "by_phase", "timeline", "switches", "regimes", "phases")}
 
 

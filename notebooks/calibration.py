@@ -25,14 +25,13 @@
 # The roofline is then calibrated on paper A's FCFS baseline only.
 
 # %% tags=["parameters"]
-results_dir = "results"
-figures_dir = "results/figures/calibration"
-hardware = "A100-40GB"
-backend = "sim"
+# The rule's declared inputs (written by the notebook rule); by default the last run's, as seen
+# from this folder when the notebook is opened by hand.
+manifest = "../results/notebooks/calibration.inputs.json"
+figures_dir = "../results/figures/calibration"
 
 # %%
 import json
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -40,17 +39,17 @@ import pandas as pd
 import seaborn as sns
 
 from schedlab.fit.steptime import predict
-from schedlab.report import FIDELITY_METRICS, fidelity_errors, save_figure, speed_ratio
+from schedlab.report import FIDELITY_METRICS, fidelity_errors, read_manifest, save_figure, speed_ratio
 from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
-R = Path(results_dir)
+manifest = read_manifest(manifest)
+inputs, backend, hardware = manifest["inputs"], manifest["backend"], manifest["hardware"]
 fits, profiles = {}, {}
-for path in sorted((R / "fit" / "steptime").glob("*/*/*.json")):
+for path, profile_path in zip(inputs["fits"], inputs["profiles"]):
     source, hw, model = path.parts[-3], path.parts[-2], path.stem
-    if source in ("roofline", "torch", "vllm"):
-        fits[(source, hw, model)] = StepTimeModel.load(path)
-        profiles[(source, hw, model)] = pd.read_parquet(R / "profile" / source / hw / f"{model}.parquet")
+    fits[(source, hw, model)] = StepTimeModel.load(path)
+    profiles[(source, hw, model)] = pd.read_parquet(profile_path)
 
 # %% [markdown]
 # ## Coefficients with 95% confidence intervals, and fit quality
@@ -116,7 +115,7 @@ for key in torch_keys:
 # notebook is a prediction.
 
 # %%
-cal_model = StepTimeModel.load(R / "fit" / "calibration" / f"{hardware}.json")
+cal_model = StepTimeModel.load(inputs["calibration"])
 cal = cal_model.meta["calibration"]
 display(pd.DataFrame({"target": cal["targets"], "achieved": {k: cal["achieved"].get(k) for k in cal["targets"]}}))
 print(f"compute factor {cal['compute']:.3f} (achieved FLOP efficiency {1 / cal['compute']:.1%} of peak), "
@@ -148,7 +147,7 @@ plt.show()
 #   step-time model's error and everything a real engine does that the model leaves out.
 
 # %%
-fid = pd.read_parquet(R / "summary" / "fidelity.parquet")
+fid = pd.read_parquet(inputs["fidelity"])
 engine_model = fid.loc[fid["backend"] == "vllm", "model"].iloc[0]
 sched_err = fidelity_errors(fid[fid["model"] != engine_model], "vllm-sim", "sim")
 print("sim vs vllm-sim on paper A workloads (% error):")
@@ -246,11 +245,10 @@ print(reading(errs, thr["vllm"].max() if "vllm" in thr else float("nan"), "Decod
 # profile's step-time fit of whisper-tiny on this CPU.
 
 # %%
-engine_asr_path = R / "summary" / "engine_asr.parquet"
-if backend != "vllm" or not engine_asr_path.exists():
+if "engine_asr" not in inputs:
     print("Not run: the Whisper engine sweep runs with `snakemake --config backend=vllm`.")
 else:
-    easr = pd.read_parquet(engine_asr_path)
+    easr = pd.read_parquet(inputs["engine_asr"])
     asr_fid, asr_spread, asr_bad = engine_view(easr)
     say_interference(asr_bad, "Whisper engine")
     asr_errs = pd.concat([fidelity_errors(asr_fid, "vllm", c) for c in ("sim", "vllm-sim")])

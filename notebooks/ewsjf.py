@@ -30,28 +30,28 @@
 # on (Fig. 5), as a deployment would carry them.
 
 # %% tags=["parameters"]
-results_dir = "results"
-figures_dir = "results/figures/ewsjf"
-backend = "sim"
+# The rule's declared inputs (written by the notebook rule); by default the last run's, as seen
+# from this folder when the notebook is opened by hand.
+manifest = "../results/notebooks/ewsjf.inputs.json"
+figures_dir = "../results/figures/ewsjf"
 
 # %%
 import json
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from schedlab.report import reported_ewsjf_table3, save_figure
+from schedlab.report import read_manifest, reported_ewsjf_table3, save_figure
 
 sns.set_theme(style="whitegrid", context="notebook")
-D = Path(results_dir) / "ewsjf"
-study = {s: pd.read_parquet(D / "study" / f"{s}.parquet") for s in (
+inputs = read_manifest(manifest)["inputs"]
+study = {s: pd.read_parquet(inputs[s]) for s in (
     "tuning", "queues-mixed", "queues-short", "queues-long", "load", "starvation", "starvation_timeline")}
-pools = {k: pd.read_parquet(D / "pools" / f"{k}.parquet") for k in ("short", "long")}
-calibrated = json.loads((D / "fit" / "calibrated.json").read_text())
-params = json.loads((D / "study" / "params.json").read_text())
+pools = {k: pd.read_parquet(inputs[k]) for k in ("short", "long")}
+calibrated = json.loads(inputs["calibrated"].read_text())
+params = json.loads(inputs["params"].read_text())
 METHODS = ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
 
 # %% [markdown]

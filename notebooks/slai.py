@@ -25,13 +25,12 @@
 # tier (0.5 s); 35 minutes of Poisson arrivals per run, the first two minutes not measured.
 
 # %% tags=["parameters"]
-results_dir = "results"
-figures_dir = "results/figures/slai"
-backend = "sim"
+# The rule's declared inputs (written by the notebook rule); by default the last run's, as seen
+# from this folder when the notebook is opened by hand.
+manifest = "../results/notebooks/slai.inputs.json"
+figures_dir = "../results/figures/slai"
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -41,21 +40,21 @@ from schedlab.slai.model import MEASURED_CHUNKS, MEASURED_TIMES_S
 from schedlab.slai.report import FIG7, LABELS, backend_differences, capacity_gain, findings, load_sweeps
 from schedlab.fit.chunk_times import chunk_time
 from schedlab.fit.steptime import predict
-from schedlab.report import save_figure
+from schedlab.report import read_manifest, save_figure
 from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
-C = Path(results_dir) / "slai"
-sweeps = load_sweeps(C / "sweep")
+inputs = read_manifest(manifest)["inputs"]
+sweeps = load_sweeps(inputs["sweeps"])
 summary = sweeps["summary"].assign(label=lambda d: d["scheduler"].map(LABELS))
-capacity = pd.concat([pd.read_parquet(p) for p in sorted((C / "capacity").glob("p*.parquet"))], ignore_index=True)
-params = pd.read_parquet(C / "study" / "params.parquet")
-thr = pd.read_parquet(C / "study" / "throughput.parquet")
-queue = pd.read_parquet(C / "study" / "throughput_queue.parquet")
-fit = StepTimeModel.load(C / "fit" / "roofline.json")
-model = StepTimeModel.load(C / "fit" / "calibrated.json")
-profile = pd.read_parquet(C / "profile" / "roofline.parquet")
-pool = pd.read_parquet(C / "lengths.parquet")
+capacity = pd.concat([pd.read_parquet(p) for p in inputs["capacity"]], ignore_index=True)
+params = pd.read_parquet(inputs["params"])
+thr = pd.read_parquet(inputs["throughput"])
+queue = pd.read_parquet(inputs["queue"])
+fit = StepTimeModel.load(inputs["fit"])
+model = StepTimeModel.load(inputs["calibrated"])
+profile = pd.read_parquet(inputs["profile"])
+pool = pd.read_parquet(inputs["pool"])
 shares = sorted(summary["share"].unique())
 rates = sorted(summary["rate"].unique())
 print(f"{len(summary)} runs: shares {shares}, rates {rates}, seeds {sorted(summary['seed'].unique())}")
@@ -169,7 +168,7 @@ for share, name in zip(shares, ("fig7_p5", "fig11_p50", "fig12_p95")):
 # the same axes and the table lists the largest differences of the Fig. 7 metrics.
 
 # %%
-fid = pd.concat([pd.read_parquet(p) for p in sorted((C / "fidelity").glob("*/*/summary.parquet"))], ignore_index=True)
+fid = pd.concat([pd.read_parquet(p) for p in inputs["fidelity"]], ignore_index=True)
 fid = fid.assign(label=fid["scheduler"].map(LABELS))
 fig, axes = plt.subplots(1, 3, figsize=(17, 4.2), sharex=True)
 for ax, col, title in ((axes[0], "p99_tbt_ms_paying", "P99 TBT, paying (ms)"),

@@ -27,13 +27,13 @@
 # as priority, `max_num_seqs` = maximum batch size) and reports the G measured there.
 
 # %% tags=["parameters"]
-results_dir = "results"
-figures_dir = "results/figures/slosa"
-backend = "sim"
+# The rule's declared inputs (written by the notebook rule); by default the last run's, as seen
+# from this folder when the notebook is opened by hand.
+manifest = "../results/notebooks/slosa.inputs.json"
+figures_dir = "../results/figures/slosa"
 
 # %%
 import json
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -41,17 +41,17 @@ import pandas as pd
 import seaborn as sns
 
 from schedlab.fit.latency_predictor import LatencyPredictor, predict_profile
-from schedlab.report import save_figure
+from schedlab.report import read_manifest, save_figure
 from schedlab.slosa.objective import score
 from schedlab.slosa.search import AnnealConfig, anneal, exhaustive
 from schedlab.slosa.toys import TOYS
 
 sns.set_theme(style="whitegrid", context="notebook")
-D = Path(results_dir) / "slosa"
-study = {s: pd.read_parquet(D / "study" / f"{s}.parquet") for s in ("compare", "schedule", "lengths", "coefficients", "instances")}
-fits = {s: LatencyPredictor.load(D / "fit" / f"{s}.json") for s in ("reference", "roofline", "torch", "vllm")}
-profiles = {s: pd.read_parquet(D / "profile" / f"{s}.parquet") for s in ("roofline", "torch", "vllm")}
-pools = {t: pd.read_parquet(D / "pools" / f"{t}.parquet") for t in ("chat", "code")}
+inputs = read_manifest(manifest)["inputs"]
+study = {s: pd.read_parquet(inputs[s]) for s in ("compare", "schedule", "lengths", "coefficients", "instances")}
+fits = {s: LatencyPredictor.load(inputs[f"fit_{s}"]) for s in ("reference", "roofline", "torch", "vllm")}
+profiles = {s: pd.read_parquet(inputs[f"profile_{s}"]) for s in ("roofline", "torch", "vllm")}
+pools = {t: pd.read_parquet(inputs[t]) for t in ("chat", "code")}
 print("studies driven by the", study["compare"]["predictor"].iloc[0], "predictor")
 
 # %% [markdown]

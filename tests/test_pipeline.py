@@ -13,10 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+import jupytext
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from nbclient import NotebookClient
 
 from schedlab.slai.report import backend_differences
 
@@ -78,55 +80,6 @@ def _synthetic_mirror(folder: Path, n: int = 300) -> None:
                   "pd_ratio": prompt / decode}).to_csv(folder / "openchat_sharegpt4_lengths_llama2.csv", index=False)
 
 
-def _tiny_config(results: Path) -> dict:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    config["results"] = str(results)
-    config["profile"]["torch_models"] = []
-    asr = config["asr"]
-    asr["calibration"]["n_requests"] = 300
-    asr["workloads"] = {
-        "librispeech": {"kind": "librispeech", "duration_s": 20},
-        "uniform": {"kind": "uniform", "duration_s": 10, "clips_per_duration": 5},
-        "burst": {"kind": "librispeech", "n_requests": 60},
-        "librispeech-500": {"kind": "librispeech", "n_requests": 60},
-        "librispeech-short": {"kind": "librispeech", "duration_s": 3},
-        "librispeech-engine": {"kind": "librispeech", "duration_s": 3},
-    }
-    config["vllm"]["repeats"] = 2
-    config["fidelity"] = {
-        "policies": ["fcfs"],
-        "asr": {"experiment": "librispeech", "rates": [2]},
-        "engine": {"workload": "librispeech-short", "rates": [5]},
-    }
-    config["slosa"].update(seeds=[0], ns=[4, 6], max_batches=[1, 2], exhaustive_max_n=6)
-    config["ewsjf"].update(
-        calibration={"saturation_rps": 8.45, "overload_rate": 40, "n_requests": 400},
-        tuning={"n_requests": 1500, "rate": 7, "trial_s": 40, "max_trials": 4},
-        queue_count={"rate": 40, "mixed": 400, "short": 400, "long": 200},
-        load={"sizes": [300], "rates": [10, 40]},
-        starvation={"n_requests": 400, "rates": [10]},
-    )
-    config["slai"].update(
-        duration_s=200, warmup_s=20, shares=[0.05, 0.5], rates=[0.8, 2.4], capacity_iterations=1,
-        schedulers=["prefill-priority", "sarathi-fcfs", "slai-spf-dynamic", "slai-spf-priority-dynamic"],
-        throughput_schedulers=["rad", "sarathi-fcfs"], throughput_backlog=100, queue_duration_s=100,
-        fidelity={"share": 0.05, "rates": [1.6], "duration_s": 60, "warmup_s": 10,
-                  "schedulers": ["sarathi-fcfs", "slai-spf-dynamic"]},
-    )
-    config["tournament"].update(loads=[0.5, 0.9], workloads={
-        name: {**spec, "n_requests": 40 if spec["kind"] == "mooncake" else 80}
-        for name, spec in config["tournament"]["workloads"].items()
-    })
-    config["extensions"] = {
-        "vad": {"rates": [5, 25], "duration_s": 10, "pad_fraction": 0.5, "max_pad_s": 5.0},
-        "kappa": {"shares": {"en": 0.5, "hi": 0.5}, "ratios": [1.0, 3.0], "rates": [5, 25], "duration_s": 10},
-        "switching": {"phases": [{**p, "duration_s": 10} for p in config["extensions"]["switching"]["phases"]]},
-    }
-    for name, rates in {"librispeech": [2, 25], "uniform": [5, 30], "burst": [float("inf")], "medium": [15, 25]}.items():
-        asr["experiments"][name]["rates"] = rates
-    return config
-
-
 def _run_until_a_notebook_renders(command, results: Path, **kw) -> None:
     """Start ``command`` and SIGKILL it (and every process it started) once a notebook render
     has begun (papermill's output notebook exists, its HTML export does not yet)."""
@@ -145,26 +98,28 @@ def _run_until_a_notebook_renders(command, results: Path, **kw) -> None:
 
 @pytest.mark.slow
 def test_snakemake_pipeline_renders_notebooks(tmp_path):
-    """The whole tiny pipeline, killed (SIGKILL) during its first notebook render, unlocked
+    """The whole tiny pipeline (.test/config.yaml), killed (SIGKILL) during its first notebook render, unlocked
     (`snakemake --unlock`, no --cores) and resumed by the same plain command: the default
     profile's rerun-incomplete redoes the interrupted job with no extra flag."""
     work = tmp_path / "work"
     work.mkdir()
-    for item in ("Snakefile", "workflow", "notebooks", "envs", "profiles"):
+    for item in ("Snakefile", "config.yaml", "README.md", ".test", "workflow", "notebooks", "envs", "profiles"):
         src = REPO / item
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / item)
+        if src.is_dir():
+            shutil.copytree(src, work / item, ignore=shutil.ignore_patterns("results", ".snakemake"))
+        else:
+            shutil.copy(src, work / item)
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     _synthetic_mirror(mirror)
-    results = work / "results"
-    (work / "config.yaml").write_text(yaml.safe_dump(_tiny_config(Path("results"))))
+    results = work / yaml.safe_load((REPO / ".test" / "config.yaml").read_text())["results"]
     env = {
         **os.environ,
         "SCHEDLAB_DATA_MIRROR": str(mirror),
         "SCHEDLAB_DATA_CACHE": str(tmp_path / "cache"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    command = ["snakemake", "--cores", "2", "--quiet", "rules"]
+    command = ["snakemake", "--cores", "2", "--configfile", ".test/config.yaml", "--quiet", "rules"]
     _run_until_a_notebook_renders(command, results, cwd=work, env=env)
     assert list((work / ".snakemake" / "incomplete").rglob("*")), "the kill left no job marked incomplete"
     unlock = subprocess.run(["snakemake", "--unlock"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
@@ -227,3 +182,26 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     cal = json.loads((results / "fit" / "calibration" / "A100-40GB.json").read_text())["meta"]["calibration"]
     assert cal["achieved"]["saturation_rps"] == pytest.approx(cal["targets"]["saturation_rps"], rel=0.01)
     assert not list(results.rglob("*.tmp"))
+
+    # `make report`: one self-contained HTML page holding every figure and executed notebook.
+    report = subprocess.run(["snakemake", "--configfile", ".test/config.yaml", "--report", "results/report.html"],
+                            cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert report.returncode == 0, report.stderr[-3000:]
+    html = (results / "report.html").read_text()
+    figures = {"asr_duration": FIGURES, "slosa": SLO_SA_FIGURES, "ewsjf": EWSJF_FIGURES, "slai": SLAI_FIGURES,
+               "tournament": TOURNAMENT_FIGURES, "asr_extensions": EXTENSION_FIGURES}
+    for notebook, names in figures.items():
+        for name in names:
+            assert f"{name}.png" in html, (notebook, name)
+        assert f"{notebook}.html" in html
+    assert "A Fig. 3 LibriSpeech P50/P90 E2EL" in html  # a caption from the README's figure map
+
+    # Jupyter-first: opened by hand (jupytext, no papermill parameters), a notebook runs top to
+    # bottom against this run's results: its parameter cell's defaults find the rule's manifest.
+    manifest = json.loads((results / "notebooks" / "tournament.inputs.json").read_text())
+    assert manifest["inputs"] == {"table": "../tournament/table.parquet"}
+    (results / "figures" / "tournament" / "pareto.png").unlink()
+    notebook = jupytext.read(work / "notebooks" / "tournament.py")
+    NotebookClient(notebook, kernel_name="python3", timeout=600,
+                   resources={"metadata": {"path": str(work / "notebooks")}}).execute()
+    assert (results / "figures" / "tournament" / "pareto.png").stat().st_size > 0

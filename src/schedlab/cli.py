@@ -92,25 +92,28 @@ def cmd_data(args) -> None:
 
 # -- workload -----------------------------------------------------------------------------
 def cmd_workload(args) -> None:
+    """One trace per ``--rate``; each rate's trace is what a run of that rate alone gives."""
     from schedlab.workload.arrivals import arrival_times
     from schedlab.workload.asr import asr_trace, librispeech_pool, uniform_pool
 
+    if len(args.rate) != len(args.out):
+        raise SchedlabError("--rate and --out need one value per trace")
     utts = read_parquet(args.utterances, ("duration_s", "output_tokens"))
     if args.kind == "librispeech":
         pool = librispeech_pool(utts)
     else:
-        pool = uniform_pool(
-            utts, rng=np.random.default_rng([args.seed, 2]), clips_per_duration=args.clips_per_duration
+        pool = uniform_pool(utts, rng=np.random.default_rng([args.seed, 2]), clips_per_duration=args.clips_per_duration)
+    traces = {}
+    for rate, out in zip(args.rate, args.out):
+        arrivals = arrival_times(
+            rate,
+            rng=np.random.default_rng([args.seed, 0]),
+            duration_s=args.duration_s,
+            n_requests=args.n_requests,
+            burstiness=args.burstiness,
         )
-    arrivals = arrival_times(
-        args.rate,
-        rng=np.random.default_rng([args.seed, 0]),
-        duration_s=args.duration_s,
-        n_requests=args.n_requests,
-        burstiness=args.burstiness,
-    )
-    trace = asr_trace(pool, arrivals, rng=np.random.default_rng([args.seed, 1]))
-    write_parquet(trace, args.out)
+        traces[out] = asr_trace(pool, arrivals, rng=np.random.default_rng([args.seed, 1]))
+    write_outputs(traces)
 
 
 # -- profile ------------------------------------------------------------------------------
@@ -195,28 +198,36 @@ def cmd_fit_apply(args) -> None:
 
 # -- simulate -----------------------------------------------------------------------------
 def cmd_simulate(args) -> None:
+    """One run per ``--trace`` (a rate sweep in one process: the step-time model, kappa and
+    the compiled engine are loaded once), each written as soon as it finishes."""
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.policies import make_policy
     from schedlab.simulate import run_policy
 
+    n = len(args.trace)
+    rates = args.rate if args.rate is not None else [float("nan")] * n
+    if not len(rates) == len(args.out_results) == len(args.out_summary) == n:
+        raise SchedlabError("--trace, --rate, --out-results and --out-summary need one value per run")
     make_policy(args.policy)  # fail early on an unknown name
     arena = Arena(StepTimeModel.load(args.steptime), _engine(args), _kappa(args.kappa))
-    result, summary = run_policy(
-        _trace(args),
-        args.policy,
-        arena,
-        identity={
-            "workload": args.workload,
-            "rate": args.rate,
-            "model": args.model,
-            "hardware": args.hardware,
-            "seed": args.seed,
-        },
-        backend=args.backend,
-        model=args.model,
-    )
-    write_outputs({args.out_results: result.requests, args.out_summary: summary})
+    traces = [_trace(args, path) for path in args.trace]  # every input checked before any run
+    for trace, rate, out_results, out_summary in zip(traces, rates, args.out_results, args.out_summary):
+        result, summary = run_policy(
+            trace,
+            args.policy,
+            arena,
+            identity={
+                "workload": args.workload,
+                "rate": rate,
+                "model": args.model,
+                "hardware": args.hardware,
+                "seed": args.seed,
+            },
+            backend=args.backend,
+            model=args.model,
+        )
+        write_outputs({out_results: result.requests, out_summary: summary})
 
 
 def cmd_collect(args) -> None:
@@ -297,16 +308,19 @@ def cmd_whisper_files(args) -> None:
 
 
 # -- parser -------------------------------------------------------------------------------
-def _run_args(p: argparse.ArgumentParser) -> None:
-    """One run's trace, policy, identity and outputs (simulate, vllm-run)."""
-    p.add_argument("--trace", required=True)
+def _run_args(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
+    """A run's trace, policy, identity and outputs (vllm-run); with ``sweep`` (simulate), one
+    value per run for the trace, rate and outputs."""
+    many = {"nargs": "+"} if sweep else {}
+    p.add_argument("--trace", required=True, **many)
     p.add_argument("--policy", required=True, help="fcfs, sjf or hrrn")
     p.add_argument("--kappa", help="kappa JSON; without it every job's size is its max_tokens (output length)")
     p.add_argument("--workload", default="custom", help="name recorded in the summary")
-    p.add_argument("--rate", type=_positive, default=float("nan"), help="recorded in the summary")
+    p.add_argument("--rate", type=_positive, default=None if sweep else float("nan"), help="recorded in the summary",
+                   **many)
     p.add_argument("--seed", type=int, default=0, help="recorded in the summary")
-    p.add_argument("--out-results", required=True)
-    p.add_argument("--out-summary", required=True)
+    p.add_argument("--out-results", required=True, **many)
+    p.add_argument("--out-summary", required=True, **many)
 
 
 def _vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
@@ -326,17 +340,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", required=True, help="parquet: utterance_id, duration_s, transcript, text_tokens, output_tokens")
     d.set_defaults(func=cmd_data)
 
-    w = sub.add_parser("workload", help="build a seeded workload trace")
+    w = sub.add_parser("workload", help="build seeded workload traces, one per rate")
     w.add_argument("--kind", choices=("librispeech", "uniform"), required=True)
     w.add_argument("--utterances", required=True, help="parquet from `schedlab data`")
-    w.add_argument("--rate", type=_positive, required=True, help="req/s; inf = burst at t=0")
+    w.add_argument("--rate", type=_positive, nargs="+", required=True, help="req/s; inf = burst at t=0")
     w.add_argument("--seed", type=int, default=0)
     n = w.add_mutually_exclusive_group(required=True)
     n.add_argument("--duration-s", type=_positive, help="seconds of arrivals")
     n.add_argument("--n-requests", type=_positive_int, help="number of requests")
     w.add_argument("--burstiness", type=_positive, default=1.0, help="gamma shape; 1 = Poisson")
     w.add_argument("--clips-per-duration", type=_positive_int, default=100, help="uniform split size per duration")
-    w.add_argument("--out", required=True)
+    w.add_argument("--out", nargs="+", required=True, help="one parquet per rate")
     w.set_defaults(func=cmd_workload)
 
     pr = sub.add_parser("profile", help="a latency profile table (roofline or timed torch passes)")
@@ -381,10 +395,10 @@ def build_parser() -> argparse.ArgumentParser:
     fa.add_argument("--out", required=True)
     fa.set_defaults(func=cmd_fit_apply)
 
-    s = sub.add_parser("simulate", help="one simulated run (schedlab's engine, or vLLM's scheduler)")
+    s = sub.add_parser("simulate", help="simulated runs of one policy, one per trace (schedlab's engine, or vLLM's scheduler)")
     s.add_argument("--backend", choices=("sim", "vllm-sim"), default="sim",
                    help="sim: schedlab's engine; vllm-sim: vLLM's real scheduler on a virtual clock")
-    _run_args(s)
+    _run_args(s, sweep=True)
     s.add_argument("--steptime", required=True, help="step-time JSON from `schedlab fit`")
     _engine_args(s)
     s.set_defaults(func=cmd_simulate)

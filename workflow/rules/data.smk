@@ -3,39 +3,47 @@
 
 rule librispeech:
     output:
-        f"{R}/data/librispeech_test_clean.parquet",
+        f"{RESULTS}/data/librispeech_test_clean.parquet",
     log:
-        f"{R}/logs/data/librispeech.log",
+        f"{RESULTS}/logs/data/librispeech.log",
     conda:
-        "../../envs/cpu.yaml"
+        ENGINE_ENV
     shell:
         "schedlab data --out {output} > {log} 2>&1"
 
 
-rule workload:
-    input:
-        rules.librispeech.output,
-    output:
-        f"{R}/traces/{{workload}}/rate{{rate}}_seed{{seed}}.parquet",
-    log:
-        f"{R}/logs/traces/{{workload}}/rate{{rate}}_seed{{seed}}.log",
-    params:
-        flags=lambda w: workload_flags(w.workload),
-    conda:
-        "../../envs/cpu.yaml"
-    shell:
-        "schedlab workload {params.flags} --utterances {input} --rate {wildcards.rate} "
-        "--seed {wildcards.seed} --out {output} > {log} 2>&1"
+for _workload, _rates in trace_plan().items():
+    _labels = [rate_label(r) for r in _rates]
+
+    rule:
+        name:
+            rule_name("workload", _workload)
+        input:
+            rules.librispeech.output[0],
+        output:
+            [f"{RESULTS}/traces/{_workload}/rate{r}_seed{{seed}}.parquet" for r in _labels],
+        log:
+            f"{RESULTS}/logs/traces/{_workload}/seed{{seed}}.log",
+        wildcard_constraints:
+            seed="[0-9]+",
+        conda:
+            SIM_ENV
+        params:
+            flags=workload_flags(_workload),
+            rates=" ".join(_labels),
+        shell:
+            "schedlab workload {params.flags} --utterances {input} --rate {params.rates} "
+            "--seed {wildcards.seed} --out {output} > {log} 2>&1"
 
 
 rule whisper_files:
     output:
-        directory(f"{R}/models/{{model}}"),
+        directory(f"{RESULTS}/models/{{model}}"),
     log:
-        f"{R}/logs/models/{{model}}.log",
+        f"{RESULTS}/logs/models/{{model}}.log",
     wildcard_constraints:
         model="whisper-[^/]+",
     conda:
-        "../../envs/cpu.yaml"
+        ENGINE_ENV
     shell:
         "schedlab whisper-files --model {wildcards.model} --out {output} > {log} 2>&1"

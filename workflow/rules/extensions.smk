@@ -1,25 +1,5 @@
 # Paper A's future work on its calibrated engine: VAD job sizes on silence-padded clips,
 # per-language kappa on a multilingual mix, dynamic policy switching under drift.
-EX = config["extensions"]
-XD = f"{R}/extensions"
-SWITCHING_TABLES = ("summary", "by_phase", "timeline", "switches", "regimes", "phases")
-
-
-def asr_engine_spec():
-    """Paper A's calibrated engine, as the extension and tournament CLIs read it."""
-    model = ASR["calibration"]["model"]
-    return {**ASR["engine"], "hardware": ASR["hardware"], "model": model, "kappa": rules.kappa.output[0],
-            "steptime": f"{R}/fit/steptime/calibrated/{ASR['hardware']}/{model}.json"}
-
-
-def extension_inputs():
-    return {
-        "vad_runs": rules.extension_vad.output.runs,
-        "vad_accuracy": rules.extension_vad.output.accuracy,
-        "kappa_runs": rules.extension_kappa.output.runs,
-        "kappa_quality": rules.extension_kappa.output.quality,
-        **{f"switching_{t}": f"{XD}/switching/{t}.parquet" for t in SWITCHING_TABLES},
-    }
 
 
 rule extension_vad:
@@ -28,15 +8,15 @@ rule extension_vad:
         steptime=asr_engine_spec()["steptime"],
         kappa=rules.kappa.output[0],
     output:
-        runs=f"{XD}/vad/runs.parquet",
-        accuracy=f"{XD}/vad/accuracy.parquet",
+        runs=f"{EXTENSIONS_DIR}/vad/runs.parquet",
+        accuracy=f"{EXTENSIONS_DIR}/vad/accuracy.parquet",
     log:
-        f"{R}/logs/extensions/vad.log",
+        f"{RESULTS}/logs/extensions/vad.log",
+    conda:
+        ENGINE_ENV
     params:
         engine=shell_json(asr_engine_spec()),
-        spec=shell_json(EX["vad"]),
-    conda:
-        "../../envs/cpu.yaml"
+        spec=shell_json(EXTENSIONS["vad"]),
     shell:
         "schedlab extension vad --utterances {input.utterances} --engine {params.engine} --spec {params.spec} "
         "--out-runs {output.runs} --out-accuracy {output.accuracy} > {log} 2>&1"
@@ -48,15 +28,15 @@ rule extension_kappa:
         steptime=asr_engine_spec()["steptime"],
         kappa=rules.kappa.output[0],
     output:
-        runs=f"{XD}/kappa/runs.parquet",
-        quality=f"{XD}/kappa/quality.parquet",
+        runs=f"{EXTENSIONS_DIR}/kappa/runs.parquet",
+        quality=f"{EXTENSIONS_DIR}/kappa/quality.parquet",
     log:
-        f"{R}/logs/extensions/kappa.log",
+        f"{RESULTS}/logs/extensions/kappa.log",
+    conda:
+        ENGINE_ENV
     params:
         engine=shell_json(asr_engine_spec()),
-        spec=shell_json(EX["kappa"]),
-    conda:
-        "../../envs/cpu.yaml"
+        spec=shell_json(EXTENSIONS["kappa"]),
     shell:
         "schedlab extension kappa --utterances {input.utterances} --engine {params.engine} --spec {params.spec} "
         "--out-runs {output.runs} --out-quality {output.quality} > {log} 2>&1"
@@ -68,15 +48,15 @@ rule extension_switching:
         steptime=asr_engine_spec()["steptime"],
         kappa=rules.kappa.output[0],
     output:
-        [f"{XD}/switching/{t}.parquet" for t in SWITCHING_TABLES],
+        [f"{EXTENSIONS_DIR}/switching/{t}.parquet" for t in SWITCHING_TABLES],
     log:
-        f"{R}/logs/extensions/switching.log",
+        f"{RESULTS}/logs/extensions/switching.log",
+    conda:
+        SIM_ENV
     params:
         engine=shell_json(asr_engine_spec()),
-        spec=shell_json(EX["switching"]),
-        out=f"{XD}/switching",
-    conda:
-        "../../envs/cpu.yaml"
+        spec=shell_json(EXTENSIONS["switching"]),
+        out=lambda w, output: os.path.dirname(output[0]),
     shell:
         "schedlab extension switching --utterances {input.utterances} --engine {params.engine} --spec {params.spec} "
         "--out-dir {params.out} > {log} 2>&1"

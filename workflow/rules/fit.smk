@@ -6,44 +6,44 @@ rule kappa:
     input:
         rules.librispeech.output,
     output:
-        f"{R}/fit/kappa.json",
+        f"{RESULTS}/fit/kappa.json",
     log:
-        f"{R}/logs/fit/kappa.log",
+        f"{RESULTS}/logs/fit/kappa.log",
     conda:
-        "../../envs/cpu.yaml"
+        ENGINE_ENV
     shell:
         "schedlab fit kappa --librispeech {input} --out {output} > {log} 2>&1"
 
 
 rule fit_steptime:
     input:
-        f"{R}/profile/{{source}}/{{hardware}}/{{model}}.parquet",
+        f"{RESULTS}/profile/{{source}}/{{hardware}}/{{model}}.parquet",
     output:
-        f"{R}/fit/steptime/{{source}}/{{hardware}}/{{model}}.json",
+        f"{RESULTS}/fit/steptime/{{source}}/{{hardware}}/{{model}}.json",
     log:
-        f"{R}/logs/fit/steptime/{{source}}/{{hardware}}/{{model}}.log",
+        f"{RESULTS}/logs/fit/steptime/{{source}}/{{hardware}}/{{model}}.log",
     wildcard_constraints:
         source="roofline|torch|vllm",
     conda:
-        "../../envs/cpu.yaml"
+        SIM_ENV
     shell:
         "schedlab fit steptime --profile {input} --out {output} > {log} 2>&1"
 
 
 rule calibrate:
     input:
-        base=f"{R}/fit/steptime/roofline/{{hardware}}/{ASR['calibration']['model']}.json",
+        base=f"{RESULTS}/fit/steptime/roofline/{{hardware}}/{ASR['calibration']['model']}.json",
         utterances=rules.librispeech.output,
         kappa=rules.kappa.output,
     output:
-        f"{R}/fit/calibration/{{hardware}}.json",
+        f"{RESULTS}/fit/calibration/{{hardware}}.json",
     log:
-        f"{R}/logs/fit/calibration/{{hardware}}.log",
+        f"{RESULTS}/logs/fit/calibration/{{hardware}}.log",
+    conda:
+        SIM_ENV
     params:
         c=ASR["calibration"],
         engine=engine_flags(),
-    conda:
-        "../../envs/cpu.yaml"
     shell:
         "schedlab fit calibrate --base {input.base} --utterances {input.utterances} --kappa {input.kappa} "
         "--saturation-rps {params.c[saturation_rps]} --light-p50-ttft-ms {params.c[light_p50_ttft_ms]} "
@@ -55,13 +55,13 @@ rule calibrate:
 
 rule apply_calibration:
     input:
-        base=f"{R}/fit/steptime/roofline/{{hardware}}/{{model}}.json",
-        calibration=f"{R}/fit/calibration/{{hardware}}.json",
+        base=f"{RESULTS}/fit/steptime/roofline/{{hardware}}/{{model}}.json",
+        calibration=f"{RESULTS}/fit/calibration/{{hardware}}.json",
     output:
-        f"{R}/fit/steptime/calibrated/{{hardware}}/{{model}}.json",
+        f"{RESULTS}/fit/steptime/calibrated/{{hardware}}/{{model}}.json",
     log:
-        f"{R}/logs/fit/steptime/calibrated/{{hardware}}/{{model}}.log",
+        f"{RESULTS}/logs/fit/steptime/calibrated/{{hardware}}/{{model}}.log",
     conda:
-        "../../envs/cpu.yaml"
+        SIM_ENV
     shell:
         "schedlab fit apply --base {input.base} --calibrated {input.calibration} --out {output} > {log} 2>&1"

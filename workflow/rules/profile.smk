@@ -4,11 +4,11 @@
 
 rule profile_roofline:
     output:
-        f"{R}/profile/roofline/{{hardware}}/{{model}}.parquet",
+        f"{RESULTS}/profile/roofline/{{hardware}}/{{model}}.parquet",
     log:
-        f"{R}/logs/profile/roofline/{{hardware}}/{{model}}.log",
+        f"{RESULTS}/logs/profile/roofline/{{hardware}}/{{model}}.log",
     conda:
-        "../../envs/cpu.yaml"
+        SIM_ENV
     shell:
         "schedlab profile --source roofline --hardware {wildcards.hardware} --model {wildcards.model} "
         "--out {output} > {log} 2>&1"
@@ -16,17 +16,17 @@ rule profile_roofline:
 
 rule profile_torch:
     output:
-        f"{R}/profile/torch/local/{{model}}.parquet",
+        f"{RESULTS}/profile/torch/local/{{model}}.parquet",
     log:
-        f"{R}/logs/profile/torch/{{model}}.log",
-    params:
-        repeats=config["profile"]["torch_repeats"],
-        device=config["profile"]["torch_device"],
+        f"{RESULTS}/logs/profile/torch/{{model}}.log",
+    conda:
+        ENGINE_ENV
     threads: all_cores
     resources:
         gpu=int(config["profile"]["torch_device"].startswith("cuda")),
-    conda:
-        "../../envs/cpu.yaml"
+    params:
+        repeats=config["profile"]["torch_repeats"],
+        device=config["profile"]["torch_device"],
     shell:
         "schedlab profile --source torch --model {wildcards.model} --repeats {params.repeats} "
         "--device {params.device} "
@@ -35,16 +35,16 @@ rule profile_torch:
 
 rule profile_vllm:
     output:
-        f"{R}/profile/vllm/local/{{model}}.parquet",
+        f"{RESULTS}/profile/vllm/local/{{model}}.parquet",
     log:
-        f"{R}/logs/profile/vllm/{{model}}.log",
-    params:
-        v=VLLM,
+        f"{RESULTS}/logs/profile/vllm/{{model}}.log",
+    conda:
+        ENGINE_ENV
     threads: all_cores
     resources:
         gpu=int(VLLM["device"].startswith("cuda")),
-    conda:
-        "../../envs/gpu.yaml" if VLLM["device"].startswith("cuda") else "../../envs/cpu.yaml"
+    params:
+        v=VLLM,
     shell:
         "schedlab profile --source vllm --model {wildcards.model} --device {params.v[device]} "
         "--kv-cache-gib {params.v[kv_cache_gib]} --max-num-seqs {params.v[max_num_seqs]} "

@@ -1,52 +1,46 @@
 # Paper D: chat/code length pools -> predictor profiles (calibrated roofline on the paper's
 # hardware, torch and a real vLLM engine on the local device) -> OLS fits (+ the paper's
 # reference values) -> studies.
-SLOSA = config["slosa"]
-SD = f"{R}/slosa"
-
-
-def slosa_flags():
-    return f"--hardware {SLOSA['hardware']} --model {SLOSA['model']}"
 
 
 rule slosa_pools:
     output:
-        chat=f"{SD}/pools/chat.parquet",
-        code=f"{SD}/pools/code.parquet",
+        chat=f"{SLOSA_DIR}/pools/chat.parquet",
+        code=f"{SLOSA_DIR}/pools/code.parquet",
     log:
-        f"{R}/logs/slosa/pools.log",
+        f"{RESULTS}/logs/slosa/pools.log",
     conda:
-        "../../envs/cpu.yaml"
+        SIM_ENV
     shell:
         "schedlab slosa pools --chat {output.chat} --code {output.code} > {log} 2>&1"
 
 
 rule slosa_profile_roofline:
     output:
-        f"{SD}/profile/roofline.parquet",
+        f"{SLOSA_DIR}/profile/roofline.parquet",
     log:
-        f"{R}/logs/slosa/profile_roofline.log",
+        f"{RESULTS}/logs/slosa/profile_roofline.log",
+    conda:
+        SIM_ENV
     params:
         flags=slosa_flags(),
-    conda:
-        "../../envs/cpu.yaml"
     shell:
         "schedlab slosa profile --source roofline --calibrate {params.flags} --out {output} > {log} 2>&1"
 
 
 rule slosa_profile_torch:
     output:
-        f"{SD}/profile/torch.parquet",
+        f"{SLOSA_DIR}/profile/torch.parquet",
     log:
-        f"{R}/logs/slosa/profile_torch.log",
-    params:
-        model=SLOSA["torch_model"],
-        device=SLOSA["torch_device"],
+        f"{RESULTS}/logs/slosa/profile_torch.log",
+    conda:
+        ENGINE_ENV
     threads: all_cores
     resources:
         gpu=int(SLOSA["torch_device"].startswith("cuda")),
-    conda:
-        "../../envs/cpu.yaml"
+    params:
+        model=SLOSA["torch_model"],
+        device=SLOSA["torch_device"],
     shell:
         "schedlab slosa profile --source torch --model {params.model} --device {params.device} "
         "--out {output} > {log} 2>&1"
@@ -54,17 +48,17 @@ rule slosa_profile_torch:
 
 rule slosa_profile_vllm:
     output:
-        f"{SD}/profile/vllm.parquet",
+        f"{SLOSA_DIR}/profile/vllm.parquet",
     log:
-        f"{R}/logs/slosa/profile_vllm.log",
-    params:
-        v=VLLM,
+        f"{RESULTS}/logs/slosa/profile_vllm.log",
+    conda:
+        ENGINE_ENV
     # The engine's timing is the measurement: it gets the whole machine (or one GPU).
     threads: all_cores
     resources:
         gpu=int(VLLM["device"].startswith("cuda")),
-    conda:
-        "../../envs/gpu.yaml" if VLLM["device"].startswith("cuda") else "../../envs/cpu.yaml"
+    params:
+        v=VLLM,
     shell:
         "schedlab slosa profile --source vllm --model {params.v[model]} --device {params.v[device]} "
         "--kv-cache-gib {params.v[kv_cache_gib]} --out {output} > {log} 2>&1"
@@ -72,49 +66,49 @@ rule slosa_profile_vllm:
 
 rule slosa_fit:
     input:
-        f"{SD}/profile/{{source}}.parquet",
+        f"{SLOSA_DIR}/profile/{{source}}.parquet",
     output:
-        f"{SD}/fit/{{source}}.json",
+        f"{SLOSA_DIR}/fit/{{source}}.json",
     log:
-        f"{R}/logs/slosa/fit_{{source}}.log",
+        f"{RESULTS}/logs/slosa/fit_{{source}}.log",
     wildcard_constraints:
         source="roofline|torch|vllm",
     conda:
-        "../../envs/cpu.yaml"
+        SIM_ENV
     shell:
         "schedlab slosa fit --profile {input} --out {output} > {log} 2>&1"
 
 
 rule slosa_reference:
     output:
-        f"{SD}/fit/reference.json",
+        f"{SLOSA_DIR}/fit/reference.json",
     log:
-        f"{R}/logs/slosa/fit_reference.log",
+        f"{RESULTS}/logs/slosa/fit_reference.log",
     conda:
-        "../../envs/cpu.yaml"
+        SIM_ENV
     shell:
         "schedlab slosa fit --reference --out {output} > {log} 2>&1"
 
 
 rule slosa_study:
     input:
-        predictor=f"{SD}/fit/{SLOSA['predictor']}.json",
+        predictor=f"{SLOSA_DIR}/fit/{SLOSA['predictor']}.json",
         chat=rules.slosa_pools.output.chat,
         code=rules.slosa_pools.output.code,
     output:
-        f"{SD}/study/{{study}}.parquet",
+        f"{SLOSA_DIR}/study/{{study}}.parquet",
     log:
-        f"{R}/logs/slosa/study_{{study}}.log",
+        f"{RESULTS}/logs/slosa/study_{{study}}.log",
+    wildcard_constraints:
+        study="compare|schedule|lengths|coefficients|instances",
+    conda:
+        SIM_ENV
     params:
         flags=slosa_flags(),
         seeds=",".join(map(str, SLOSA["seeds"])),
         ns=",".join(map(str, SLOSA["ns"])),
         batches=",".join(map(str, SLOSA["max_batches"])),
         exhaustive=SLOSA["exhaustive_max_n"],
-    wildcard_constraints:
-        study="compare|schedule|lengths|coefficients|instances",
-    conda:
-        "../../envs/cpu.yaml"
     shell:
         "schedlab slosa study {wildcards.study} --predictor {input.predictor} --chat {input.chat} "
         "--code {input.code} {params.flags} --seeds {params.seeds} --ns {params.ns} "

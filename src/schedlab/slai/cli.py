@@ -61,9 +61,12 @@ def cmd_sweep(args) -> None:
     from schedlab.slai.registry import make_builder
     from schedlab.slai.studies import sweep
 
-    make_builder(args.scheduler)  # fail early on an unknown name
-    tables = sweep(_setup(args), args.scheduler, args.share, args.rates, args.seeds)
-    write_outputs({Path(args.out_dir) / f"{name}.parquet": tables[name] for name in TABLES})
+    for scheduler in args.scheduler:
+        make_builder(scheduler)  # fail early on an unknown name
+    setup = _setup(args)
+    for scheduler in args.scheduler:
+        tables = sweep(setup, scheduler, args.share, args.rates, args.seeds)
+        write_outputs({Path(args.out_dir) / scheduler / f"{name}.parquet": tables[name] for name in TABLES})
 
 
 def cmd_capacity(args) -> None:
@@ -150,13 +153,13 @@ def add_commands(sub) -> None:
     r.add_argument("--out-summary", required=True)
     r.set_defaults(func=cmd_run)
 
-    w = ssub.add_parser("sweep", help="one scheduler over rates x seeds at one paying share")
-    w.add_argument("--scheduler", required=True, help=", ".join(SCHEDULERS))
+    w = ssub.add_parser("sweep", help="schedulers, one after another, over rates x seeds at one paying share")
+    w.add_argument("--scheduler", nargs="+", required=True, help=", ".join(SCHEDULERS))
     w.add_argument("--share", type=_share, required=True)
     w.add_argument("--rates", type=positive_numbers(float), required=True, help="req/s, comma-separated")
     w.add_argument("--seeds", type=_ints, default=[0])
     _setup_args(w)
-    w.add_argument("--out-dir", required=True, help="gets summary.parquet, buckets.parquet, timeline.parquet")
+    w.add_argument("--out-dir", required=True, help="gets <scheduler>/summary.parquet, buckets.parquet, timeline.parquet")
     w.set_defaults(func=cmd_sweep)
 
     cap = ssub.add_parser("capacity", help="serving capacity per scheduler, bisected from sweep summaries")

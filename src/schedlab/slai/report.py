@@ -17,10 +17,11 @@ LABELS = {
 }
 
 
-def load_sweeps(root: str | Path) -> dict[str, pd.DataFrame]:
-    """Every sweep's ``summary``, ``buckets`` and ``timeline`` tables, concatenated."""
-    root = Path(root)
-    return {t: pd.concat([pd.read_parquet(p) for p in sorted(root.glob(f"p*/*/{t}.parquet"))], ignore_index=True)
+def load_sweeps(paths) -> dict[str, pd.DataFrame]:
+    """The ``summary``, ``buckets`` and ``timeline`` tables of the sweeps ``paths`` name (each
+    table's file named after it), concatenated."""
+    paths = [Path(p) for p in paths]
+    return {t: pd.concat([pd.read_parquet(p) for p in paths if p.stem == t], ignore_index=True)
             for t in ("summary", "buckets", "timeline")}
 
 
