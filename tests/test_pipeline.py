@@ -83,7 +83,7 @@ def _tiny_config(results: Path) -> dict:
     config["results"] = str(results)
     config["profile"]["torch_models"] = []
     asr = config["asr"]
-    asr["calibration"]["n_requests"] = 300
+    asr["calibration"].update(n_requests=300, requests_per_rate=150, alternative={"duration_s": 10, "max_in_flight": 20})
     asr["workloads"] = {
         "librispeech": {"kind": "librispeech", "duration_s": 20},
         "uniform": {"kind": "uniform", "duration_s": 10, "clips_per_duration": 5},
@@ -225,5 +225,6 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     fidelity = pd.read_parquet(results / "summary" / "fidelity.parquet")
     assert set(fidelity["backend"]) == {"sim", "vllm-sim", "vllm"}
     cal = json.loads((results / "fit" / "calibration" / "A100-40GB.json").read_text())["meta"]["calibration"]
-    assert cal["achieved"]["saturation_rps"] == pytest.approx(cal["targets"]["saturation_rps"], rel=0.01)
+    assert cal["achieved"]["saturation_rps"] == pytest.approx(cal["targets"]["saturation_rps"], rel=0.1)
+    assert len(cal["residuals"]) == 18 and {b["bound"] for b in cal["bounds"]} >= {"150 requests"}
     assert not list(results.rglob("*.tmp"))

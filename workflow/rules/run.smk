@@ -22,11 +22,12 @@ rule simulate:
         model=lambda w: EXPERIMENTS[w.experiment]["model"],
         workload=lambda w: EXPERIMENTS[w.experiment]["workload"],
         engine=lambda w: simulate_flags(w.experiment),
+        client=lambda w: client_flags(w.experiment),
     conda:
         "../../envs/cpu.yaml"
     shell:
         "schedlab simulate --backend {wildcards.backend} --trace {input.trace} --policy {wildcards.policy} "
-        "--steptime {input.steptime} --kappa {input.kappa} --model {params.model} {params.engine} "
+        "--steptime {input.steptime} --kappa {input.kappa} --model {params.model} {params.engine} {params.client} "
         "--workload {params.workload} --rate {wildcards.rate} --seed {wildcards.seed} "
         "--out-results {output.results} --out-summary {output.summary} > {log} 2>&1"
 
