@@ -100,8 +100,9 @@ TOLERANCE = 15.0
 #: Units whose error is a difference in percentage points, not a relative error.
 POINT_UNITS = ("% vs FCFS", "%")
 METRIC_WORDS = {"p50_ttft_ms": "median TTFT", "p90_ttft_ms": "P90 TTFT", "p50_e2el_ms": "median E2E latency",
-                "p90_e2el_ms": "P90 E2E latency", "throughput_rps": "throughput", "throughput_tok_s": "output tokens/s",
-                "completion_s": "completion time"}
+                "p90_e2el_ms": "P90 E2E latency", "p25_e2el_ms": "P25 E2E latency", "throughput_rps": "throughput",
+                "throughput_tok_s": "output tokens/s", "completion_s": "completion time", "p50_tpot_ms": "median TPOT",
+                "p50_itl_ms": "median ITL"}
 
 
 def paper_vs_ours(rows: list[dict], why: dict[str, str] | None = None, tolerance: float = TOLERANCE) -> pd.DataFrame:
@@ -202,3 +203,34 @@ def slosa_rows(coefficients_ms: pd.DataFrame, sa_share_of_optimum_pct: float, sa
     rows.append({"quantity": "SA time per decision at N = 10", "unit": "ms", "paper": 0.48, "ours": sa_ms_at_10,
                  "role": "predicted", "group": "sa_time"})
     return rows
+
+
+def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.DataFrame | None = None, *,
+                      ylabel: str, title: str, log: bool = False, palette: dict | None = None):
+    """One panel per metric (titled in words), one line per policy against the offered rate, and
+    the paper's points (``reported``, indexed by (rate, policy)) as open diamonds in the policy's
+    colour, with one legend entry "paper"; returns the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    policies = [p for p in POLICY_ORDER if p in table.index.get_level_values("policy")]
+    palette = palette or dict(zip(POLICY_ORDER, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 3.8), squeeze=False)
+    for ax, m in zip(axes[0], metrics):
+        for p in policies:
+            ours = table.xs(p, level="policy")[m]
+            ax.plot(ours.index, ours.to_numpy(), marker="o", ms=3, color=palette[p], label=p.upper())
+            if reported is not None and m in reported and p in reported.index.get_level_values("policy"):
+                rep = reported.xs(p, level="policy")[m]
+                ax.scatter(rep.index, rep.to_numpy(), marker="D", s=45, facecolors="none", edgecolors=palette[p], lw=1.5)
+        ax.set(title=METRIC_WORDS.get(m, m), xlabel="offered rate (req/s)", ylabel=ylabel)
+        if log:
+            ax.set_yscale("log")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if reported is not None:
+        handles.append(Line2D([], [], marker="D", ls="", mfc="none", mec="k", label="paper"))
+        labels.append("paper")
+    axes[0][-1].legend(handles, labels, loc="best", fontsize="small")
+    fig.suptitle(title, y=1.02)
+    fig.tight_layout()
+    return fig
