@@ -162,3 +162,23 @@ def bound_study(arena: Arena, bounds: dict[str, tuple[dict[float, pd.DataFrame],
                 rows.append({"bound": label, "rate": float(rate), "policy": policy, "requests": len(trace),
                              **{m: s[m] for m in (*BASELINE_METRICS, "throughput_rps")}})
     return pd.DataFrame(rows)
+
+
+def sensitivity(arena: Arena, record: dict, trace: pd.DataFrame, *, treatment: str = "sjf",
+                metric: str = "p50_e2el_ms", steps=(-2.0, -1.0, 0.0, 1.0, 2.0)) -> pd.DataFrame:
+    """``treatment``'s change vs FCFS (%) in ``metric`` on ``trace`` as each fitted parameter
+    moves ``steps`` standard errors (in log units) from its estimate, the others held: which
+    conclusions survive the calibration's uncertainty. ``arena`` holds the uncalibrated model."""
+    x_hat = np.log([record[p] for p in PARAMETERS])
+    se = np.array([record["uncertainty"][p]["se_log"] for p in PARAMETERS])
+    raw = arena.step_time
+    rows = []
+    for k, name in enumerate(PARAMETERS):
+        for step in steps:
+            x = x_hat.copy()
+            x[k] += step * se[k]
+            model = _model(raw, x)
+            f, t = (run_policy(trace, p, replace(arena, step_time=model), identity={})[1][metric] for p in (BASELINE_POLICY, treatment))
+            rows.append({"parameter": name, "step_se": step, "value": float(np.exp(x[k])),
+                         "change_pct": (t / f - 1) * 100, "fcfs": f, treatment: t})
+    return pd.DataFrame(rows)
