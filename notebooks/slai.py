@@ -61,6 +61,26 @@ rates = sorted(summary["rate"].unique())
 print(f"{len(summary)} runs: shares {shares}, rates {rates}, seeds {sorted(summary['seed'].unique())}")
 
 # %% [markdown]
+# ## Paper vs ours at a glance
+# The numbers our spec of the paper gives: the artifact's prefill-chunk batch times and
+# Sarathi-Serve (FCFS)'s serving capacity, about 1.15 req/s at every paying share. Both are
+# calibration inputs, and **only the baseline's runs enter the calibration**
+# (`schedlab.fit.serving`, tested in `tests/test_slai.py`): every SLAI, RAD and other number
+# below is a prediction. Full table at the end.
+
+# %%
+from schedlab.report import paper_vs_ours, slai_rows, within_count
+
+serving = model.meta["calibration"].get("serving", {})
+overhead_s = serving.get("overhead_s", 0.0)
+isolated_ms = dict(zip(MEASURED_CHUNKS, (chunk_time(model, np.array(MEASURED_CHUNKS)) - overhead_s) * 1e3))
+WHY = {"chunk": "Three points fitted by two efficiency factors: the staircase's shape leaves this residual.",
+       "capacity": "The capacity search bisects between swept rates a few times: its resolution is about 0.05 req/s; "
+                   "the serving overhead is fitted to the edge at 1.15 req/s."}
+vs_paper = paper_vs_ours(slai_rows(capacity, isolated_ms), why=WHY)
+print(within_count(vs_paper))
+
+# %% [markdown]
 # ## 1. Workload
 # The paper's Table 1 gives prompt median 1730 / P90 5696 and decode median 415 / P90 834.
 
@@ -81,7 +101,12 @@ pd.DataFrame({
 # the weight-read time up to ~380 tokens. The fit's regressors are the step features, the
 # prefill attention pairs and the tile-padded token count `128·ceil(tokens/128)`; the
 # calibration then scales the compute-bound and memory-bound terms (inverse achieved
-# efficiencies) by non-negative least squares on the three measured points.
+# efficiencies) by non-negative least squares on the three measured points. Isolated chunk
+# timings miss what a serving system adds to every batch (scheduling, sampling, CPU-GPU
+# synchronisation), so a fixed per-batch overhead is then fitted on the baseline's published
+# serving capacity: the overhead at which Sarathi-Serve (FCFS)'s median TTFT at 1.15 req/s is
+# the capacity criterion's 0.5 s. Its interval is the overhead that puts that capacity
+# 0.05 req/s higher or lower (the precision the paper's figures give).
 
 # %%
 cal = model.meta["calibration"]
@@ -92,13 +117,19 @@ display(pd.DataFrame({
 }).assign(**{"error %": lambda d: (d["model (ms)"] / d["measured (ms)"] - 1) * 100}))
 print(f"roofline fit R² = {fit.meta['r2']:.6f} over {fit.meta['n_rows']} batch compositions; "
       f"achieved compute efficiency {1 / cal['compute']:.0%}, bandwidth efficiency {1 / cal['memory']:.0%}")
-coef.to_frame("calibrated coefficient (s per unit)")
+display(coef.to_frame("calibrated coefficient (s per unit)"))
+if serving:
+    lo, hi = serving["overhead_interval_s"]
+    print(f"serving overhead {overhead_s * 1e3:.1f} ms per batch (interval {lo * 1e3:.1f}-{hi * 1e3:.1f} ms), "
+          f"fitted on {serving['baseline']} at {serving['capacity_rps']} req/s")
+    display(pd.DataFrame(serving["achieved"]).round(1))
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
 c = np.arange(1, 1100)
-axes[0].plot(c, chunk_time(model, c) * 1e3, label="calibrated model (staircase)")
-axes[0].scatter(MEASURED_CHUNKS, np.array(MEASURED_TIMES_S) * 1e3, color="k", zorder=3, label="measured (SLAI artifact)")
+axes[0].plot(c, (chunk_time(model, c) - overhead_s) * 1e3, label="calibrated model (staircase), isolated")
+axes[0].plot(c, chunk_time(model, c) * 1e3, ls="--", label="with the serving overhead")
+axes[0].scatter(MEASURED_CHUNKS, np.array(MEASURED_TIMES_S) * 1e3, color="k", marker="D", zorder=3, label="paper")
 axes[0].set(xlabel="prefill chunk (tokens)", ylabel="batch time (ms)", title="batch time of one prefill chunk")
 axes[0].legend()
 axes[1].scatter(profile["time_s"] * 1e3, predict(fit, profile) * 1e3, s=6)
@@ -288,12 +319,9 @@ save_figure(g.figure, figures_dir, "queue_around_capacity")
 findings(summary, capacity, share=shares[0])
 
 # %% [markdown]
-# **Why the rates differ from the paper's.** The calibrated model reproduces the measured
-# prefill-chunk times (section 2) but no other serving overhead (sampling, scheduling, CPU-GPU
-# synchronisation), so its batches are somewhat faster than the real engine's and every
-# scheduler reaches capacity at a higher rate than in the paper (whose Sarathi-Serve curves
-# rise steeply near 1.6 req/s). The sweep therefore extends past 1.6 req/s; the orderings, not
-# the absolute rates, are what the model predicts.
+# **Absolute rates.** The calibrated model reproduces the measured prefill-chunk times and,
+# through the fitted per-batch serving overhead, Sarathi-Serve (FCFS)'s published capacity;
+# the other schedulers' capacities and latencies are predictions of that model.
 #
 # **SLAI and Sarathi on vLLM's scheduler.** Not adapted yet: schedlab's vLLM scheduler class
 # (`backends/vllm_scheduler.py`) orders the waiting queue and names preemption victims, but the
@@ -307,3 +335,13 @@ findings(summary, capacity, share=shares[0])
 # ordered FCFS, SPF or paying-first, with started (chunked) prefills kept ahead of new ones, as
 # vLLM's running list already does. Sarathi-Serve is vLLM with chunked prefill and
 # `max_num_batched_tokens` = 512 plus the same waiting-queue orders.
+
+# %% [markdown]
+# ## Paper vs ours
+# Every number of the paper this notebook reproduces, ours from this run (both calibration
+# inputs; the paper's treatment numbers are predictions the notebook shows above).
+
+# %%
+print(within_count(vs_paper))
+with pd.option_context("display.max_colwidth", 200):
+    display(vs_paper.round(2))
