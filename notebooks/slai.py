@@ -284,7 +284,29 @@ display(cap.pivot_table(index="label", columns="share", values="capacity_rps"))
 display(capacity_gain(capacity))
 g = sns.catplot(data=cap, x="share", y="capacity_rps", hue="label", kind="bar", height=4, aspect=2)
 g.set(xlabel="paying share", ylabel="serving capacity (req/s)")
+g.ax.axhline(1.15, color="k", ls="--", label="paper")
+g.ax.legend(*g.ax.get_legend_handles_labels(), fontsize="small")
+g.ax.set_title("dashed: the paper's Sarathi-Serve (FCFS) capacity")
 save_figure(g.figure, figures_dir, "capacity")
+
+# %% [markdown]
+# ### How robust is SLAI's capacity gain to the calibration?
+# SLAI (SPF, dynamic)'s capacity gain over Sarathi-Serve (FCFS) at 5 % paying users, with the
+# serving overhead at the low end of its interval, at its estimate and at the high end (from
+# the calibration stage, on the sweep's rates with three bisections).
+
+# %%
+if "sensitivity" in serving:
+    sens = pd.DataFrame(serving["sensitivity"])
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    ax.plot(sens["overhead_s"] * 1e3, sens["gain_pct"], marker="o")
+    for _, r in sens.iterrows():
+        ax.annotate(f"{r['sarathi-fcfs']:.2f} -> {r['slai-spf-dynamic']:.2f} req/s", (r["overhead_s"] * 1e3, r["gain_pct"]),
+                    textcoords="offset points", xytext=(4, 6), fontsize="small")
+    ax.set(xlabel="serving overhead per batch (ms)", ylabel="SLAI capacity gain (%)",
+           title="SLAI (SPF, dynamic) vs Sarathi-Serve (FCFS), 5 % paying")
+    save_figure(fig, figures_dir, "sensitivity_capacity_gain")
+    plt.show()
 
 # %% [markdown]
 # ## 9. Throughput optimality (from the paper's theory)

@@ -474,3 +474,12 @@ def test_serving_overhead_puts_the_baseline_at_the_capacity_and_runs_no_other_sc
     at = calibrated.run(BASELINE_SCHEDULER, 1.5, 0.05, 0)[1]["p50_ttft_ms"]
     assert at == pytest.approx(CAPACITY_TTFT_MS, rel=0.02)
     assert calibrated.run(BASELINE_SCHEDULER, 1.3, 0.05, 0)[1]["p50_ttft_ms"] < CAPACITY_TTFT_MS
+    # The treatment's capacity beside the baseline's across the overhead's interval (a prediction).
+    from schedlab.fit.serving import capacity_sensitivity
+
+    sens = capacity_sensitivity(setup, record, rates=(0.8, 1.6, 2.4), iterations=2)
+    assert list(sens["overhead"]) == ["low", "fitted", "high"]
+    assert sens["overhead_s"].is_monotonic_increasing
+    assert sens[BASELINE_SCHEDULER].is_monotonic_decreasing  # more overhead, less capacity
+    assert sens["gain_pct"].to_numpy() == pytest.approx(
+        (sens["slai-spf-dynamic"] / sens[BASELINE_SCHEDULER] - 1).to_numpy() * 100)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 from scipy.optimize import brentq
 
 from schedlab.engine.steptime import StepTimeModel
@@ -67,3 +68,22 @@ def serving_overhead(setup: Setup, *, capacity_rps: float, shares, precision_rps
     }
     calibration = {**base.meta.get("calibration", {}), "serving": record}
     return with_overhead(base, overhead_s, calibration=calibration), record
+
+
+def capacity_sensitivity(setup: Setup, record: dict, *, treatment: str = "slai-spf-dynamic", share: float = 0.05,
+                         rates=(0.4, 0.8, 1.2, 1.6, 2.0), iterations: int = 3) -> pd.DataFrame:
+    """The baseline's and ``treatment``'s serving capacity at ``share``, and the treatment's gain
+    (%), with the serving overhead at the low end of its interval, its estimate and the high end
+    (``setup`` holds the model before the overhead): a prediction, run beside the fit."""
+    from schedlab.slai.studies import capacity
+
+    base = setup.arena.step_time
+    lo, hi = record["overhead_interval_s"]
+    rows = []
+    for label, overhead_s in (("low", lo), ("fitted", record["overhead_s"]), ("high", hi)):
+        s = replace(setup, arena=replace(setup.arena, step_time=with_overhead(base, overhead_s)))
+        grid = pd.DataFrame([s.run(name, r, share, 0)[1] for name in (BASELINE_SCHEDULER, treatment) for r in rates])
+        cap = capacity(s, grid, iterations=iterations).set_index("scheduler")["capacity_rps"]
+        rows.append({"overhead": label, "overhead_s": overhead_s, "share": share, BASELINE_SCHEDULER: cap[BASELINE_SCHEDULER],
+                     treatment: cap[treatment], "gain_pct": (cap[treatment] / cap[BASELINE_SCHEDULER] - 1) * 100})
+    return pd.DataFrame(rows)

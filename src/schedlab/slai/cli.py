@@ -55,7 +55,7 @@ def cmd_calibrate(args) -> None:
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.fit.chunk_times import calibrate_chunks
-    from schedlab.fit.serving import serving_overhead
+    from schedlab.fit.serving import capacity_sensitivity, serving_overhead
     from schedlab.slai.studies import Setup
     from schedlab.validation import check_run_length
 
@@ -66,7 +66,8 @@ def cmd_calibrate(args) -> None:
         check_run_length(args.duration_s, args.warmup_s, "--duration-s/--warmup-s")
         arena = Arena.build(model, args.hardware, args.model, block_size=args.block_size)
         setup = Setup(read_parquet(args.pool, ("prompt_tokens", "output_tokens")), arena, args.duration_s, args.warmup_s)
-        model = serving_overhead(setup, capacity_rps=args.capacity_rps, shares=args.shares)[0]
+        model, record = serving_overhead(setup, capacity_rps=args.capacity_rps, shares=args.shares)
+        record["sensitivity"] = capacity_sensitivity(setup, record, share=min(args.shares)).to_dict(orient="records")
     model.save(args.out)
 
 
