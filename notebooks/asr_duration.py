@@ -96,6 +96,11 @@ def by_rate(table, metrics, title, name, ylabel="ms", log=False):
 # %%
 from schedlab.report import METRIC_WORDS, asr_rows, paper_vs_ours, plot_beside_paper, within_count
 
+def words(x):
+    """Metric column names (or a table's columns) in words, for panel titles."""
+    return [METRIC_WORDS.get(m, m) for m in x] if isinstance(x, list) else x.rename(columns=METRIC_WORDS)
+
+
 WHY = {
     "fcfs@1": "Fitted: one front-end delay cannot give both the paper's light-load TTFT and its TTFT rise at 10-15 req/s; the fit splits the difference.",
     "fcfs@5": "Fitted: as at 1 req/s, the front-end delay is shared with the 10-15 req/s rows.",
@@ -236,8 +241,8 @@ plt.show()
 # Equal shares of 5, 10, ..., 30 s clips built from real LibriSpeech clips (mean 17.5 s).
 
 # %%
-by_rate(uniform, ["p50_e2el_ms", "p90_e2el_ms"], "Uniform split: E2EL vs rate", "fig05_uniform_e2el", log=True)
-by_rate(pct_change_vs(uniform, ["p50_e2el_ms", "p90_e2el_ms"]), ["p50_e2el_ms", "p90_e2el_ms"],
+by_rate(words(uniform), words(["p50_e2el_ms", "p90_e2el_ms"]), "Uniform split: E2EL vs rate", "fig05_uniform_e2el", log=True)
+by_rate(words(pct_change_vs(uniform, ["p50_e2el_ms", "p90_e2el_ms"])), words(["p50_e2el_ms", "p90_e2el_ms"]),
         "Uniform split: % change vs FCFS", "fig06_uniform_e2el_pct", ylabel="% vs FCFS")
 uniform.loc[uniform.index.get_level_values("rate").isin([1, 5, 10, 15, 20, 25, 30]), metrics].unstack("policy").round(1)
 
@@ -270,8 +275,8 @@ if not libri.empty:
                             ylabel="change vs FCFS (%)", title="LibriSpeech: TTFT change vs FCFS", palette=palette)
     save_figure(fig, figures_dir, "fig09_librispeech_ttft_pct")
     plt.show()
-by_rate(uniform, ["p50_ttft_ms", "p90_ttft_ms"], "Uniform split: TTFT vs rate", "fig10_uniform_ttft", log=True)
-by_rate(pct_change_vs(uniform, ["p50_ttft_ms", "p90_ttft_ms"]), ["p50_ttft_ms", "p90_ttft_ms"],
+by_rate(words(uniform), words(["p50_ttft_ms", "p90_ttft_ms"]), "Uniform split: TTFT vs rate", "fig10_uniform_ttft", log=True)
+by_rate(words(pct_change_vs(uniform, ["p50_ttft_ms", "p90_ttft_ms"])), words(["p50_ttft_ms", "p90_ttft_ms"]),
         "Uniform split: TTFT % change vs FCFS", "fig11_uniform_ttft_pct", ylabel="% vs FCFS")
 
 # %% [markdown]
@@ -303,7 +308,7 @@ else:
 # Same hardware and the same calibration factors as whisper-large-v3: a prediction, not a fit.
 
 # %%
-by_rate(medium, ["p25_e2el_ms", "p90_e2el_ms"], "whisper-medium: E2EL vs rate", "fig13_medium_e2el", log=True)
+by_rate(words(medium), words(["p25_e2el_ms", "p90_e2el_ms"]), "whisper-medium: E2EL vs rate", "fig13_medium_e2el", log=True)
 
 # %% [markdown]
 # ## The paper's qualitative findings, checked at the highest LibriSpeech rate
