@@ -126,7 +126,7 @@ def vllm_profile(
                 {"request_id": range(b), "arrival_s": 0.0, "prompt_tokens": n, "output_tokens": decode_steps + 1}
             )
             replay(llm, trace, on_step=lambda c, t: steps.append((c, t)))
-            for (_, n_prefill, n_decode, ctx), t in steps if rep else ():
+            for (_, n_prefill, n_decode, ctx, _), t in steps if rep else ():
                 if n_prefill == b * n and n_decode == 0:
                     rows.append(("prefill", b, n, t))
                 elif n_prefill == 0 and n_decode == b:
