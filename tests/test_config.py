@@ -51,7 +51,7 @@ def _zero_rate(c):
 
 
 def _both_lengths(c):
-    c["asr"]["workloads"]["librispeech"]["n_requests"] = 100
+    c["asr"]["workloads"]["librispeech"]["duration_s"] = 100
     return ["asr", "workloads", "librispeech"]
 
 

@@ -9,7 +9,7 @@ from scipy import stats
 
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
-from schedlab.fit.calibrate import calibrate
+from schedlab.fit.calibrate import BASELINE_METRICS, baseline_rows, calibrate
 from schedlab.fit.kappa import fit_kappa, fit_languages, kappas
 from schedlab.fit.steptime import fit_steptime, predict
 from schedlab.engine import Arena, EngineConfig
@@ -202,43 +202,67 @@ def test_scaled_multiplies_compute_and_memory_terms_and_sets_frontend():
 
 
 # -- calibration ------------------------------------------------------------------------------
-def test_calibrate_hits_saturation_and_light_ttft_targets():
-    rng = np.random.default_rng(7)
-    dur = np.clip(rng.lognormal(np.log(6.0), 0.5, 300), 1.0, 30.0)
-    pool = pd.DataFrame(
-        {"audio_duration_s": dur, "output_tokens": np.maximum(1, np.round(3 * dur * rng.uniform(0.8, 1.2, 300)))}
-    )
+ENGINE = EngineConfig(max_num_batched_tokens=2048, encoder_frames=1500, kv_capacity_blocks=1 << 30)
+BASE = StepTimeModel(intercept=2e-3, n_encoder=5e-3, n_prefill_tokens=1e-6, n_decode=2e-4, ctx_tokens=1e-8)
+KAPPA = {"en": 3.0}
 
-    def trace(rate, n, seed):
-        arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), n_requests=n)
-        return asr_trace(pool, arrivals, rng=np.random.default_rng([seed, 1]))
 
-    engine = EngineConfig(max_num_batched_tokens=2048, encoder_frames=1500, kv_capacity_blocks=1 << 30)
-    base = StepTimeModel(intercept=2e-3, n_encoder=5e-3, n_prefill_tokens=1e-6, n_decode=2e-5, ctx_tokens=1e-8)
-    overload, light = trace(60.0, 400, 1), trace(1.0, 100, 2)
-    kappa = {"en": 3.0}
-    model, record = calibrate(
-        Arena(base, engine, kappa),
-        overload_trace=overload,
-        light_trace=light,
-        saturation_rps=18.0,
-        light_p50_ttft_ms=64.6,
-    )
+def _pool(n=300, seed=7):
+    rng = np.random.default_rng(seed)
+    dur = np.clip(rng.lognormal(np.log(6.0), 0.5, n), 1.0, 30.0)
+    return pd.DataFrame({"audio_duration_s": dur, "output_tokens": np.maximum(1, np.round(3 * dur * rng.uniform(0.8, 1.2, n)))})
 
-    def fcfs(tr, m):
-        return run_policy(tr, "fcfs", Arena(m, engine, kappa), identity={})[1]
 
-    # The uncalibrated model is far off both targets, so the test checks the fit, not luck.
-    raw = fcfs(overload, base)
-    assert raw["throughput_rps"] > 1.5 * 18.0
-    # Achieved, measured independently with the returned model.
-    assert fcfs(overload, model)["throughput_rps"] == pytest.approx(18.0, rel=0.01)
-    assert fcfs(light, model)["p50_ttft_ms"] == pytest.approx(64.6, abs=1.0)
-    assert record["compute"] > 1 and record["memory"] == 1.0 and model.frontend_s > 0
-    assert model.frontend_s == record["frontend_s"]
-    for name, value in base.coefficients.items():
+def _trace(pool, rate, n, seed):
+    arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), n_requests=n)
+    return asr_trace(pool, arrivals, rng=np.random.default_rng([seed, 1]))
+
+
+def _fcfs(trace, model):
+    return run_policy(trace, "fcfs", Arena(model, ENGINE, KAPPA), identity={})[1]
+
+
+def test_joint_fit_recovers_known_parameters():
+    """Reported FCFS rows simulated with known factors: the fit finds them, with residuals near
+    zero and confidence intervals that hold the estimate."""
+    pool = _pool()
+    truth = {"compute": 4.0, "memory": 2.5, "frontend_s": 0.02}
+    true_model = BASE.scaled(*truth.values())
+    rates = [1.0, 4.0, 8.0, 11.0, 14.0]
+    traces = {r: _trace(pool, r, 300, 3) for r in rates}
+    overload = _trace(pool, 60.0, 400, 1)
+    saturation = _fcfs(overload, true_model)["throughput_rps"]
+    reported = pd.DataFrame([{"rate": r, "policy": p, **{m: _fcfs(traces[r], true_model)[m] * (1 if p == "fcfs" else 0.5)
+                                                         for m in BASELINE_METRICS}}
+                             for r in rates for p in ("fcfs", "sjf")])
+    assert _fcfs(overload, BASE)["throughput_rps"] > 1.5 * saturation  # the start is far off
+    model, record = calibrate(Arena(BASE, ENGINE, KAPPA), baseline=baseline_rows(reported), traces=traces,
+                              overload_trace=overload, saturation_rps=saturation)
+    for name, value in truth.items():
+        assert record[name] == pytest.approx(value, rel=0.1), name
+        lo, hi = record["uncertainty"][name]["ci95"]
+        assert lo <= record[name] <= hi and record["uncertainty"][name]["se"] > 0
+    assert max(abs(r["error_pct"]) for r in record["residuals"]) < 5
+    assert len(record["residuals"]) == len(rates) * len(BASELINE_METRICS)
+    assert record["achieved"]["saturation_rps"] == pytest.approx(saturation, rel=0.02)
+    assert model.meta["calibration"] is record and model.frontend_s == record["frontend_s"]
+    for name, value in BASE.coefficients.items():
         factor = record["compute"] if name in COMPUTE_TERMS else record["memory"]
         assert model.coefficients[name] == pytest.approx(factor * value, rel=1e-12)
-    assert record["targets"] == {"saturation_rps": 18.0, "light_p50_ttft_ms": 64.6}
-    assert record["achieved"]["saturation_rps"] == pytest.approx(18.0, rel=0.01)
-    assert model.meta["calibration"] == record
+
+
+def test_calibration_reads_no_treatment_column():
+    """Only FCFS rows and the fitted metrics reach a fit: changing every treatment number (SJF,
+    HRRN, any extra column) leaves the fit's input unchanged."""
+    from schedlab.report import reported_asr_table1
+
+    table = reported_asr_table1()
+    rows = baseline_rows(table)
+    assert list(rows.columns) == list(BASELINE_METRICS) and list(rows.index) == [1, 5, 10, 15, 20, 25]
+    assert rows.loc[25, "p50_e2el_ms"] == 5423.8
+    scrambled = table.assign(sjf_gain_pct=-73.0)
+    treated = scrambled["policy"] != "fcfs"
+    scrambled.loc[treated, list(BASELINE_METRICS)] = np.nan
+    pd.testing.assert_frame_equal(baseline_rows(scrambled), rows)
+    with pytest.raises(SchedlabError, match="no FCFS rows"):
+        baseline_rows(table[treated])

@@ -438,3 +438,39 @@ def test_capacity_brackets_extends_and_bisects():
     assert table.loc["a", "capacity_rps"] == pytest.approx(1.3125) and table.loc["a", "bound"] == "bracketed"
     assert 1.25 <= table.loc["b", "capacity_rps"] <= 1.37 and table.loc["b", "bound"] == "bracketed"
     assert table.loc["c", "capacity_rps"] == 0.0 and table.loc["c", "bound"] == "below"
+
+
+# -- calibration on the baseline's serving capacity --------------------------------------------
+def test_serving_overhead_puts_the_baseline_at_the_capacity_and_runs_no_other_scheduler(monkeypatch):
+    from dataclasses import replace
+
+    from schedlab.fit.serving import BASELINE_SCHEDULER, serving_overhead
+    from schedlab.slai.run import CAPACITY_TTFT_MS
+    from schedlab.slai.studies import Setup
+
+    rng = np.random.default_rng(0)
+    pool = pd.DataFrame({"prompt_tokens": rng.integers(200, 3000, 500), "output_tokens": rng.integers(50, 400, 500)})
+    arena = Arena(MODEL, EngineConfig(max_num_batched_tokens=512, kv_capacity_blocks=20_000))
+    setup = Setup(pool, arena, duration_s=400, warmup_s=40)
+    seen = []
+    original = Setup.run
+    monkeypatch.setattr(Setup, "run", lambda self, scheduler, *a: seen.append(scheduler) or original(self, scheduler, *a))
+    model, record = serving_overhead(setup, capacity_rps=1.5, shares=[0.05, 0.5])
+    assert set(seen) == {BASELINE_SCHEDULER}  # only the baseline's runs enter the fit
+    assert model.intercept == pytest.approx(MODEL.intercept + record["overhead_s"]) and record["overhead_s"] > 0
+    assert model.meta["calibration"]["serving"] is record
+    lo, hi = record["overhead_interval_s"]
+    assert lo < record["overhead_s"] < hi  # a higher capacity needs less overhead
+    calibrated = replace(setup, arena=replace(arena, step_time=model))
+    at = calibrated.run(BASELINE_SCHEDULER, 1.5, 0.05, 0)[1]["p50_ttft_ms"]
+    assert at == pytest.approx(CAPACITY_TTFT_MS, rel=0.02)
+    assert calibrated.run(BASELINE_SCHEDULER, 1.3, 0.05, 0)[1]["p50_ttft_ms"] < CAPACITY_TTFT_MS
+    # The treatment's capacity beside the baseline's across the overhead's interval (a prediction).
+    from schedlab.fit.serving import capacity_sensitivity
+
+    sens = capacity_sensitivity(setup, record, rates=(0.8, 1.6, 2.4), iterations=2)
+    assert list(sens["overhead"]) == ["low", "fitted", "high"]
+    assert sens["overhead_s"].is_monotonic_increasing
+    assert sens[BASELINE_SCHEDULER].is_monotonic_decreasing  # more overhead, less capacity
+    assert sens["gain_pct"].to_numpy() == pytest.approx(
+        (sens["slai-spf-dynamic"] / sens[BASELINE_SCHEDULER] - 1).to_numpy() * 100)

@@ -162,26 +162,41 @@ def cmd_fit_kappa(args) -> None:
 
 
 def cmd_fit_calibrate(args) -> None:
+    from dataclasses import replace
+
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
-    from schedlab.fit.calibrate import calibrate
+    from schedlab.fit.calibrate import baseline_rows, bound_study, calibrate, sensitivity
+    from schedlab.report import reported_asr_table1
     from schedlab.workload.arrivals import arrival_times
     from schedlab.workload.asr import asr_trace, librispeech_pool
 
     pool = librispeech_pool(read_parquet(args.utterances, ("duration_s", "output_tokens")))
 
-    def trace(rate: float, n: int):
-        arrivals = arrival_times(rate, rng=np.random.default_rng([args.seed, 0]), n_requests=n)
+    def trace(rate: float, **bound):
+        arrivals = arrival_times(rate, rng=np.random.default_rng([args.seed, 0]), **bound)
         return asr_trace(pool, arrivals, rng=np.random.default_rng([args.seed, 1]))
 
-    model, _ = calibrate(
-        Arena(StepTimeModel.load(args.base), _engine(args), _kappa(args.kappa)),
-        overload_trace=trace(args.overload_rate, args.n_requests),
-        light_trace=trace(args.light_rate, args.n_requests // 4),
+    baseline = baseline_rows(reported_asr_table1())
+    arena = Arena(StepTimeModel.load(args.base), _engine(args), _kappa(args.kappa))
+    model, record = calibrate(
+        arena,
+        baseline=baseline,
+        traces={r: trace(r, n_requests=args.requests_per_rate) for r in baseline.index},
+        overload_trace=trace(args.overload_rate, n_requests=args.n_requests),
         saturation_rps=args.saturation_rps,
-        light_p50_ttft_ms=args.light_p50_ttft_ms,
-        memory=args.memory_factor,
     )
+    top = sorted(baseline.index)[-2:]
+    fixed = f"{args.requests_per_rate} requests"
+    capped = f"{args.alt_duration_s:g} s, at most {args.alt_max_in_flight} in flight"
+    study = bound_study(replace(arena, step_time=model), {
+        fixed: ({r: trace(r, n_requests=args.requests_per_rate) for r in top}, None),
+        capped: ({r: trace(r, duration_s=args.alt_duration_s) for r in top}, args.alt_max_in_flight),
+        f"{args.alt_duration_s:g} s, open": ({r: trace(r, duration_s=args.alt_duration_s) for r in top}, None),
+    })
+    record["bounds"] = study.to_dict(orient="records")  # the model's meta holds this record
+    record["sensitivity"] = sensitivity(arena, record, trace(top[-1], n_requests=args.requests_per_rate)).assign(
+        rate=float(top[-1])).to_dict(orient="records")
     model.save(args.out)
 
 
@@ -226,6 +241,7 @@ def cmd_simulate(args) -> None:
             },
             backend=args.backend,
             model=args.model,
+            max_in_flight=args.max_in_flight,
         )
         write_outputs({out_results: result.requests, out_summary: summary})
 
@@ -380,11 +396,13 @@ def build_parser() -> argparse.ArgumentParser:
     fc.add_argument("--utterances", required=True)
     fc.add_argument("--kappa", required=True)
     fc.add_argument("--saturation-rps", type=_positive, required=True)
-    fc.add_argument("--light-p50-ttft-ms", type=_positive, required=True)
+    fc.add_argument("--requests-per-rate", type=_positive_int, default=1000,
+                    help="requests of each Table 1 rate's trace (vllm bench serve's default count)")
     fc.add_argument("--overload-rate", type=_positive, default=25.0)
-    fc.add_argument("--light-rate", type=_positive, default=1.0)
-    fc.add_argument("--n-requests", type=_positive_int, default=2000)
-    fc.add_argument("--memory-factor", type=_positive, default=1.0, help="factor on memory-bound costs (1 = bandwidth roofline)")
+    fc.add_argument("--n-requests", type=_positive_int, default=2000, help="requests of the overloaded trace")
+    fc.add_argument("--alt-duration-s", type=_positive, default=300.0,
+                    help="the other bound, shown beside the fit: seconds of arrivals ...")
+    fc.add_argument("--alt-max-in-flight", type=_positive_int, default=100, help="... with this cap on requests in flight")
     fc.add_argument("--seed", type=int, default=0)
     _engine_args(fc)
     fc.add_argument("--out", required=True)
@@ -400,6 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sim: schedlab's engine; vllm-sim: vLLM's real scheduler on a virtual clock")
     _run_args(s, sweep=True)
     s.add_argument("--steptime", required=True, help="step-time JSON from `schedlab fit`")
+    s.add_argument("--max-in-flight", type=_positive_int,
+                   help="the client's cap on requests in flight (latencies count from sending)")
     _engine_args(s)
     s.set_defaults(func=cmd_simulate)
     v = sub.add_parser("vllm-run", help="replay a trace through a real vLLM engine (dummy weights)")

@@ -144,7 +144,13 @@ def workload_flags(name):
         "clips_per_duration": "--clips-per-duration",
         "burstiness": "--burstiness",
     }
-    return " ".join(f"{flags[k]} {v}" for k, v in ASR["workloads"][name].items())
+    return " ".join(f"{flags[k]} {v}" for k, v in ASR["workloads"][name].items() if k in flags)
+
+
+def client_flags(experiment):
+    """`schedlab simulate` flags of the benchmark client: its cap on requests in flight, if any."""
+    cap = ASR["workloads"].get(EXPERIMENTS[experiment]["workload"], {}).get("max_in_flight")
+    return f"--max-in-flight {cap}" if cap else ""
 
 
 def run_path(backend, experiment, policy, rate, seed, ext="json"):

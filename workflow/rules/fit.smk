@@ -46,9 +46,9 @@ rule calibrate:
         engine=engine_flags(),
     shell:
         "schedlab fit calibrate --base {input.base} --utterances {input.utterances} --kappa {input.kappa} "
-        "--saturation-rps {params.c[saturation_rps]} --light-p50-ttft-ms {params.c[light_p50_ttft_ms]} "
-        "--overload-rate {params.c[overload_rate]} --light-rate {params.c[light_rate]} "
-        "--n-requests {params.c[n_requests]} --memory-factor {params.c[memory_factor]} "
+        "--saturation-rps {params.c[saturation_rps]} --requests-per-rate {params.c[requests_per_rate]} "
+        "--overload-rate {params.c[overload_rate]} --n-requests {params.c[n_requests]} "
+        "--alt-duration-s {params.c[alternative][duration_s]} --alt-max-in-flight {params.c[alternative][max_in_flight]} "
         "--hardware {wildcards.hardware} "
         "--model {params.c[model]} {params.engine} --out {output} > {log} 2>&1"
 

@@ -30,9 +30,10 @@ for (_backend, _experiment), _job in simulation_plan().items():
             workload=_exp["workload"],
             rates=" ".join(_labels),
             engine=simulate_flags(_experiment),
+            client=client_flags(_experiment),
         shell:
             "schedlab simulate --backend {params.backend} --trace {input.traces} --policy {wildcards.policy} "
-            "--steptime {input.steptime} --kappa {input.kappa} --model {params.model} {params.engine} "
+            "--steptime {input.steptime} --kappa {input.kappa} --model {params.model} {params.engine} {params.client} "
             "--workload {params.workload} --rate {params.rates} --seed {wildcards.seed} "
             "--out-results {output.results} --out-summary {output.summaries} > {log} 2>&1"
 

@@ -48,15 +48,21 @@ rule slai_fit:
 
 rule slai_calibrate:
     input:
-        rules.slai_fit.output,
+        base=rules.slai_fit.output,
+        pool=rules.slai_lengths.output,
     output:
         f"{SLAI_DIR}/fit/calibrated.json",
     log:
         f"{RESULTS}/logs/slai/calibrate.log",
     conda:
         SIM_ENV
+    params:
+        flags=slai_flags(),
+        capacity=SLAI["capacity_rps"],
+        shares=",".join(map(str, SLAI["shares"])),
     shell:
-        "schedlab slai calibrate --base {input} --out {output} > {log} 2>&1"
+        "schedlab slai calibrate --base {input.base} --pool {input.pool} --capacity-rps {params.capacity} "
+        "--shares {params.shares} {params.flags} --out {output} > {log} 2>&1"
 
 
 rule slai_sweep:

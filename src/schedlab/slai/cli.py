@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from schedlab.cli_types import positive_number, positive_numbers
+from schedlab.errors import SchedlabError
 from schedlab.contracts import SIM_BACKENDS
 from schedlab.io import read_parquet, write_outputs, write_parquet
 from schedlab.slosa.cli import _ints
@@ -51,10 +52,23 @@ def cmd_profile(args) -> None:
 
 
 def cmd_calibrate(args) -> None:
-    from schedlab.fit.chunk_times import calibrate_chunks
+    from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
+    from schedlab.fit.chunk_times import calibrate_chunks
+    from schedlab.fit.serving import capacity_sensitivity, serving_overhead
+    from schedlab.slai.studies import Setup
+    from schedlab.validation import check_run_length
 
-    calibrate_chunks(StepTimeModel.load(args.base), args.chunks, [t / 1e3 for t in args.times_ms])[0].save(args.out)
+    model = calibrate_chunks(StepTimeModel.load(args.base), args.chunks, [t / 1e3 for t in args.times_ms])[0]
+    if args.capacity_rps is not None:
+        if not args.pool:
+            raise SchedlabError("--capacity-rps needs --pool (the length pool the runs draw from)")
+        check_run_length(args.duration_s, args.warmup_s, "--duration-s/--warmup-s")
+        arena = Arena.build(model, args.hardware, args.model, block_size=args.block_size)
+        setup = Setup(read_parquet(args.pool, ("prompt_tokens", "output_tokens")), arena, args.duration_s, args.warmup_s)
+        model, record = serving_overhead(setup, capacity_rps=args.capacity_rps, shares=args.shares)
+        record["sensitivity"] = capacity_sensitivity(setup, record, share=min(args.shares)).to_dict(orient="records")
+    model.save(args.out)
 
 
 def cmd_sweep(args) -> None:
@@ -140,6 +154,15 @@ def add_commands(sub) -> None:
     c.add_argument("--base", required=True, help="step-time JSON from `schedlab fit steptime`")
     c.add_argument("--chunks", type=_ints, default=[64, 512, 1024], help="chunk sizes (tokens)")
     c.add_argument("--times-ms", type=positive_numbers(float), default=[22.7, 46.5, 74.7], help="measured batch times (ms)")
+    c.add_argument("--capacity-rps", type=positive_number(float),
+                   help="the baseline's (Sarathi-Serve, FCFS) published serving capacity: fit a per-batch overhead to it")
+    c.add_argument("--shares", type=positive_numbers(float), default=[0.05, 0.5, 0.95], help="paying shares of that fit")
+    c.add_argument("--pool", help="length pool parquet (with --capacity-rps)")
+    c.add_argument("--hardware", default="RTX-6000-Ada")
+    c.add_argument("--model", default="mistral-7b")
+    c.add_argument("--block-size", type=positive_number(int), default=16)
+    c.add_argument("--duration-s", type=float, default=2100.0)
+    c.add_argument("--warmup-s", type=float, default=120.0)
     c.add_argument("--out", required=True)
     c.set_defaults(func=cmd_calibrate)
 
