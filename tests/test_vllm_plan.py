@@ -114,13 +114,14 @@ STRICT_S = 2.0
 
 
 def _busy_two_class_trace() -> pd.DataFrame:
-    """Two strict and two relaxed requests decode while a stream of long prompts keeps the
-    token budget full of prefill work."""
+    """Two strict and two relaxed requests (the shortest prompts, so admitted first) decode
+    while a backlog of long prompts, arriving with them, keeps the token budget full of
+    prefill work for many steps, however fast the machine."""
     head = pd.DataFrame({"arrival_s": [0.0, 0.0, 0.0, 0.0], "prompt_tokens": [16, 16, 16, 16],
-                         "output_tokens": [60, 60, 60, 60], "slo_class": ["strict", "relaxed", "strict", "relaxed"],
+                         "output_tokens": [200, 200, 200, 200], "slo_class": ["strict", "relaxed", "strict", "relaxed"],
                          "tbt_target_s": [STRICT_S, 30.0, STRICT_S, 30.0]})
-    n = 24
-    stream = pd.DataFrame({"arrival_s": 0.5 + 0.05 * np.arange(n), "prompt_tokens": 1500, "output_tokens": 2,
+    n = 40
+    stream = pd.DataFrame({"arrival_s": np.zeros(n), "prompt_tokens": 1500, "output_tokens": 2,
                            "slo_class": "relaxed", "tbt_target_s": 30.0})
     trace = pd.concat([head, stream], ignore_index=True)
     return trace.assign(request_id=np.arange(len(trace)))
@@ -129,8 +130,9 @@ def _busy_two_class_trace() -> pd.DataFrame:
 @pytest.mark.slow
 def test_slai_in_a_real_engine_defers_relaxed_decodes_and_keeps_strict_ones_on_target():
     """SLAI (SPF, dynamic offset) against Sarathi-Serve on vLLM's CPU engine: with prefill work
-    filling every step's budget, SLAI holds the relaxed class's decodes back (long gaps) while
-    the strict class's decodes keep their 2 s target; Sarathi decodes everyone every step."""
+    filling every step's budget, SLAI holds the relaxed class's decodes back (a gap of many
+    steps) while the strict class's decodes keep their 2 s target; Sarathi decodes everyone
+    every step (its longest gap is one step)."""
     import gc
 
     from schedlab.backends.vllm_engine import EngineSpec, replay, scheduler_of, start_engine
@@ -152,7 +154,6 @@ def test_slai_in_a_real_engine_defers_relaxed_decodes_and_keeps_strict_ones_on_t
     slai, sarathi = gaps["slai-spf-dynamic"], gaps["sarathi-fcfs"]
     assert slai[strict].max() <= STRICT_S
     assert slai[relaxed].min() > 5.0 * sarathi[relaxed].max()
-    assert slai[relaxed].min() > 2.0 * STRICT_S
 
 
 def test_aborted_requests_leave_the_plan_and_the_rest_is_served():

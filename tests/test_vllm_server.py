@@ -134,12 +134,13 @@ def test_the_vllm_command_runs_on_this_install():
 
 def test_slai_served_by_the_readme_line_holds_relaxed_decodes_back(tmp_path):
     """The README's SLAI server (step plans in vLLM's scheduler) behind the HTTP client: two
-    strict and two relaxed requests decode while long prompts keep the budget full; every
-    request gets its tokens, the relaxed class's decodes wait far longer than the strict ones."""
+    strict and two relaxed requests decode while a backlog of long prompts keeps the budget
+    full; every request gets its tokens, the strict class keeps its 2 s target and the relaxed
+    class's decodes are held back for many steps."""
     cmd = shlex.split(readme_serve_line("tiny-llama"))
-    head = pd.DataFrame({"arrival_s": 0.0, "prompt_tokens": 16, "output_tokens": [60] * 4,
+    head = pd.DataFrame({"arrival_s": 0.0, "prompt_tokens": 16, "output_tokens": [200] * 4,
                          "slo_class": ["strict", "relaxed"] * 2, "tbt_target_s": [2.0, 30.0] * 2})
-    stream = pd.DataFrame({"arrival_s": 0.5 + 0.05 * np.arange(24), "prompt_tokens": 1500, "output_tokens": 2,
+    stream = pd.DataFrame({"arrival_s": np.full(40, 0.05), "prompt_tokens": 1500, "output_tokens": 2,
                            "slo_class": "relaxed", "tbt_target_s": 30.0})
     trace = pd.concat([head, stream], ignore_index=True)
     trace = trace.assign(request_id=np.arange(len(trace)))
@@ -148,5 +149,6 @@ def test_slai_served_by_the_readme_line_holds_relaxed_decodes_back(tmp_path):
     assert not res.errors
     req = res.log.frame()
     assert req["finish_s"].notna().all()
-    gaps = req["max_gap_s"].to_numpy()
-    assert gaps[[1, 3]].min() > 2.0 * gaps[[0, 2]].max()
+    gaps, steady = req["max_gap_s"].to_numpy(), req["mean_gap_s"].to_numpy()
+    assert gaps[[0, 2]].max() <= 2.0
+    assert gaps[[1, 3]].min() > 5.0 * np.median(steady[[0, 2]])  # held back for many steps
