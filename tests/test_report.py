@@ -1,7 +1,6 @@
 """The paper-vs-ours tables: errors, the tolerance, the count, and paper A's rows."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from schedlab.report import asr_rows, paper_vs_ours, reported_asr_table1, within_count
