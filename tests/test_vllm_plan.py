@@ -30,13 +30,14 @@ def small_trace() -> pd.DataFrame:
     return two_class_trace(70, 3.0, 2, prompt=(20, 2000), output=(1, 300), targets=(0.05, 0.2))
 
 
-@pytest.mark.parametrize("capacity", [100_000, 500])
+@pytest.mark.parametrize("capacity, max_num_seqs", [(100_000, 256), (500, 256), (100_000, 6)])
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
-def test_vllm_sim_equals_sim_for_every_paper_c_scheduler(name, capacity, caplog):
-    """Identical per-request times and preemptions, with and without KV pressure, and no step
-    where vLLM ran something other than the plan."""
+def test_vllm_sim_equals_sim_for_every_paper_c_scheduler(name, capacity, max_num_seqs, caplog):
+    """Identical per-request times and preemptions, with and without KV pressure and with an
+    engine whose running cap is below the builders' own, and no step where vLLM ran something
+    other than the plan."""
     trace = small_trace()
-    arena = Arena(STEP, EngineConfig(kv_capacity_blocks=capacity))
+    arena = Arena(STEP, EngineConfig(kv_capacity_blocks=capacity, max_num_seqs=max_num_seqs))
     sim = run(trace, make_builder(name), arena, sample_s=1.0)
     with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm_plan"):
         vs = run_vllm_sim(trace, name, arena, model=MODEL, sample_s=1.0)
@@ -50,6 +51,7 @@ def test_vllm_sim_equals_sim_for_every_paper_c_scheduler(name, capacity, caplog)
     for cls, hist in sim.class_gaps.items():
         assert vs.class_gaps[cls].total == hist.total
     pd.testing.assert_frame_equal(vs.timeline[["t_s", "running"]], sim.timeline[["t_s", "running"]])
+    assert sim.timeline["running"].max() <= max_num_seqs
 
 
 def _step(sched, now):
