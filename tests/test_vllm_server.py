@@ -155,9 +155,10 @@ def test_slai_served_by_the_readme_line_holds_relaxed_decodes_back(tmp_path):
 
 
 def test_slai_serve_cli_runs_paper_c_on_the_engine_and_sim_replays_the_same_traces(tmp_path):
-    """`schedlab slai serve` (rule `slai_engine_serve`): SLAI on a real server over a scaled
-    openchat pool with the engine's TBT targets; `schedlab slai sweep` with the engine's limits
-    (rule `slai_engine_simulate`) replays the very same requests."""
+    """`schedlab slai serve` (rule `slai_engine_serve`): Sarathi-Serve on a real server over a
+    scaled openchat pool with the engine's TBT targets (SLAI is the README line's test above);
+    `schedlab slai sweep` with the engine's limits (rule `slai_engine_simulate`) replays the very
+    same requests."""
     pool = tmp_path / "pool.parquet"
     rng = np.random.default_rng(3)
     pd.DataFrame({"prompt_tokens": rng.integers(20, 3000, 200), "output_tokens": rng.integers(5, 200, 200)}).to_parquet(pool)
@@ -168,17 +169,17 @@ def test_slai_serve_cli_runs_paper_c_on_the_engine_and_sim_replays_the_same_trac
     assert proc.returncode == 0, proc.stderr
     workload = ["--share", "0.5", "--rates", "3", "--seeds", "0", "--duration-s", "6", "--warmup-s", "1",
                 "--tbt-targets", "paying=0.25,free=1.25", "--model", "tiny-llama", "--pool", str(scaled)]
-    proc = run("serve", "--scheduler", "slai-spf-dynamic", *workload, "--max-num-seqs", "64",
+    proc = run("serve", "--scheduler", "sarathi-fcfs", *workload, "--max-num-seqs", "64",
                "--server-log-dir", str(tmp_path / "logs"), "--out-dir", str(tmp_path / "vllm"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "SchedlabPlanScheduler" in (tmp_path / "logs/slai-spf-dynamic.log").read_text().splitlines()[0]
+    assert "SchedlabPlanScheduler" in (tmp_path / "logs/sarathi-fcfs.log").read_text().splitlines()[0]
     steptime = tmp_path / "step.json"
     steptime.write_text(json.dumps({"intercept": 0.01, "n_prefill_tokens": 2e-5, "n_decode": 1e-4}))
-    proc = run("sweep", "--scheduler", "slai-spf-dynamic", *workload, "--steptime", str(steptime),
+    proc = run("sweep", "--scheduler", "sarathi-fcfs", *workload, "--steptime", str(steptime),
                "--hardware", "vllm-cpu", "--block-size", "32", "--max-num-seqs", "64", "--max-num-batched-tokens", "512",
                "--kv-capacity-blocks", "1000", "--out-dir", str(tmp_path / "sim"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    served, sim = (pd.read_parquet(tmp_path / b / "slai-spf-dynamic/summary.parquet").iloc[0] for b in ("vllm", "sim"))
+    served, sim = (pd.read_parquet(tmp_path / b / "sarathi-fcfs/summary.parquet").iloc[0] for b in ("vllm", "sim"))
     assert served["backend"] == "vllm" and served["via"] == "server" and sim["backend"] == "sim"
     assert served["arrived"] == sim["arrived"] > 5 and served["completed"] == served["arrived"]
     for cls, target in (("paying", 250.0), ("free", 1250.0)):
