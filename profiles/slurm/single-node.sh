@@ -109,6 +109,9 @@ munge_up || service munge restart >/dev/null 2>&1 || true
 for _ in $(seq 20); do munge_up && break; sleep 0.5; done
 munge_up || die "munged does not answer (see /var/log/munge/munged.log)"
 
+if [[ -f $CONF ]] && [[ $(head -n 1 "$CONF") != "# Written by profiles/slurm/single-node.sh"* ]]; then
+  die "$CONF exists and this script did not write it: leaving that cluster alone"
+fi
 node=$(machine)
 [[ -n $node ]] || die "\`slurmd -C\` does not describe this machine as node $host"
 install -d -o slurm -g slurm "$LOG_DIR" "$STATE_DIR/slurmctld" "$STATE_DIR/slurmd"
