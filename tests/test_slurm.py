@@ -6,9 +6,10 @@ from the Azure and Mooncake tables -> step-time fit -> calibration -> tuning -> 
 
 Why a chain and not the whole tiny pipeline: through SLURM each job pays its submission,
 a Snakemake start inside the job (~8 s here) and the wait for the next status query (the
-profile asks every 10 s, more while nothing ends), so the tiny pipeline's 97 jobs that take
-~5 minutes locally (tests/test_pipeline.py) take far longer through SLURM, past what `make
-test` may spend on 2 cores. One chain from data to a rendered notebook exercises everything
+profile asks 10 s after a job ends, 10 s more each time none has), and a whole-machine
+engine job holds the queue until both cores are free. The tiny pipeline's 97 jobs, ~5
+minutes locally (tests/test_pipeline.py), took 19 minutes through this cluster on 2 cores,
+past what `make test` may spend. One chain from data to a rendered notebook exercises what
 the executor adds (sbatch with the profile's partition, runtime, memory and CPUs; job states
 from squeue; outputs handed from job to job; a local rule beside remote ones) in ~3 minutes.
 
