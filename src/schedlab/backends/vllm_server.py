@@ -190,7 +190,8 @@ def machine_busy_cpu_s() -> float:
 
 @dataclass
 class ServedRun:
-    """One replay's results table, token gaps, and what the machine did meanwhile."""
+    """One replay's results table, token gaps, and what the machine did meanwhile (with the
+    wall-clock time at which it started and ended, to find its engine steps)."""
 
     requests: pd.DataFrame
     gaps: object
@@ -198,6 +199,8 @@ class ServedRun:
     server_cpu_s: float
     client_cpu_s: float
     machine_cpu_s: float
+    started: float = float("nan")
+    ended: float = float("nan")
 
     def foreign_cpu_share(self, cores: int | None = None) -> float:
         """Share of the machine's cores that processes other than this server and client kept
@@ -213,13 +216,23 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool) -> Served
     from schedlab.backends.http_client import replay_http
 
     server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
+    started = time.time()
     res = replay_http(server.url, trace, model=model, whisper=whisper)
     return ServedRun(
         res.log.frame(), res.log.gaps, res.wall_s,
         server_cpu_s=server.cpu_seconds() - server0,
         client_cpu_s=time.process_time() - client0,
         machine_cpu_s=machine_busy_cpu_s() - machine0,
+        started=started,
+        ended=time.time(),
     )
+
+
+def step_log_path(server_log: str | Path) -> Path:
+    """Where a server's scheduler logs its steps: beside its log (absolute, as the server's
+    working folder may differ)."""
+    log = Path(server_log).resolve()
+    return log.with_name(log.stem + ".steps.csv")
 
 
 def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict[str, float],
@@ -227,17 +240,26 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                out_dir: str | Path, seed: int = 0) -> list[Path]:
     """Start one server for ``policy`` and replay every trace (``{rate label: trace}``)
     ``repeats`` times, in that order; write ``rate<label>_seed<seed>_rep<k>.parquet`` (the
-    per-request results) and ``.json`` (the run summary) under ``out_dir``."""
+    per-request results), ``.json`` (the run summary) and ``.steps.parquet`` (every engine
+    step of the replay, :func:`schedlab.backends.step_log.step_table`, with the run's policy,
+    rate, seed and repeat) under ``out_dir``. The server's raw step log is kept beside its log."""
+    from schedlab.backends.step_log import step_table, steps_between, wait_for_idle
+    from schedlab.backends.vllm_profile import device_label
     from schedlab.io import write_json, write_parquet
     from schedlab.metrics import summarize
 
     whisper = model_arch(spec.model).encoder_frames > 0
-    cmd = serve_command(folder, spec, policy=policy, kappa=kappa)
+    steps_csv = step_log_path(server_log)
+    cmd = serve_command(folder, spec, policy=policy, kappa=kappa, step_log=steps_csv)
     written = []
     with start_server(cmd, log=server_log, env=server_env(spec)) as server:
         for rep in range(repeats):
             for label, trace in traces.items():
                 run = replay_served(server, trace, model=spec.model, whisper=whisper)
+                steps = steps_between(
+                    step_table(wait_for_idle(steps_csv, run.started), hardware=device_label(spec), model=spec.model),
+                    run.started, run.ended,
+                ).assign(policy=policy, rate=float(label), seed=seed, repeat=rep)
                 summary = summarize(
                     run.requests, run.gaps, policy=policy, backend="vllm", rate=float(label),
                     model=spec.model, hardware=spec.device, seed=seed, **identity,
@@ -247,7 +269,8 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                     via="server",
                     preemptions=0,
                     kv_capacity_blocks=-1,
-                    mean_step_ms=float("nan"),
+                    steps=len(steps),
+                    mean_step_ms=float(steps["time_s"].mean() * 1e3) if len(steps) else float("nan"),
                     sched_overhead_us_per_req=float("nan"),
                     wall_s=run.wall_s,
                     server_ready_s=server.ready_s,
@@ -255,8 +278,10 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                     client_cpu_s=run.client_cpu_s,
                     foreign_cpu_share=run.foreign_cpu_share(),
                 )
+                # (a rate label may hold a '.': no with_suffix)
                 stem = Path(out_dir) / f"rate{label}_seed{seed}_rep{rep}"
-                write_parquet(run.requests, stem.with_suffix(".parquet"))
-                write_json(summary, stem.with_suffix(".json"))
+                write_parquet(run.requests, f"{stem}.parquet")
+                write_parquet(steps, f"{stem}.steps.parquet")
+                write_json(summary, f"{stem}.json")
                 written.append(stem)
     return written
