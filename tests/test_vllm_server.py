@@ -86,9 +86,11 @@ def test_sjf_serves_a_short_clip_sent_after_a_long_one_first(whisper_server):
 
 def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
     """`schedlab vllm-serve`: one server, two traces, two repeats; every request completes
-    with its forced length, and each summary says how busy the rest of the machine was."""
+    with its forced length, and each summary says how busy the rest of the machine was. Each
+    replay's step table holds every engine step once: its prefill tokens add up to the
+    prompts, its decodes to every output token after the first."""
     rng = np.random.default_rng(1)
-    paths, labels = [], ["4", "8"]
+    paths, labels, traces = [], ["4", "8"], {}
     for label in labels:
         n = 12
         trace = pd.DataFrame(
@@ -103,6 +105,7 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
         )
         paths.append(tmp_path / f"trace{label}.parquet")
         trace.to_parquet(paths[-1])
+        traces[label] = trace
     out = tmp_path / "runs"
     proc = subprocess.run(
         [sys.executable, "-m", "schedlab.cli", "vllm-serve", "--policy", "sjf", "--model", "tiny-llama",
@@ -123,6 +126,18 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
             res = pd.read_parquet(out / f"rate{label}_seed0_rep{rep}.parquet")
             assert tuple(res.columns[: len(RESULT_COLUMNS)]) == RESULT_COLUMNS
             assert (res["first_token_s"] >= res["arrival_s"]).all() and res["finish_s"].notna().all()
+            steps = pd.read_parquet(out / f"rate{label}_seed0_rep{rep}.steps.parquet")
+            trace = traces[label]
+            assert len(steps) == summary["steps"] and np.isfinite(summary["mean_step_ms"])
+            assert steps["n_prefill_tokens"].sum() == trace["prompt_tokens"].sum()
+            assert steps["n_decode"].sum() == (trace["output_tokens"] - 1).sum()
+            assert (steps["n_encoder"] == 0).all() and steps["n_decode"].between(0, 4).all()
+            assert (steps["ctx_tokens"] >= steps["n_decode"]).all() and (steps["n_scheduled"] >= 1).all()
+            assert (steps["time_s"] > 0).all() and (steps["time_s"] >= steps["t_update"] - steps["t_schedule"]).all()
+            assert steps["time_s"].sum() < summary["wall_s"] and steps["t_s"].between(0, summary["wall_s"]).all()
+            assert (steps[["policy", "rate", "repeat"]].drop_duplicates().values.tolist()
+                    == [["sjf", float(label), rep]])
+    assert (tmp_path / "server.steps.csv").exists()  # the server's raw log, beside its log
 
 
 def test_the_vllm_command_runs_on_this_install():

@@ -242,7 +242,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     ``repeats`` times, in that order; write ``rate<label>_seed<seed>_rep<k>.parquet`` (the
     per-request results), ``.json`` (the run summary) and ``.steps.parquet`` (every engine
     step of the replay, :func:`schedlab.backends.step_log.step_table`, with the run's policy,
-    rate, seed and repeat) under ``out_dir``. The server's raw step log is kept beside its log."""
+    rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log."""
     from schedlab.backends.step_log import step_table, steps_between, wait_for_idle
     from schedlab.backends.vllm_profile import device_label
     from schedlab.io import write_json, write_parquet
@@ -264,6 +264,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                     run.requests, run.gaps, policy=policy, backend="vllm", rate=float(label),
                     model=spec.model, hardware=spec.device, seed=seed, **identity,
                 )
+                steps["foreign_cpu_share"] = run.foreign_cpu_share()
                 summary.update(
                     repeat=rep,
                     via="server",
