@@ -114,7 +114,8 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
          "--server-log", str(tmp_path / "server.log"), "--out-dir", str(out)],
         capture_output=True, text=True, timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:] + (tmp_path / "server.log").read_text()[-3000:]
+    log = tmp_path / "server.log"
+    assert proc.returncode == 0, proc.stderr[-3000:] + (log.read_text()[-3000:] if log.exists() else "")
     assert "--skip-tokenizer-init" in (tmp_path / "server.log").read_text().splitlines()[0]
     for label in labels:
         for rep in (0, 1):
@@ -134,7 +135,7 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
             assert (steps["n_encoder"] == 0).all() and steps["n_decode"].between(0, 4).all()
             assert (steps["ctx_tokens"] >= steps["n_decode"]).all() and (steps["n_scheduled"] >= 1).all()
             assert (steps["time_s"] > 0).all() and (steps["time_s"] >= steps["t_update"] - steps["t_schedule"]).all()
-            assert steps["time_s"].sum() < summary["wall_s"] and steps["t_s"].between(0, summary["wall_s"]).all()
+            assert steps["time_s"].sum() < summary["wall_s"] and steps["t_s"].between(0, summary["wall_s"] + 1).all()
             assert (steps[["policy", "rate", "repeat"]].drop_duplicates().values.tolist()
                     == [["sjf", float(label), rep]])
     assert (tmp_path / "server.steps.csv").exists()  # the server's raw log, beside its log

@@ -45,15 +45,20 @@ READY_TIMEOUT_S = 600.0
 
 
 def serve_command(folder: str | Path, spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,
-                  builder: str | None = None) -> list[str]:
+                  builder: str | None = None, step_log: str | Path | None = None) -> list[str]:
     """The ``vllm serve`` command line of ``spec`` with ``policy`` as the waiting queue or,
-    given ``builder``, a paper C scheduler's step plans (no host or port)."""
+    given ``builder``, a paper C scheduler's step plans (no host or port); with ``step_log``
+    (policies only), the scheduler logs every engine step there
+    (:mod:`schedlab.backends.step_log`)."""
     arch = model_arch(spec.model)
     whisper = arch.encoder_frames > 0
     cpu = spec.device == "cpu"
     if builder is None:
-        cls, schedlab = SCHEDULER if cpu else ASYNC_SCHEDULER, {"schedlab": {"policy": policy, "kappa": kappa or {}}}
+        options = {"policy": policy, "kappa": kappa or {}, **({"step_log": str(step_log)} if step_log else {})}
+        cls, schedlab = SCHEDULER if cpu else ASYNC_SCHEDULER, {"schedlab": options}
     else:
+        if step_log:
+            raise SchedlabError("the step log is written by the policy scheduler, not by step-plan schedulers")
         cls, schedlab = PLAN_SCHEDULER if cpu else ASYNC_PLAN_SCHEDULER, {"schedlab": {"scheduler": builder}}
     cmd = [
         "vllm", "serve", str(folder),
