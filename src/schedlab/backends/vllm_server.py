@@ -31,6 +31,7 @@ from schedlab.backends.vllm_engine import (
     ASYNC_PLAN_SCHEDULER,
     ASYNC_SCHEDULER,
     PLAN_SCHEDULER,
+    RUNNER_THREAD_VARS,
     SCHEDULER,
     EngineSpec,
 )
@@ -94,7 +95,8 @@ def server_env(spec: EngineSpec) -> dict[str, str]:
     env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
     if spec.device == "cpu":
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
-        env.pop("OMP_NUM_THREADS", None)
+        for name in RUNNER_THREAD_VARS:
+            env.pop(name, None)
     return env
 
 
