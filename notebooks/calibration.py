@@ -39,7 +39,10 @@ import pandas as pd
 import seaborn as sns
 
 from schedlab.fit.steptime import predict
-from schedlab.report import FIDELITY_METRICS, fidelity_errors, read_manifest, save_figure, speed_ratio
+from schedlab.report import (
+    FIDELITY_METRICS, READING_METRICS, STEP_FITS, engine_view, fidelity_errors, fidelity_reading, fit_comparison,
+    fit_errors, interference_note, read_manifest, save_figure, speed_ratio,
+)
 from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -154,9 +157,14 @@ plt.show()
 # - **Paper A workloads** (whisper-large-v3, calibrated A100): `sim` against `vllm-sim`, vLLM's
 #   own scheduler and KV manager driven by the same step-time model, at loads up to ~85% of
 #   saturation. Differences here are differences of scheduling semantics alone.
-# - **The CPU engine**: `sim` and `vllm-sim` with step times fitted to the `vllm` profile above,
-#   against the real engine replaying the same trace in real time. Differences here add the
-#   step-time model's error and everything a real engine does that the model leaves out.
+# - **The CPU engine**: `sim` and `vllm-sim` against the real engine replaying the same trace in
+#   real time, each with two step-time models: the fit of the separate `vllm` profile above
+#   (`profile`), and a fit of the served engine's **own steps** (`own steps, rate held out`):
+#   the scheduler logs every step it runs while serving (composition and time), and the
+#   simulation of each rate uses a fit of the steps of every *other* rate, so no simulated rate
+#   has seen its own steps. Differences here add the step-time model's error and everything a
+#   real engine does that the model leaves out; the second fit removes what a profile taken at
+#   another time, under other load, gets wrong about the served engine.
 
 # %%
 fid = pd.read_parquet(inputs["fidelity"])
@@ -173,110 +181,163 @@ print(f"largest |error| of median TTFT/E2EL: {worst:.3f}% (target: within 5%)")
 # the median of the repeats, and the repeats' spread is shown beside them. A run is
 # **interfered** when other processes kept more than 10% of the machine's cores busy while it
 # ran (the machine's busy CPU time from `/proc/stat` minus the server's and the client's own):
-# its timings measure the neighbours too, so the comparison leaves it out and says so.
+# its timings measure the neighbours too, so the comparison leaves it out and says so; when
+# every run is interfered, the comparison below is no result.
 
 # %%
-INTERFERENCE = 0.10  # share of the machine's cores busy with other processes
+def error_tables(errs: pd.DataFrame) -> None:
+    """Errors per rate (rows) for each fit and simulator (columns), one table per metric."""
+    for metric in READING_METRICS:
+        print(f"% error of {metric} against the engine (median of its clean repeats):")
+        display(errs.reset_index().pivot_table(index=["policy", "rate"], columns=["fit", "candidate"],
+                                               values=metric).round(1))
 
 
-def engine_view(summary: pd.DataFrame, keys=("workload", "model", "policy", "rate", "seed")):
-    """Clean engine runs' medians over repeats (one row per run key, like the simulators'),
-    the spread of every repeat, and the interfered runs."""
-    keys = list(keys)
-    eng = summary[summary["backend"] == "vllm"]
-    bad = eng[eng["foreign_cpu_share"] > INTERFERENCE]
-    clean = eng[eng["foreign_cpu_share"] <= INTERFERENCE]
-    med = clean.groupby(keys, as_index=False)[FIDELITY_METRICS].median().assign(backend="vllm")
-    spread = eng.groupby(keys)[FIDELITY_METRICS].agg(["min", "median", "max"])
-    return pd.concat([summary[summary["backend"] != "vllm"], med], ignore_index=True), spread, bad
-
-
-def reading(errs: pd.DataFrame, saturation: float, label: str) -> str:
-    """Sentences about sim's errors against the engine, computed from them."""
-    e = errs[errs["candidate"] == "sim"].reset_index()
-    if e.empty:
-        return f"{label}: no clean engine run to compare with."
-    below = e[e["rate"] <= 0.8 * saturation]
-    out = [f"{label}: the engine's highest measured throughput is {saturation:.2f} req/s."]
-    for name, part in (("up to 80% of it", below), ("at every rate", e)):
-        if part.empty:
-            out.append("No swept rate is below 80% of it.")
-            continue
-        worst = part[["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]].abs().max()
-        where = part.loc[part["p50_e2el_ms"].abs().idxmax()]
-        sign = "slower" if where["p50_e2el_ms"] > 0 else "faster"
-        verdict = "within" if worst.max() <= 10 else "outside"
-        out.append(
-            f"{name[0].upper() + name[1:]}, sim's largest |error| is {worst['p50_e2el_ms']:.1f}% on P50 E2EL, "
-            f"{worst['p90_e2el_ms']:.1f}% on P90 E2EL and {worst['throughput_rps']:.1f}% on throughput "
-            f"({verdict} the 10% target); P50 E2EL is off most at {where['rate']:g} req/s under "
-            f"{where['policy']}, where sim is {sign} than the engine."
-        )
-    out.append(f"sim's P50 E2EL is above the engine's in {(e['p50_e2el_ms'] > 0).mean():.0%} of the compared runs.")
-    return " ".join(out)
-
-
-def say_interference(bad: pd.DataFrame, label: str) -> None:
-    if bad.empty:
-        print(f"{label}: no interference (other processes kept at most {INTERFERENCE:.0%} of the cores busy in every run).")
-    else:
-        print(f"{label}: {len(bad)} engine run(s) ran beside other CPU-heavy processes and are left out:")
+def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
+    """The comparison of one served study: interference, errors per fit, the repeats' spread,
+    and the reading computed from them."""
+    view, spread, bad = engine_view(summary)
+    print(interference_note(summary[summary["backend"] == "vllm"], bad, label))
+    if len(bad):
         display(bad[["policy", "rate", "repeat", "foreign_cpu_share", "p50_e2el_ms", "throughput_rps"]].round(3))
+    errs = fit_errors(view)
+    if len(errs) and figure:
+        long = errs.reset_index().melt(["workload", "model", "policy", "rate", "seed", "reference", "candidate", "fit"],
+                                       value_vars=FIDELITY_METRICS, var_name="metric", value_name="error_pct")
+        long["simulator, fit"] = long["candidate"] + ", " + long["fit"]
+        g = sns.relplot(data=long, x="rate", y="error_pct", hue="simulator, fit", style="policy", col="metric",
+                        kind="line", marker="o", col_wrap=3, height=2.8, aspect=1.2, facet_kws={"sharey": False})
+        for ax in g.axes.flat:
+            ax.axhline(0, color="grey", lw=0.8)
+        g.set_axis_labels("offered rate (req/s)", "% error vs real engine")
+        save_figure(g.figure, figures_dir, figure)
+        plt.show()
+    if len(errs):
+        error_tables(errs)
+    thr = view[view["backend"] == "vllm"]["throughput_rps"]
+    print("The engine's repeats (min / median / max):")
+    display(spread[["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]].round(1))
+    saturation = thr.max() if len(thr) else float("nan")
+    for fit in STEP_FITS:
+        print(fidelity_reading(errs[errs["fit"] == fit], saturation, f"{label}, {fit} fit"))
+    print(fit_comparison(errs, label))
+    return view, errs
 
 
 # %%
-engine_fid, engine_spread, engine_bad = engine_view(fid[fid["model"] == engine_model])
-say_interference(engine_bad, "Decoder engine")
-errs = pd.concat([fidelity_errors(engine_fid, "vllm", c) for c in ("sim", "vllm-sim")])
-if len(errs):
-    long = errs.reset_index().melt(["workload", "model", "policy", "rate", "seed", "reference", "candidate"],
-                                   value_vars=FIDELITY_METRICS, var_name="metric", value_name="error_pct")
-    g = sns.relplot(data=long, x="rate", y="error_pct", hue="candidate", style="policy", col="metric",
-                    kind="line", marker="o", col_wrap=3, height=2.8, aspect=1.2, facet_kws={"sharey": False})
-    for ax in g.axes.flat:
-        ax.axhline(0, color="grey", lw=0.8)
-    g.set_axis_labels("offered rate (req/s)", "% error vs real engine")
-    save_figure(g.figure, figures_dir, "fidelity_vs_engine")
-    plt.show()
-thr = engine_fid.pivot_table(index=["policy", "rate"], columns="backend", values="throughput_rps")
-display(thr.round(2))
-print("The engine's repeats (min / median / max):")
-display(engine_spread[["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]].round(1))
-display(errs[errs["candidate"] == "sim"][["p50_ttft_ms", "p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]].round(1))
-print(reading(errs, thr["vllm"].max() if "vllm" in thr else float("nan"), "Decoder engine"))
+engine_fid, engine_errs = engine_study(fid[fid["model"] == engine_model], "Decoder engine", "fidelity_vs_engine")
 
 # %% [markdown]
 # Past the engine's saturation (rates above its highest measured throughput) no target applies:
 # queues grow for as long as the trace lasts, so a small error in the service rate becomes a
 # large, growing difference in waiting time, in either direction.
 #
+# ## The served engine's own steps and the fits held out by rate
+# Every step the served engine ran (all policies, rates and repeats), as its scheduler logged
+# it: the step's composition and its time (from one `schedule()` to the next while the engine
+# is busy; the last step before the engine idles ends at its `update_from_output()`, so idle
+# time is never a step). Each held-out fit is the profile fit's model
+# (`time ~ 1 + n_encoder + n_prefill_tokens + n_decode + ctx_tokens`, OLS) on the steps of every
+# rate but one; it is checked on the steps of the rate it left out, beside the profile's fit.
+
+# %%
+served_steps = {}
+for folder in inputs.get("engine_steps", []):
+    for path in sorted(folder.glob("*.steps.parquet")):
+        served_steps.setdefault(folder.parts[-2], []).append(pd.read_parquet(path))
+served_steps = {name: pd.concat(tables, ignore_index=True) for name, tables in served_steps.items()}
+held_out = {}
+for path in inputs.get("held_out_fits", []) + inputs.get("all_rates_fits", []):
+    held_out[(path.parts[-2], path.stem)] = StepTimeModel.load(path)
+# The profile fit each served study's simulations used beside its own steps: the decoder's
+# engine profile, Whisper's torch profile.
+profile_fit = {name: fits.get(("vllm" if name == "fidelity-engine" else "torch", "local", steps["model"].iloc[0]))
+               for name, steps in served_steps.items()}
+
+rows = []
+for (name, stem), m in held_out.items():
+    steps = served_steps.get(name)
+    rate = m.meta.get("held_out_rate")
+    row = {"experiment": name, "fit": stem, "R²": m.meta["r2"], "resid sd (ms)": m.meta["resid_sd_s"] * 1e3,
+           "steps fitted": m.meta["n_rows"], **{f"{k} (ms)": v * 1e3 for k, v in m.coefficients.items()}}
+    if steps is not None and rate is not None:
+        out = steps[steps["rate"] == rate]
+        measured = out["time_s"].mean()
+        row["held-out steps"] = len(out)
+        row["mean step, measured (ms)"] = measured * 1e3
+        row["mean step, this fit (% error)"] = (predict(m, out).mean() / measured - 1) * 100
+        if profile_fit.get(name) is not None:
+            row["mean step, profile fit (% error)"] = (predict(profile_fit[name], out).mean() / measured - 1) * 100
+    rows.append(row)
+held_table = pd.DataFrame(rows)
+display(held_table.round(3))
+for name, steps in served_steps.items():
+    q = steps["time_s"].quantile([0.05, 0.5, 0.95]) * 1e3
+    every = held_out.get((name, "all_rates"))
+    r2 = f"; a fit on every step explains R² = {every.meta['r2']:.2f} of their variance" if every else ""
+    print(f"{name}: {len(steps)} engine steps, {q[0.05]:.1f} / {q[0.5]:.1f} / {q[0.95]:.1f} ms "
+          f"(5th / 50th / 95th percentile){r2}.")
+    if len(held_table) and "mean step, this fit (% error)" in held_table:
+        h = held_table[held_table["experiment"] == name].dropna(subset=["mean step, this fit (% error)"])
+        if len(h) and "mean step, profile fit (% error)" in h:
+            print(f"  On the rate each fit left out, the mean step is predicted within "
+                  f"{h['mean step, this fit (% error)'].abs().max():.1f}% by the held-out fits and within "
+                  f"{h['mean step, profile fit (% error)'].abs().max():.1f}% by the profile's fit.")
+
+# %%
+if "fidelity-engine" in served_steps:
+    steps = served_steps["fidelity-engine"]
+    every = held_out.get(("fidelity-engine", "all_rates"))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
+    sns.boxplot(data=steps.assign(ms=steps["time_s"] * 1e3), x="n_decode", y="ms", showfliers=False, ax=a,
+                color="lightsteelblue")
+    for m, name, marker in ((every, "own steps (all rates)", "x"), (profile_fit.get("fidelity-engine"), "profile", "o")):
+        if m is not None:
+            pred = steps.assign(ms=predict(m, steps) * 1e3).groupby("n_decode")["ms"].mean()
+            a.plot(range(len(pred)), pred.to_numpy(), marker=marker, ls="", color="k", label=f"fit: {name}")
+    a.legend()
+    a.set(title="served engine's steps (boxes) and the fits", xlabel="decodes in the step", ylabel="ms")
+    per_rate = []
+    for (name, stem), m in held_out.items():
+        rate = m.meta.get("held_out_rate")
+        if name != "fidelity-engine" or rate is None:
+            continue
+        out = steps[steps["rate"] == rate]
+        per_rate += [{"rate": rate, "what": "measured", "ms": out["time_s"].mean() * 1e3},
+                     {"rate": rate, "what": "fit without this rate", "ms": predict(m, out).mean() * 1e3}]
+        if profile_fit.get(name) is not None:
+            per_rate.append({"rate": rate, "what": "profile fit", "ms": predict(profile_fit[name], out).mean() * 1e3})
+    if per_rate:
+        sns.barplot(data=pd.DataFrame(per_rate), x="rate", y="ms", hue="what", ax=b)
+    b.set(title="mean step at each rate", xlabel="offered rate (req/s)", ylabel="ms")
+    save_figure(fig, figures_dir, "served_steps_fit")
+    plt.show()
+
+# %% [markdown]
 # ## Paper A on the Whisper engine
 # `--config backend=vllm` runs paper A's policies on whisper-tiny served by `vllm serve` over
 # `/v1/audio/transcriptions` (LibriSpeech traces, each request carrying speech of its clip's
 # duration and the duration hint), and the same traces on `sim` and `vllm-sim` with the torch
-# profile's step-time fit of whisper-tiny on this CPU.
+# profile's step-time fit of whisper-tiny on this CPU (`profile`) and with fits of the served
+# engine's own steps, each rate held out (its steps are in the table above).
 
 # %%
 if "engine_asr" not in inputs:
     print("Not run: the Whisper engine sweep runs with `snakemake --config backend=vllm`.")
 else:
     easr = pd.read_parquet(inputs["engine_asr"])
-    asr_fid, asr_spread, asr_bad = engine_view(easr)
-    say_interference(asr_bad, "Whisper engine")
-    asr_errs = pd.concat([fidelity_errors(asr_fid, "vllm", c) for c in ("sim", "vllm-sim")])
-    asr_fid = asr_fid.astype({"backend": str, "policy": str})
+    asr_fid, asr_errs = engine_study(easr, "Whisper engine", None)
+    asr_fid = asr_fid.assign(line=np.where(asr_fid["backend"] == "vllm", "vllm",
+                                           asr_fid["backend"] + ", " + asr_fid["steptime_fit"].astype(str)))
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
-    for ax, metric in zip(axes, ("p50_e2el_ms", "p90_e2el_ms", "throughput_rps")):
-        sns.lineplot(data=asr_fid, x="rate", y=metric, hue="policy", style="backend", marker="o", ax=ax)
+    for ax, metric in zip(axes, READING_METRICS):
+        sns.lineplot(data=asr_fid.astype({"policy": str}), x="rate", y=metric, hue="policy", style="line",
+                     marker="o", ax=ax)
         ax.set(xlabel="offered rate (req/s)", title=metric)
     for ax in axes[:2]:
         ax.set_yscale("log")
     save_figure(fig, figures_dir, "whisper_engine_vs_sim")
     plt.show()
-    print("The Whisper engine's repeats (min / median / max):")
-    display(asr_spread[["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]].round(1))
-    display(asr_errs[["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]].round(1))
-    print(reading(asr_errs, asr_fid.loc[asr_fid["backend"] == "vllm", "throughput_rps"].max(), "Whisper engine"))
 
 # %% [markdown]
 # The distribution of the decoder engine's profiled step periods against the fitted model:
@@ -292,6 +353,6 @@ save_figure(fig, figures_dir, "vllm_profile_steps")
 plt.show()
 
 # %%
-ratio = speed_ratio(fid)
+ratio = speed_ratio(fid[fid["steptime_fit"] != STEP_FITS[1]])
 display(ratio.describe().to_frame().T.round(1))
 print(f"sim is {ratio.median():.0f}x faster than vllm-sim on the same runs (median; target >= 20x)")

@@ -446,6 +446,31 @@ def test_cli_simulate_is_byte_identical_and_matches_in_process(cli_inputs, tmp_p
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["results.parquet", "summary.json"]
 
 
+def test_cli_simulate_takes_one_step_time_model_per_run(cli_inputs, tmp_path):
+    """A sweep with one model per run (the fidelity study's fits, each with its rate held out):
+    each run advances by its own model, and the fit's name is in every summary."""
+    from schedlab.cli import main
+
+    _, paths = cli_inputs
+    slow = tmp_path / "slow.json"
+    CALIBRATED.scaled(2.0, 2.0).save(slow)
+    args = simulate_args(paths, "fcfs", tmp_path)
+    at = args.index("--steptime")
+    args[at + 1: at + 2] = [str(paths["steptime"]), str(slow)]
+    for flag, values in (("--trace", [paths["trace"]] * 2), ("--rate", ["20", "20"]),
+                         ("--out-results", [tmp_path / "a.parquet", tmp_path / "b.parquet"]),
+                         ("--out-summary", [tmp_path / "a.json", tmp_path / "b.json"])):
+        i = args.index(flag)
+        args[i + 1: i + 2] = map(str, values)
+    assert main([*args, "--steptime-fit", "held-out"]) == 0
+    a, b = (json.loads((tmp_path / f"{k}.json").read_text()) for k in "ab")
+    assert a["steptime_fit"] == b["steptime_fit"] == "held-out"
+    assert b["p50_e2el_ms"] > 1.5 * a["p50_e2el_ms"]
+    at = args.index("--steptime")
+    args[at + 1: at + 3] = [str(paths["steptime"])] * 3
+    assert main(args) == 2  # neither one model nor one per run
+
+
 # -- identical arrivals across policies -----------------------------------------------------
 def test_same_seed_same_arrivals_and_trace():
     a = arrival_times(12.0, rng=np.random.default_rng([4, 0]), duration_s=60.0)

@@ -11,7 +11,7 @@ from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.fit.calibrate import BASELINE_METRICS, baseline_rows, calibrate
 from schedlab.fit.kappa import fit_kappa, fit_languages, kappas
-from schedlab.fit.steptime import fit_steptime, predict
+from schedlab.fit.steptime import fit_held_out, fit_steptime, predict, read_engine_steps
 from schedlab.engine import Arena, EngineConfig
 from schedlab.simulate import run_policy
 from schedlab.engine.steptime import COMPUTE_TERMS, MEMORY_TERMS, StepTimeModel
@@ -156,6 +156,57 @@ def test_fit_steptime_needs_enough_rows():
 def test_fit_steptime_rejects_missing_columns(column):
     with pytest.raises(SchedlabError, match=column):
         fit_steptime(_profile(n=50).drop(columns=column))
+
+
+# -- held out by rate (served engine steps) ---------------------------------------------------
+def _served_steps(tmp_path):
+    """Step tables of three rates, as `schedlab vllm-serve` writes them: rates 1 and 2 follow
+    TRUE, rate 3's steps cost ten times as much (and carry prefill pairs the fit must not use)."""
+    paths = []
+    for k, rate in enumerate((1.0, 2.0, 3.0)):
+        steps = _profile(n=200, seed=10 + k, noise=1e-6).assign(source="vllm-served", rate=rate, policy="fcfs",
+                                                                prefill_pairs=np.arange(200) * 7)
+        if rate == 3.0:
+            steps["time_s"] *= 10
+        paths.append(tmp_path / f"rate{rate:g}_seed0_rep0.steps.parquet")
+        steps.to_parquet(paths[-1])
+    return paths
+
+
+def test_held_out_fit_leaves_out_the_held_out_rates_steps(tmp_path):
+    _served_steps(tmp_path)
+    steps = read_engine_steps([tmp_path])
+    assert len(steps) == 600
+    clean = fit_held_out(steps, 3.0)  # fitted on rates 1 and 2 only: TRUE exactly
+    assert clean.meta["held_out_rate"] == 3.0 and clean.meta["rates"] == [1.0, 2.0]
+    assert clean.meta["n_steps_by_rate"] == {"1": 200, "2": 200} and clean.meta["n_rows"] == 400
+    assert clean.intercept == pytest.approx(TRUE["const"], rel=1e-3)
+    assert clean.n_decode == pytest.approx(TRUE["n_decode"], rel=1e-3)
+    assert clean.prefill_pairs == 0.0 and "prefill_pairs" not in clean.meta["ci95"]  # the profile fit's terms
+    assert clean.meta["r2"] > 0.999
+    # Holding out rate 1 keeps rate 3's costlier steps: a different, worse fit.
+    mixed = fit_held_out(steps, 1.0)
+    assert mixed.meta["rates"] == [2.0, 3.0] and mixed.meta["r2"] < 0.99
+    everything = fit_held_out(steps, None)
+    assert everything.meta["held_out_rate"] is None and everything.meta["n_rows"] == 600
+    with pytest.raises(SchedlabError, match="no steps at rate 4"):
+        fit_held_out(steps, 4.0)
+    with pytest.raises(SchedlabError, match="another rate"):
+        fit_held_out(steps[steps["rate"] == 1.0], 1.0)
+
+
+def test_fit_engine_steps_cli_writes_one_fit_per_held_out_rate(tmp_path):
+    from schedlab.cli import main
+
+    _served_steps(tmp_path)
+    outs = [tmp_path / f"without{r}.json" for r in (1, 2, 3)]
+    assert main(["fit", "engine-steps", "--steps", str(tmp_path), "--held-out", "1", "2", "3",
+                 "--out", *map(str, outs), "--out-all", str(tmp_path / "all.json")]) == 0
+    for rate, out in zip((1.0, 2.0, 3.0), outs):
+        model = StepTimeModel.load(out)
+        assert model.meta["held_out_rate"] == rate and rate not in model.meta["rates"]
+    assert StepTimeModel.load(tmp_path / "all.json").meta["rates"] == [1.0, 2.0, 3.0]
+    assert main(["fit", "engine-steps", "--steps", str(tmp_path / "none"), "--held-out", "1", "--out", "x.json"]) == 2
 
 
 # -- StepTimeModel ----------------------------------------------------------------------------

@@ -40,3 +40,50 @@ def test_asr_rows_cover_table1_changes_and_saturation():
     assert sjf["ours"] == pytest.approx((1486.8 / (2 * 5423.8) - 1) * 100)
     assert set(t.loc[t["quantity"].str.startswith("FCFS"), "role"]) == {"fitted"}
     assert set(t.loc[t["quantity"].str.startswith(("SJF", "HRRN")), "role"]) == {"predicted"}
+
+
+def _engine_summary():
+    """Two rates, one policy: the engine (three repeats each, one of rate 2's interfered) and the
+    simulators with the profile's fit (50% slow) and with the engine's own steps (5% fast)."""
+    import pandas as pd
+
+    rows = []
+    key = {"workload": "w", "model": "m", "policy": "fcfs", "seed": 0}
+    for rate in (1.0, 2.0):
+        for rep, (e2el, share) in enumerate([(100.0, 0.01), (110.0, 0.02), (900.0, 0.5 if rate == 2 else 0.0)]):
+            rows.append({**key, "rate": rate, "backend": "vllm", "repeat": rep, "foreign_cpu_share": share,
+                         "p50_ttft_ms": 10.0, "p90_ttft_ms": 20.0, "p50_e2el_ms": e2el, "p90_e2el_ms": 2 * e2el,
+                         "throughput_rps": rate})
+        median = 110.0 if rate == 1 else 105.0
+        for backend in ("sim", "vllm-sim"):
+            for fit, factor in (("profile", 1.5), ("own steps, rate held out", 0.95)):
+                rows.append({**key, "rate": rate, "backend": backend, "steptime_fit": fit, "p50_ttft_ms": 10.0,
+                             "p90_ttft_ms": 20.0, "p50_e2el_ms": factor * median, "p90_e2el_ms": factor * 2 * median,
+                             "throughput_rps": rate})
+    return pd.DataFrame(rows)
+
+
+def test_engine_fidelity_is_read_per_fit_without_interfered_runs():
+    from schedlab.report import engine_view, fidelity_reading, fit_comparison, fit_errors, interference_note
+
+    summary = _engine_summary()
+    view, spread, bad = engine_view(summary)
+    assert len(bad) == 1 and bad["rate"].tolist() == [2.0]
+    assert spread.loc[("w", "m", "fcfs", 2.0, 0), ("p50_e2el_ms", "max")] == 900.0  # every repeat in the spread
+    errs = fit_errors(view)
+    assert len(errs) == 2 * 2 * 2  # fits x candidates x rates
+    own = errs[errs["fit"] == "own steps, rate held out"]
+    np.testing.assert_allclose(own["p50_e2el_ms"], -5.0)
+    np.testing.assert_allclose(errs[errs["fit"] == "profile"]["p50_e2el_ms"], 50.0)
+    text = fidelity_reading(own, saturation=2.0, label="Decoder engine")
+    assert "largest |error| is 5.0% on P50 E2EL" in text and "sim is faster than the engine" in text
+    assert "above the engine's in 0% " in text
+    assert "outside the 10% target" in fidelity_reading(errs[errs["fit"] == "profile"], 2.0, "x")
+    compared = fit_comparison(errs, "Decoder engine")
+    assert "5.0% on P50 E2EL" in compared and "against 50.0%" in compared and ": closer to the engine" in compared
+    note = interference_note(summary[summary["backend"] == "vllm"], bad, "Decoder engine")
+    assert "1 of 6 engine runs" in note and "left out" in note
+    everything = summary.assign(foreign_cpu_share=0.9)
+    v, _, b = engine_view(everything)
+    assert "not a result" in interference_note(everything[everything["backend"] == "vllm"], b, "x")
+    assert fidelity_reading(fit_errors(v), 2.0, "x") == "x: no clean engine run to compare with."

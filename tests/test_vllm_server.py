@@ -49,6 +49,18 @@ def test_the_readme_serve_lines_are_the_pipelines_commands():
     assert shlex.split(readme_serve_line("tiny-llama")) == slai
 
 
+def test_the_server_starts_without_a_job_runners_thread_counts(monkeypatch):
+    """Under Snakemake (MKL_NUM_THREADS=2, OPENBLAS_NUM_THREADS=2, ...) the CPU engine's worker
+    spun extra threads on its one pinned core: 0.4 s steps instead of 18 ms."""
+    names = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+             "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+    for name in names:
+        monkeypatch.setenv(name, "2")
+    env = server_env(SPEC)
+    assert not set(names) & set(env)
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+
+
 @pytest.fixture(scope="module")
 def whisper_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
@@ -86,9 +98,11 @@ def test_sjf_serves_a_short_clip_sent_after_a_long_one_first(whisper_server):
 
 def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
     """`schedlab vllm-serve`: one server, two traces, two repeats; every request completes
-    with its forced length, and each summary says how busy the rest of the machine was."""
+    with its forced length, and each summary says how busy the rest of the machine was. Each
+    replay's step table holds every engine step once: its prefill tokens add up to the
+    prompts, its decodes to every output token after the first."""
     rng = np.random.default_rng(1)
-    paths, labels = [], ["4", "8"]
+    paths, labels, traces = [], ["4", "8"], {}
     for label in labels:
         n = 12
         trace = pd.DataFrame(
@@ -103,6 +117,7 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
         )
         paths.append(tmp_path / f"trace{label}.parquet")
         trace.to_parquet(paths[-1])
+        traces[label] = trace
     out = tmp_path / "runs"
     proc = subprocess.run(
         [sys.executable, "-m", "schedlab.cli", "vllm-serve", "--policy", "sjf", "--model", "tiny-llama",
@@ -111,7 +126,8 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
          "--server-log", str(tmp_path / "server.log"), "--out-dir", str(out)],
         capture_output=True, text=True, timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:] + (tmp_path / "server.log").read_text()[-3000:]
+    log = tmp_path / "server.log"
+    assert proc.returncode == 0, proc.stderr[-3000:] + (log.read_text()[-3000:] if log.exists() else "")
     assert "--skip-tokenizer-init" in (tmp_path / "server.log").read_text().splitlines()[0]
     for label in labels:
         for rep in (0, 1):
@@ -123,6 +139,18 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
             res = pd.read_parquet(out / f"rate{label}_seed0_rep{rep}.parquet")
             assert tuple(res.columns[: len(RESULT_COLUMNS)]) == RESULT_COLUMNS
             assert (res["first_token_s"] >= res["arrival_s"]).all() and res["finish_s"].notna().all()
+            steps = pd.read_parquet(out / f"rate{label}_seed0_rep{rep}.steps.parquet")
+            trace = traces[label]
+            assert len(steps) == summary["steps"] and np.isfinite(summary["mean_step_ms"])
+            assert steps["n_prefill_tokens"].sum() == trace["prompt_tokens"].sum()
+            assert steps["n_decode"].sum() == (trace["output_tokens"] - 1).sum()
+            assert (steps["n_encoder"] == 0).all() and steps["n_decode"].between(0, 4).all()
+            assert (steps["ctx_tokens"] >= steps["n_decode"]).all() and (steps["n_scheduled"] >= 1).all()
+            assert (steps["time_s"] > 0).all() and (steps["time_s"] >= steps["t_update"] - steps["t_schedule"]).all()
+            assert steps["time_s"].sum() < summary["wall_s"] and steps["t_s"].between(0, summary["wall_s"] + 1).all()
+            assert (steps[["policy", "rate", "repeat"]].drop_duplicates().values.tolist()
+                    == [["sjf", float(label), rep]])
+    assert (tmp_path / "server.steps.csv").exists()  # the server's raw log, beside its log
 
 
 def test_the_vllm_command_runs_on_this_install():

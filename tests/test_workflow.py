@@ -14,12 +14,12 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def _snakemake(tmp_path, *args, pythonpath=None):
+def _snakemake(tmp_path, *args, pythonpath=None, config=()):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
     r = subprocess.run(
-        ["snakemake", *args, "--config", f"results={tmp_path / 'results'}"],
+        ["snakemake", *args, "--config", f"results={tmp_path / 'results'}", *config],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
     r.output = r.stdout + r.stderr
@@ -58,3 +58,26 @@ def test_dag_builds_without_vllm_or_torch(tmp_path):
     assert r.returncode == 0, r.output[-3000:]
     assert "imported" not in r.output
     assert re.search(r"^vllm_serve\s+\d+\s*$", r.output, re.M)
+
+
+def test_engine_simulations_use_step_fits_that_held_their_rate_out(tmp_path):
+    """Beside every served experiment (the decoder study; paper A's Whisper sweep with
+    backend=vllm) the simulators run twice: with the profile's fit and, as `<name>-heldout`,
+    each rate with the fit of the served steps of every other rate, fitted after the engine ran."""
+    r = _snakemake(tmp_path, "-n", "-p", config=["backend=vllm"])
+    assert r.returncode == 0, r.output[-3000:]
+    fits = re.findall(r"schedlab fit engine-steps --steps (.*?) --held-out ([\d. ]+?) --out (.*?) --out-all", r.output)
+    assert {re.search(r"runs/vllm/([^/]+)/", f[0]).group(1) for f in fits} == {"fidelity-engine", "librispeech-engine"}
+    for steps, rates, outs in fits:
+        assert len(steps.split()) >= 2  # every policy's server
+        assert [Path(o).stem for o in outs.split()] == [f"without_rate{x}" for x in rates.split()]
+    sims = [line for line in r.output.splitlines() if "schedlab simulate" in line]
+    held = [line for line in sims if re.search(r"--out-summary \S+-heldout/", line)]
+    assert len(held) == 2 * (2 + 4)  # sim and vllm-sim x (decoder study's + Whisper's policies)
+    for line in held:
+        models = re.search(r"--steptime (.*?) --steptime-fit", line).group(1).split()
+        rates = re.search(r"--rate ([\d. ]+?) --seed", line).group(1).split()
+        assert [Path(m).stem for m in models] == [f"without_rate{x}" for x in rates]
+        assert "--steptime-fit 'own steps, rate held out'" in line
+    profile = [line for line in sims if re.search(r"--out-summary \S+-engine/", line)]
+    assert profile and all("--steptime-fit profile" in line for line in profile)

@@ -145,6 +145,19 @@ def cmd_fit_steptime(args) -> None:
     fit_steptime(read_profile(args.profile), tile=args.tile).save(args.out)
 
 
+def cmd_fit_engine_steps(args) -> None:
+    from schedlab.fit.steptime import fit_held_out, read_engine_steps
+
+    if len(args.held_out) != len(args.out):
+        raise SchedlabError("--held-out and --out need one output per held-out rate")
+    steps = read_engine_steps(args.steps)
+    models = {out: fit_held_out(steps, rate) for rate, out in zip(args.held_out, args.out)}
+    if args.out_all:
+        models[args.out_all] = fit_held_out(steps, None)
+    for out, model in models.items():
+        model.save(out)
+
+
 def cmd_fit_kappa(args) -> None:
     from schedlab.data import fleurs
     from schedlab.data.sources import DataUnavailable
@@ -225,20 +238,28 @@ def cmd_simulate(args) -> None:
     rates = args.rate if args.rate is not None else [float("nan")] * n
     if not len(rates) == len(args.out_results) == len(args.out_summary) == n:
         raise SchedlabError("--trace, --rate, --out-results and --out-summary need one value per run")
+    if len(args.steptime) not in (1, n):
+        raise SchedlabError("--steptime needs one model for every run or one per run")
     make_policy(args.policy)  # fail early on an unknown name
-    arena = Arena(StepTimeModel.load(args.steptime), _engine(args), _kappa(args.kappa))
+    engine, kappa = _engine(args), _kappa(args.kappa)
+    arenas = {path: Arena(StepTimeModel.load(path), engine, kappa) for path in args.steptime}
+    steptimes = args.steptime * n if len(args.steptime) == 1 else args.steptime
     traces = [_trace(args, path) for path in args.trace]  # every input checked before any run
-    for trace, rate, out_results, out_summary in zip(traces, rates, args.out_results, args.out_summary):
+    fit = {"steptime_fit": args.steptime_fit} if args.steptime_fit else {}
+    for trace, rate, steptime, out_results, out_summary in zip(
+        traces, rates, steptimes, args.out_results, args.out_summary
+    ):
         result, summary = run_policy(
             trace,
             args.policy,
-            arena,
+            arenas[steptime],
             identity={
                 "workload": args.workload,
                 "rate": rate,
                 "model": args.model,
                 "hardware": args.hardware,
                 "seed": args.seed,
+                **fit,
             },
             backend=args.backend,
             model=args.model,
@@ -366,6 +387,14 @@ def build_parser() -> argparse.ArgumentParser:
     fs.add_argument("--tile", type=int, default=0, help="GEMM tile width: fit the tile staircase (0: none)")
     fs.add_argument("--out", required=True)
     fs.set_defaults(func=cmd_fit_steptime)
+    fe = fsub.add_parser("engine-steps", help="step-time OLS on served runs' engine steps, one rate held out per fit")
+    fe.add_argument("--steps", nargs="+", required=True,
+                    help="step tables (*.steps.parquet from `schedlab vllm-serve`), or folders of them")
+    fe.add_argument("--held-out", type=_positive, nargs="+", required=True,
+                    help="rates to hold out, one fit each (fitted on the steps of every other rate)")
+    fe.add_argument("--out", nargs="+", required=True, help="one step-time JSON per held-out rate")
+    fe.add_argument("--out-all", help="also a fit on every step (no rate held out)")
+    fe.set_defaults(func=cmd_fit_engine_steps)
     fk = fsub.add_parser("kappa", help="tokens per second of audio, per language")
     fk.add_argument("--librispeech", required=True, help="parquet from `schedlab data`")
     fk.add_argument("--fleurs", nargs="*", default=["es", "hi", "ar"])
@@ -397,7 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", choices=("sim", "vllm-sim"), default="sim",
                    help="sim: schedlab's engine; vllm-sim: vLLM's real scheduler on a virtual clock")
     _run_args(s, sweep=True)
-    s.add_argument("--steptime", required=True, help="step-time JSON from `schedlab fit`")
+    s.add_argument("--steptime", required=True, nargs="+",
+                   help="step-time JSON from `schedlab fit`: one for every run, or one per run")
+    s.add_argument("--steptime-fit", help="which fit the step-time models are, recorded in the summaries")
     s.add_argument("--max-in-flight", type=_positive_int,
                    help="the client's cap on requests in flight (latencies count from sending)")
     _engine_args(s)

@@ -104,6 +104,95 @@ def speed_ratio(summary: pd.DataFrame, fast: str = "sim", slow: str = "vllm-sim"
     return (wall[slow] / wall[fast]).dropna().rename(f"{slow} / {fast} wall time")
 
 
+# -- the simulators against a real engine ----------------------------------------------------
+#: A served run is interfered when other processes kept more than this share of the machine's
+#: cores busy while it ran (``foreign_cpu_share`` in its summary).
+INTERFERENCE = 0.10
+#: The step-time fits the simulators run beside a served engine (``steptime_fit`` in their
+#: summaries): a separate profile of the device, and the engine's own steps at the other rates.
+STEP_FITS = ("profile", "own steps, rate held out")
+RUN_KEYS = ["workload", "model", "policy", "rate", "seed"]
+READING_METRICS = ["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]
+
+
+def engine_view(summary: pd.DataFrame, threshold: float = INTERFERENCE):
+    """Clean engine runs' medians over repeats (one row per run key, like the simulators'), the
+    min / median / max of every repeat, and the interfered runs (left out of the medians)."""
+    eng = summary[summary["backend"] == "vllm"]
+    bad = eng[eng["foreign_cpu_share"] > threshold]
+    clean = eng[eng["foreign_cpu_share"] <= threshold]
+    med = clean.groupby(RUN_KEYS, as_index=False)[FIDELITY_METRICS].median().assign(backend="vllm")
+    spread = eng.groupby(RUN_KEYS)[FIDELITY_METRICS].agg(["min", "median", "max"])
+    return pd.concat([summary[summary["backend"] != "vllm"], med], ignore_index=True), spread, bad
+
+
+def fit_errors(view: pd.DataFrame) -> pd.DataFrame:
+    """Errors (%) of sim and vllm-sim against the engine (:func:`engine_view`'s medians), one
+    block per step-time fit (column ``fit``)."""
+    fits = view["steptime_fit"] if "steptime_fit" in view else pd.Series(np.nan, index=view.index)
+    parts = [
+        fidelity_errors(view[(view["backend"] == "vllm") | (fits == fit)], "vllm", c).assign(fit=fit)
+        for fit in STEP_FITS
+        for c in ("sim", "vllm-sim")
+    ]
+    out = pd.concat(parts)
+    return out if len(out) else out.assign(fit=pd.Series(dtype=str))
+
+
+def interference_note(engine_runs: pd.DataFrame, bad: pd.DataFrame, label: str, threshold: float = INTERFERENCE) -> str:
+    """Whether other processes shared the machine with the engine, from its runs' summaries."""
+    share = engine_runs["foreign_cpu_share"]
+    if bad.empty:
+        return (f"{label}: no interference (other processes kept at most {share.max():.1%} of the cores busy, "
+                f"the limit being {threshold:.0%}).")
+    verdict = ("every engine run was interfered, so this run's comparison is not a result" if len(bad) == len(share)
+               else "they are left out of the comparison")
+    return (f"{label}: {len(bad)} of {len(share)} engine runs ran beside other CPU-heavy processes (up to "
+            f"{share.max():.0%} of the cores busy, limit {threshold:.0%}): {verdict}.")
+
+
+def fidelity_reading(errs: pd.DataFrame, saturation: float, label: str, candidate: str = "sim") -> str:
+    """Sentences about ``candidate``'s errors against the engine (one fit's rows of
+    :func:`fit_errors`), computed from them: the largest errors below 80% of the engine's
+    highest throughput and at every rate, where P50 E2EL is off most and which way."""
+    e = errs[errs["candidate"] == candidate].reset_index()
+    if e.empty:
+        return f"{label}: no clean engine run to compare with."
+    below = e[e["rate"] <= 0.8 * saturation]
+    out = [f"{label}: the engine's highest measured throughput is {saturation:.2f} req/s."]
+    for name, part in (("up to 80% of it", below), ("at every rate", e)):
+        if part.empty:
+            out.append("No swept rate is below 80% of it.")
+            continue
+        worst = part[READING_METRICS].abs().max()
+        where = part.loc[part["p50_e2el_ms"].abs().idxmax()]
+        sign = "slower" if where["p50_e2el_ms"] > 0 else "faster"
+        verdict = "within" if worst.max() <= 10 else "outside"
+        out.append(
+            f"{name[0].upper() + name[1:]}, {candidate}'s largest |error| is {worst['p50_e2el_ms']:.1f}% on P50 E2EL, "
+            f"{worst['p90_e2el_ms']:.1f}% on P90 E2EL and {worst['throughput_rps']:.1f}% on throughput "
+            f"({verdict} the 10% target); P50 E2EL is off most at {where['rate']:g} req/s under "
+            f"{where['policy']}, where {candidate} is {sign} than the engine."
+        )
+    out.append(f"{candidate}'s P50 E2EL is above the engine's in {(e['p50_e2el_ms'] > 0).mean():.0%} of the compared runs.")
+    return " ".join(out)
+
+
+def fit_comparison(errs: pd.DataFrame, label: str, candidate: str = "sim") -> str:
+    """One sentence: the median |error| of ``candidate`` with each fit, and which is closer."""
+    e = errs[errs["candidate"] == candidate]
+    med = e.groupby("fit")[READING_METRICS].apply(lambda d: d.abs().median())
+    if not set(STEP_FITS) <= set(med.index):
+        return f"{label}: the two fits cannot be compared (no clean engine run beside one of them)."
+    prof, own = med.loc[STEP_FITS[0]], med.loc[STEP_FITS[1]]
+    closer = "closer to" if own["p50_e2el_ms"] < prof["p50_e2el_ms"] else "no closer to"
+    return (f"{label}: with the engine's own steps (each rate simulated with a fit of the other rates' steps) "
+            f"{candidate}'s median |error| is {own['p50_e2el_ms']:.1f}% on P50 E2EL, {own['p90_e2el_ms']:.1f}% on "
+            f"P90 E2EL and {own['throughput_rps']:.1f}% on throughput, against {prof['p50_e2el_ms']:.1f}%, "
+            f"{prof['p90_e2el_ms']:.1f}% and {prof['throughput_rps']:.1f}% with the profile's fit: {closer} the "
+            f"engine on the median.")
+
+
 # -- paper vs ours --------------------------------------------------------------------------
 #: A number is reproduced when ours is within this many percent of the paper's (or, for a
 #: change in percent, this many percentage points).

@@ -37,13 +37,27 @@ def rate_label(rate):
     return str(int(rate)) if float(rate).is_integer() else str(rate)
 
 
+#: Suffix of a served experiment's twin simulated with its own steps' fits, one rate held out.
+HELD_OUT = "-heldout"
+
+
+def held_out_fit(experiment, rate):
+    """The step-time fit of ``experiment``'s served steps at every rate but ``rate`` (None:
+    every rate)."""
+    stem = "all_rates" if rate is None else f"without_rate{rate_label(rate)}"
+    return f"{RESULTS}/fit/steptime/served/{experiment}/{stem}.json"
+
+
 def _experiments():
-    """name -> {workload, model, rates, steptime[, engine]}: every run the pipeline knows how to make.
+    """name -> {workload, model, rates, steptime[, engine, policies, fit, served]}: every run the
+    pipeline knows how to make.
 
     Paper A's experiments use the roofline calibrated to the paper's hardware. The real-engine
-    experiments (`engine`: the server's limits) are simulated with a fit of the local device:
-    paper A's reduced sweep (Whisper) with the torch profile's fit, the decoder fidelity
-    study with the fit of the engine's own profile.
+    experiments (`engine`: the server's limits; `policies`: the servers started) are simulated
+    twice: with a fit of a separate profile of the local device (paper A's reduced sweep,
+    Whisper, with the torch profile's fit; the decoder fidelity study with the engine's own
+    profile's), and as `<name>-heldout`, each rate with the fit of the served runs' own engine
+    steps at every other rate (`steptime`: rate -> fit; `served`: whose steps).
     """
     calibrated = lambda model: f"{RESULTS}/fit/steptime/calibrated/{ASR['hardware']}/{model}.json"
     decoder = {
@@ -58,15 +72,43 @@ def _experiments():
             **e,
             "model": whisper["model"],
             "engine": whisper,
+            "policies": VLLM["asr"]["policies"],
+            "fit": "profile",
             "steptime": f"{RESULTS}/fit/steptime/torch/local/{whisper['model']}.json",
         }
     exps["fidelity-engine"] = {
         **FIDELITY["engine"],
         "model": decoder["model"],
         "engine": decoder,
+        "policies": FIDELITY["policies"],
+        "fit": "profile",
         "steptime": f"{RESULTS}/fit/steptime/vllm/local/{decoder['model']}.json",
     }
+    for name in [n for n, e in exps.items() if "engine" in e]:
+        exps[f"{name}{HELD_OUT}"] = {
+            **exps[name],
+            "served": name,
+            "fit": "own steps, rate held out",
+            "steptime": {r: held_out_fit(name, r) for r in exps[name]["rates"]},
+        }
     return exps
+
+
+def served_experiments():
+    """The real-engine experiments (each with a `-heldout` twin)."""
+    return [n for n, e in EXPERIMENTS.items() if "engine" in e and "served" not in e]
+
+
+def steptime_inputs(experiment, rates):
+    """The step-time model of each of ``rates`` (one for all, or one per rate)."""
+    steptime = EXPERIMENTS[experiment]["steptime"]
+    return [steptime[r] for r in rates] if isinstance(steptime, dict) else steptime
+
+
+def fit_flag(experiment):
+    """`schedlab simulate`'s record of which fit drives an engine experiment's simulations."""
+    fit = EXPERIMENTS[experiment].get("fit")
+    return f"--steptime-fit {shlex.quote(fit)}" if fit else ""
 
 
 EXPERIMENTS = _experiments()
@@ -185,13 +227,18 @@ def asr_sweep(backend):
 
 
 def engine_asr_runs():
-    """The reduced Whisper sweep on every backend (calibration notebook, `backend=vllm`)."""
+    """The reduced Whisper sweep on every backend, and on the simulators with the held-out fits
+    of its own steps (calibration notebook, `backend=vllm`)."""
     names = [f"{n}-engine" for n in VLLM["reduced_experiments"]]
-    return [f for b in BACKENDS for f in sweep(b, names, VLLM["asr"]["policies"])]
+    policies = VLLM["asr"]["policies"]
+    return [f for b in BACKENDS for f in sweep(b, names, policies)] + [
+        f for b in SIM_BACKENDS for f in sweep(b, [f"{n}{HELD_OUT}" for n in names], policies)
+    ]
 
 
 def fidelity_runs():
-    """The same traces and policies on every backend (see the calibration notebook)."""
+    """The same traces and policies on every backend (see the calibration notebook); the
+    engine's traces on the simulators with either fit."""
     asr = FIDELITY["asr"]["experiment"]
     runs = [
         run_path(b, asr, p, r, s)
@@ -200,7 +247,11 @@ def fidelity_runs():
         for r in FIDELITY["asr"]["rates"]
         for s in config["seeds"]
     ]
-    return runs + [f for b in BACKENDS for f in sweep(b, ["fidelity-engine"], FIDELITY["policies"])]
+    return (
+        runs
+        + [f for b in BACKENDS for f in sweep(b, ["fidelity-engine"], FIDELITY["policies"])]
+        + [f for b in SIM_BACKENDS for f in sweep(b, [f"fidelity-engine{HELD_OUT}"], FIDELITY["policies"])]
+    )
 
 
 def simulation_plan():
@@ -217,11 +268,12 @@ def simulation_plan():
                 job["rates"] |= set(EXPERIMENTS[name]["rates"] if rates is None else rates)
 
     add(SIM_BACKENDS, [FIDELITY["asr"]["experiment"]], FIDELITY["policies"], FIDELITY["asr"]["rates"])
-    add(SIM_BACKENDS, ["fidelity-engine"], FIDELITY["policies"])
+    add(SIM_BACKENDS, ["fidelity-engine", f"fidelity-engine{HELD_OUT}"], FIDELITY["policies"])
     if config["backend"] in SIM_BACKENDS:
         add([config["backend"]], ASR["experiments"], ASR["policies"])
     if config["backend"] == "vllm":
-        add(SIM_BACKENDS, [f"{n}-engine" for n in VLLM["reduced_experiments"]], VLLM["asr"]["policies"])
+        names = [f"{n}-engine" for n in VLLM["reduced_experiments"]]
+        add(SIM_BACKENDS, names + [f"{n}{HELD_OUT}" for n in names], VLLM["asr"]["policies"])
     return {k: {"policies": sorted(v["policies"]), "rates": sorted(v["rates"])} for k, v in plan.items()}
 
 
@@ -537,11 +589,21 @@ def notebook_inputs(name):
             + [("torch", "local", m) for m in torch_models]
             + [("vllm", "local", VLLM["model"])]
         )
+        # Served experiments whose own steps are fitted: the decoder study's, and paper A's
+        # reduced Whisper sweep when it runs.
+        served = ["fidelity-engine"] + (
+            [f"{n}-engine" for n in VLLM["reduced_experiments"]] if config["backend"] == "vllm" else []
+        )
         return {
             **common,
             # Step-time fits and the profiles they were fitted to, in the same order.
             "fits": [f"{RESULTS}/fit/steptime/{s}/{h}/{m}.json" for s, h, m in fitted],
             "profiles": [f"{RESULTS}/profile/{s}/{h}/{m}.parquet" for s, h, m in fitted],
+            # Fits of the served runs' own steps (each rate held out, and all rates) and the
+            # engine jobs' folders holding those steps (`*.steps.parquet`).
+            "held_out_fits": [held_out_fit(n, r) for n in served for r in EXPERIMENTS[n]["rates"]],
+            "all_rates_fits": [held_out_fit(n, None) for n in served],
+            "engine_steps": [engine_run_dir(n, p) for n in served for p in EXPERIMENTS[n]["policies"]],
             "fidelity": rules.collect_fidelity.output[0],
             # Paper A's reduced sweep on the Whisper engine beside sim and vllm-sim (its
             # runs are made when the sweep's backend is the engine: `--config backend=vllm`).

@@ -30,6 +30,31 @@ rule fit_steptime:
         "schedlab fit steptime --profile {input} --out {output} > {log} 2>&1"
 
 
+# The step-time model of a served experiment's simulations, fitted to the engine's own steps
+# (every step of every policy's server and repeat, logged by the scheduler): one fit per rate,
+# on the steps of every other rate, so no simulated rate sees its own steps; and one on all.
+for _served in served_experiments():
+    _exp = EXPERIMENTS[_served]
+
+    rule:
+        name:
+            rule_name("fit_engine_steps", _served)
+        input:
+            [engine_run_dir(_served, p) for p in _exp["policies"]],
+        output:
+            held_out=[held_out_fit(_served, r) for r in _exp["rates"]],
+            all_rates=held_out_fit(_served, None),
+        log:
+            f"{RESULTS}/logs/fit/steptime/served/{_served}.log",
+        conda:
+            SIM_ENV
+        params:
+            rates=" ".join(rate_label(r) for r in _exp["rates"]),
+        shell:
+            "schedlab fit engine-steps --steps {input} --held-out {params.rates} --out {output.held_out} "
+            "--out-all {output.all_rates} > {log} 2>&1"
+
+
 rule calibrate:
     input:
         base=f"{RESULTS}/fit/steptime/roofline/{{hardware}}/{ASR['calibration']['model']}.json",

@@ -1,6 +1,7 @@
 # Runs: one job per (backend, experiment, policy, seed) sweeping the experiment's rates in one
 # process (one rule per (backend, experiment), since each has its own rates), writing each
-# run's per-request table and summary; then one summary table per study.
+# run's per-request table and summary; then one summary table per study. A served
+# experiment's `-heldout` twin runs each rate with its own step-time fit (fit_engine_steps_*).
 
 for (_backend, _experiment), _job in simulation_plan().items():
     _exp = EXPERIMENTS[_experiment]
@@ -12,7 +13,7 @@ for (_backend, _experiment), _job in simulation_plan().items():
             rule_name("simulate", _backend, _experiment)
         input:
             traces=[f"{RESULTS}/traces/{_exp['workload']}/rate{r}_seed{{seed}}.parquet" for r in _labels],
-            steptime=_exp["steptime"],
+            steptime=steptime_inputs(_experiment, _job["rates"]),
             kappa=rules.kappa.output[0],
         output:
             results=[f"{_runs}/rate{r}_seed{{seed}}.parquet" for r in _labels],
@@ -31,9 +32,10 @@ for (_backend, _experiment), _job in simulation_plan().items():
             rates=" ".join(_labels),
             engine=simulate_flags(_experiment),
             client=client_flags(_experiment),
+            fit=fit_flag(_experiment),
         shell:
             "schedlab simulate --backend {params.backend} --trace {input.traces} --policy {wildcards.policy} "
-            "--steptime {input.steptime} --kappa {input.kappa} --model {params.model} {params.engine} {params.client} "
+            "--steptime {input.steptime} {params.fit} --kappa {input.kappa} --model {params.model} {params.engine} {params.client} "
             "--workload {params.workload} --rate {params.rates} --seed {wildcards.seed} "
             "--out-results {output.results} --out-summary {output.summaries} > {log} 2>&1"
 

@@ -27,6 +27,16 @@ from schedlab.latency.catalogue import model_arch, model_dir
 from schedlab.engine.log import RequestLog
 from schedlab.engine.core import RunResult
 
+#: Thread counts a job runner sets for a job (Snakemake: each to the job's threads). In a CPU
+#: engine they give torch or numpy's BLAS extra threads, which vLLM's worker pins to the core
+#: of its one compute thread, where they spin: steps measured under Snakemake with
+#: ``MKL_NUM_THREADS=2`` and ``OPENBLAS_NUM_THREADS=2`` took 0.3 s instead of 16 ms. The engine
+#: starts without them.
+RUNNER_THREAD_VARS = (
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
 SCHEDULER = "schedlab.backends.vllm_scheduler.SchedlabScheduler"
 ASYNC_SCHEDULER = "schedlab.backends.vllm_scheduler.SchedlabAsyncScheduler"
 PLAN_SCHEDULER = "schedlab.backends.vllm_plan.SchedlabPlanScheduler"
@@ -67,7 +77,8 @@ def start_engine(spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, flo
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
         # vLLM serves with one torch thread unless OMP_NUM_THREADS says otherwise; job runners
         # (Snakemake sets it to a job's threads) would silently change the engine's speed.
-        os.environ.pop("OMP_NUM_THREADS", None)
+        for name in RUNNER_THREAD_VARS:
+            os.environ.pop(name, None)
     from vllm import LLM
 
     arch = model_arch(spec.model)

@@ -12,6 +12,9 @@ job's size is its max_tokens.
 The victim rule uses vLLM's priority path: with ``SchedulingPolicy.PRIORITY`` vLLM preempts
 ``max(running, key=(priority, arrival_time))``, so before each step the running requests are
 ranked by the policy's ``victim_key``. Policies without a key keep vLLM's default (the newest).
+
+With ``"step_log": "<path>"`` in the same section, every step that runs the model is logged
+(its composition and wall-clock time stamps; :mod:`schedlab.backends.step_log`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
+from schedlab.backends.step_log import StepLog
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_estimate
 from schedlab.policies import Policy, make_policy
@@ -132,6 +136,8 @@ class SchedlabMixin:
         self.allow_client_priority = opts.allow_client_priority
         self._next_id = 0
         self._step_now: float | None = None
+        self.step_log = StepLog(opts.step_log) if opts.step_log else None
+        self._logged: dict[int, tuple] = {}  # id(scheduler output) -> (schedule time, composition)
         self.waiting = PolicyQueue(self.schedlab_policy, self._job, self._policy_clock)
         if self.schedlab_policy.ranks_victims:
             self.policy = SchedulingPolicy.PRIORITY
@@ -162,6 +168,7 @@ class SchedlabMixin:
         return self.clock() if self._step_now is None else self._step_now
 
     def schedule(self, *args, **kwargs):
+        wall = time.time()
         self._step_now = now = self.clock()
         try:
             if self.schedlab_policy.ranks_victims and self.running:
@@ -174,7 +181,24 @@ class SchedlabMixin:
         finally:
             self._step_now = None
         self.last_composition = step_composition(self, self.last_output)
+        if self.step_log is not None and self.last_output.total_num_scheduled_tokens > 0:
+            self._logged[id(self.last_output)] = (wall, self.last_composition)
         return self.last_output
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        outputs = super().update_from_output(scheduler_output, model_runner_output)
+        logged = self._logged.pop(id(scheduler_output), None) if self.step_log is not None else None
+        if logged is not None:
+            self.step_log.record(
+                logged[0], time.time(), logged[1], len(scheduler_output.num_scheduled_tokens),
+                len(self.running), len(self.waiting), self.has_unfinished_requests(),
+            )
+        return outputs
+
+    def shutdown(self) -> None:
+        if self.step_log is not None:
+            self.step_log.flush()
+        super().shutdown()
 
 
 class SchedlabScheduler(SchedlabMixin, Scheduler):

@@ -31,6 +31,7 @@ from schedlab.backends.vllm_engine import (
     ASYNC_PLAN_SCHEDULER,
     ASYNC_SCHEDULER,
     PLAN_SCHEDULER,
+    RUNNER_THREAD_VARS,
     SCHEDULER,
     EngineSpec,
 )
@@ -45,15 +46,20 @@ READY_TIMEOUT_S = 600.0
 
 
 def serve_command(folder: str | Path, spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,
-                  builder: str | None = None) -> list[str]:
+                  builder: str | None = None, step_log: str | Path | None = None) -> list[str]:
     """The ``vllm serve`` command line of ``spec`` with ``policy`` as the waiting queue or,
-    given ``builder``, a paper C scheduler's step plans (no host or port)."""
+    given ``builder``, a paper C scheduler's step plans (no host or port); with ``step_log``
+    (policies only), the scheduler logs every engine step there
+    (:mod:`schedlab.backends.step_log`)."""
     arch = model_arch(spec.model)
     whisper = arch.encoder_frames > 0
     cpu = spec.device == "cpu"
     if builder is None:
-        cls, schedlab = SCHEDULER if cpu else ASYNC_SCHEDULER, {"schedlab": {"policy": policy, "kappa": kappa or {}}}
+        options = {"policy": policy, "kappa": kappa or {}, **({"step_log": str(step_log)} if step_log else {})}
+        cls, schedlab = SCHEDULER if cpu else ASYNC_SCHEDULER, {"schedlab": options}
     else:
+        if step_log:
+            raise SchedlabError("the step log is written by the policy scheduler, not by step-plan schedulers")
         cls, schedlab = PLAN_SCHEDULER if cpu else ASYNC_PLAN_SCHEDULER, {"schedlab": {"scheduler": builder}}
     cmd = [
         "vllm", "serve", str(folder),
@@ -89,7 +95,8 @@ def server_env(spec: EngineSpec) -> dict[str, str]:
     env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
     if spec.device == "cpu":
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
-        env.pop("OMP_NUM_THREADS", None)
+        for name in RUNNER_THREAD_VARS:
+            env.pop(name, None)
     return env
 
 
@@ -191,7 +198,7 @@ def machine_busy_cpu_s() -> float:
 @dataclass
 class ServedRun:
     """One replay's results table, token gaps (all, and per class), and what the machine did
-    meanwhile."""
+    meanwhile (with the wall-clock time at which it started and ended, to find its engine steps)."""
 
     requests: pd.DataFrame
     gaps: object
@@ -200,6 +207,8 @@ class ServedRun:
     server_cpu_s: float
     client_cpu_s: float
     machine_cpu_s: float
+    started: float = float("nan")
+    ended: float = float("nan")
 
     def result(self):
         """As a :class:`~schedlab.engine.RunResult`; what a client cannot see (steps, busy
@@ -229,13 +238,23 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
     from schedlab.backends.http_client import replay_http
 
     server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
+    started = time.time()
     res = replay_http(server.url, trace, model=model, whisper=whisper, warmup_s=warmup_s)
     return ServedRun(
         res.log.frame(), res.log.gaps, res.log.class_gaps, res.wall_s,
         server_cpu_s=server.cpu_seconds() - server0,
         client_cpu_s=time.process_time() - client0,
         machine_cpu_s=machine_busy_cpu_s() - machine0,
+        started=started,
+        ended=time.time(),
     )
+
+
+def step_log_path(server_log: str | Path) -> Path:
+    """Where a server's scheduler logs its steps: beside its log (absolute, as the server's
+    working folder may differ)."""
+    log = Path(server_log).resolve()
+    return log.with_name(log.stem + ".steps.csv")
 
 
 def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict[str, float],
@@ -243,32 +262,45 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                out_dir: str | Path, seed: int = 0) -> list[Path]:
     """Start one server for ``policy`` and replay every trace (``{rate label: trace}``)
     ``repeats`` times, in that order; write ``rate<label>_seed<seed>_rep<k>.parquet`` (the
-    per-request results) and ``.json`` (the run summary) under ``out_dir``."""
+    per-request results), ``.json`` (the run summary) and ``.steps.parquet`` (every engine
+    step of the replay, :func:`schedlab.backends.step_log.step_table`, with the run's policy,
+    rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log."""
+    from schedlab.backends.step_log import step_table, steps_between, wait_for_idle
+    from schedlab.backends.vllm_profile import device_label
     from schedlab.io import write_json, write_parquet
     from schedlab.metrics import summarize
 
     whisper = model_arch(spec.model).encoder_frames > 0
-    cmd = serve_command(folder, spec, policy=policy, kappa=kappa)
+    steps_csv = step_log_path(server_log)
+    cmd = serve_command(folder, spec, policy=policy, kappa=kappa, step_log=steps_csv)
     written = []
     with start_server(cmd, log=server_log, env=server_env(spec)) as server:
         for rep in range(repeats):
             for label, trace in traces.items():
                 run = replay_served(server, trace, model=spec.model, whisper=whisper)
+                steps = steps_between(
+                    step_table(wait_for_idle(steps_csv, run.started), hardware=device_label(spec), model=spec.model),
+                    run.started, run.ended,
+                ).assign(policy=policy, rate=float(label), seed=seed, repeat=rep)
                 summary = summarize(
                     run.requests, run.gaps, policy=policy, backend="vllm", rate=float(label),
                     model=spec.model, hardware=spec.device, seed=seed, **identity,
                 )
+                steps["foreign_cpu_share"] = run.foreign_cpu_share()
                 summary.update(
                     repeat=rep,
                     preemptions=0,
                     kv_capacity_blocks=-1,
-                    mean_step_ms=float("nan"),
+                    steps=len(steps),
+                    mean_step_ms=float(steps["time_s"].mean() * 1e3) if len(steps) else float("nan"),
                     sched_overhead_us_per_req=float("nan"),
                     server_ready_s=server.ready_s,
                     **run.figures(),
                 )
+                # (a rate label may hold a '.': no with_suffix)
                 stem = Path(out_dir) / f"rate{label}_seed{seed}_rep{rep}"
-                write_parquet(run.requests, stem.with_suffix(".parquet"))
-                write_json(summary, stem.with_suffix(".json"))
+                write_parquet(run.requests, f"{stem}.parquet")
+                write_parquet(steps, f"{stem}.steps.parquet")
+                write_json(summary, f"{stem}.json")
                 written.append(stem)
     return written

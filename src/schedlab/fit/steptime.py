@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
@@ -66,3 +68,39 @@ def fit_steptime(profile: pd.DataFrame, tile: int = 0) -> StepTimeModel:
 def predict(model: StepTimeModel, profile: pd.DataFrame) -> np.ndarray:
     pairs = profile[PREFILL_PAIRS].to_numpy(float) if PREFILL_PAIRS in profile else 0
     return np.asarray(model(*(profile[f].to_numpy(float) for f in STEP_FEATURES), pairs), dtype=float)
+
+
+def read_engine_steps(paths) -> pd.DataFrame:
+    """Step tables of served runs (``*.steps.parquet`` files, or folders of them: one engine
+    job's runs), each checked as a profile, with their run's ``rate``."""
+    from pathlib import Path
+
+    from schedlab.validation import read_profile
+
+    files = [q for p in map(Path, paths) for q in (sorted(p.glob("*.steps.parquet")) if p.is_dir() else [p])]
+    if not files:
+        raise SchedlabError(f"no step tables (*.steps.parquet) in {', '.join(map(str, paths))}")
+    tables = []
+    for f in files:
+        t = read_profile(f)
+        if "rate" not in t:
+            raise SchedlabError(f"{f}: a step table needs its run's 'rate' column")
+        tables.append(t)
+    return pd.concat(tables, ignore_index=True)
+
+
+def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
+    """The profile fit's model (:func:`fit_steptime`, the same terms: no prefill pairs) on the
+    served steps of every rate except ``rate`` (None: every rate); ``meta`` says which rates
+    it saw and which it held out."""
+    rates = sorted(float(r) for r in steps["rate"].unique())
+    if rate is not None and float(rate) not in rates:
+        raise SchedlabError(f"no steps at rate {rate:g} (the steps' rates: {', '.join(f'{r:g}' for r in rates)})")
+    kept = steps if rate is None else steps[steps["rate"].astype(float) != float(rate)]
+    if kept.empty:
+        raise SchedlabError(f"holding out rate {rate:g} leaves no steps: the fit needs steps of another rate")
+    model = fit_steptime(kept[list(PROFILE_COLUMNS)])
+    seen = sorted(float(r) for r in kept["rate"].unique())
+    held = {"held_out_rate": None if rate is None else float(rate), "rates": seen, "n_steps_by_rate":
+            {f"{r:g}": int((kept["rate"].astype(float) == r).sum()) for r in seen}}
+    return replace(model, meta={**model.meta, **held})

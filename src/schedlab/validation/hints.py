@@ -75,11 +75,13 @@ def checked_hint(xargs, *, allow_priority: bool) -> dict:
 
 class ServerOptions(Strict):
     """The ``schedlab`` section of vLLM's ``--additional-config``: the policy, kappa per
-    language, and whether clients may send a ``priority`` hint."""
+    language, whether clients may send a ``priority`` hint, and where to log every engine step
+    (:mod:`schedlab.backends.step_log`; no log without it)."""
 
     policy: str = "fcfs"
     kappa: dict[str, Positive] = {}
     allow_client_priority: bool = False
+    step_log: Annotated[str, Field(min_length=1)] | None = None
 
 
 def server_options(additional_config: dict | None) -> ServerOptions:

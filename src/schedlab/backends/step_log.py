@@ -1,0 +1,111 @@
+"""Every step of a served engine: its composition and timing, logged by the scheduler.
+
+With ``"step_log": "<path>"`` in the ``schedlab`` section of ``--additional-config``,
+:class:`~schedlab.backends.vllm_scheduler.SchedlabScheduler` appends one CSV row per engine
+step that ran the model (:data:`RAW_COLUMNS`): the wall-clock time at which ``schedule()``
+was called and at which ``update_from_output()`` returned, the step's composition as
+schedlab's engine counts it (the features of :class:`~schedlab.engine.steptime.StepTimeModel`
+and the prefill attention pairs), how many requests it scheduled, how many were running and
+waiting, and whether requests were left unfinished after it (``busy_after``). Rows are
+buffered in memory and written when the engine runs out of work (the end of a replay) or
+after :data:`FLUSH_ROWS` rows, so logging costs a tuple per step.
+
+A step's time (:func:`step_table`) is the period from its ``schedule()`` to the next one
+while the engine stays busy (synchronous scheduling: schedule, execute, update, then the
+engine loop's input and output handling, as a served request sees it); a step after which
+the engine had nothing left to do ends at its ``update_from_output()``, so idle time between
+requests never counts as a step. The table has the profile columns
+(:data:`~schedlab.contracts.PROFILE_COLUMNS`), so the step-time fit reads it as a profile.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from schedlab.contracts import PROFILE_COLUMNS
+
+#: One row per step, as the scheduler writes it.
+RAW_COLUMNS = (
+    "t_schedule", "t_update", "n_encoder", "n_prefill_tokens", "n_decode", "ctx_tokens", "prefill_pairs",
+    "n_scheduled", "n_running", "n_waiting", "busy_after",
+)
+#: Rows buffered before a write while the engine stays busy.
+FLUSH_ROWS = 4096
+
+
+class StepLog:
+    """The scheduler's side: buffered rows appended to a CSV file (created, with its header,
+    when the scheduler starts)."""
+
+    def __init__(self, path: str | os.PathLike, flush_rows: int = FLUSH_ROWS) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(",".join(RAW_COLUMNS) + "\n")
+        self.flush_rows = flush_rows
+        self.rows: list[tuple] = []
+
+    def record(self, t_schedule: float, t_update: float, composition, n_scheduled: int, n_running: int,
+               n_waiting: int, busy_after: bool) -> None:
+        self.rows.append((t_schedule, t_update, *composition, n_scheduled, n_running, n_waiting, int(busy_after)))
+        if not busy_after or len(self.rows) >= self.flush_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        lines = "".join(
+            f"{r[0]:.6f},{r[1]:.6f}," + ",".join(str(int(v)) for v in r[2:]) + "\n" for r in self.rows
+        )
+        with open(self.path, "a") as f:
+            f.write(lines)
+        self.rows.clear()
+
+
+def read_step_log(path: str | os.PathLike) -> pd.DataFrame:
+    """The raw rows written so far (a line being written is left out)."""
+    text = Path(path).read_text()
+    complete = text[: text.rfind("\n") + 1]
+    from io import StringIO
+
+    return pd.read_csv(StringIO(complete)) if complete else pd.DataFrame(columns=list(RAW_COLUMNS))
+
+
+def step_table(raw: pd.DataFrame, *, hardware: str, model: str, source: str = "vllm-served") -> pd.DataFrame:
+    """One row per step with its time (``time_s``, see the module doc) and the profile columns
+    first, then the prefill pairs, request counts and the raw time stamps."""
+    raw = raw.sort_values("t_schedule", kind="stable").reset_index(drop=True)
+    start = raw["t_schedule"].to_numpy(float)
+    own = raw["t_update"].to_numpy(float) - start
+    period = np.append(np.diff(start), np.nan)
+    busy = raw["busy_after"].to_numpy(bool) & np.isfinite(period)
+    table = raw.drop(columns=["busy_after"]).assign(time_s=np.where(busy, period, own), busy_after=busy)
+    table.insert(0, "source", source)
+    table.insert(1, "hardware", hardware)
+    table.insert(2, "model", model)
+    first = list(PROFILE_COLUMNS)
+    return table[first + [c for c in table.columns if c not in first]]
+
+
+def steps_between(table: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
+    """Steps scheduled in the wall-clock window [start, end] (one replay), with ``t_s``, the
+    schedule time from ``start``."""
+    inside = table[(table["t_schedule"] >= start) & (table["t_schedule"] <= end)]
+    return inside.assign(t_s=inside["t_schedule"] - start).reset_index(drop=True)
+
+
+def wait_for_idle(path: str | os.PathLike, since: float, timeout_s: float = 30.0) -> pd.DataFrame:
+    """The raw log once its last row since ``since`` is a step after which the engine was idle
+    (the scheduler writes its buffer then, before the replay's last response is sent; this
+    waits out a slow write), or as it is after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        raw = read_step_log(path)
+        recent = raw[raw["t_schedule"] >= since]
+        if (len(recent) and not recent["busy_after"].iloc[-1]) or time.monotonic() > deadline:
+            return raw
+        time.sleep(0.1)

@@ -1,0 +1,52 @@
+"""The served engine's step log: what the scheduler writes and how a step's time is read."""
+
+import numpy as np
+import pytest
+
+from schedlab.backends.step_log import RAW_COLUMNS, StepLog, read_step_log, step_table, steps_between
+from schedlab.contracts import PROFILE_COLUMNS
+from schedlab.errors import SchedlabError
+from schedlab.validation.hints import server_options
+
+
+def _log(path):
+    """Two busy periods: steps at t = 100.00, .01, .03 (idle after), then 105.00, .02 (idle after)."""
+    log = StepLog(path, flush_rows=2)
+    comp = (0, 16, 0, 0, 136)
+    log.record(100.00, 100.008, comp, 1, 1, 0, True)
+    log.record(100.01, 100.018, (0, 0, 1, 17, 0), 1, 1, 0, True)
+    assert len(read_step_log(path)) == 2  # a full buffer is written
+    log.record(100.03, 100.037, (0, 0, 1, 18, 0), 1, 0, 0, False)  # the engine idles: written
+    log.record(105.00, 105.005, (1, 4, 2, 40, 10), 3, 2, 1, True)
+    log.record(105.02, 105.026, (0, 0, 2, 42, 0), 2, 0, 0, False)
+    return log
+
+
+def test_the_log_is_written_when_the_engine_idles_or_the_buffer_fills(tmp_path):
+    log = StepLog(tmp_path / "s.csv", flush_rows=100)
+    log.record(1.0, 1.5, (0, 1, 0, 0, 1), 1, 1, 0, True)
+    assert read_step_log(tmp_path / "s.csv").empty  # buffered
+    log.record(2.0, 2.5, (0, 0, 1, 1, 0), 1, 0, 0, False)
+    raw = read_step_log(tmp_path / "s.csv")
+    assert list(raw.columns) == list(RAW_COLUMNS) and len(raw) == 2 and not log.rows
+    with open(tmp_path / "s.csv", "a") as f:
+        f.write("3.0,3.5,0")  # a row being written is not read
+    assert len(read_step_log(tmp_path / "s.csv")) == 2
+
+
+def test_a_steps_time_runs_to_the_next_schedule_while_busy_and_never_spans_idle_time(tmp_path):
+    _log(tmp_path / "s.csv")
+    table = step_table(read_step_log(tmp_path / "s.csv"), hardware="cpu", model="tiny-llama")
+    assert tuple(table.columns[: len(PROFILE_COLUMNS)]) == PROFILE_COLUMNS
+    np.testing.assert_allclose(table["time_s"], [0.01, 0.02, 0.007, 0.02, 0.006], atol=1e-9)
+    assert table["busy_after"].tolist() == [True, True, False, True, False]
+    assert table[["n_encoder", "n_prefill_tokens", "n_decode", "ctx_tokens"]].iloc[3].tolist() == [1, 4, 2, 40]
+    second = steps_between(table, 104.0, 106.0)
+    assert len(second) == 2 and second["t_s"].tolist() == pytest.approx([1.0, 1.02])
+
+
+def test_the_server_option_names_a_path():
+    assert server_options({"schedlab": {"step_log": "/tmp/steps.csv"}}).step_log == "/tmp/steps.csv"
+    assert server_options({"schedlab": {}}).step_log is None
+    with pytest.raises(SchedlabError, match="step_log"):
+        server_options({"schedlab": {"step_log": 3}})
