@@ -220,7 +220,7 @@ diffs.head(10)
 # %% [markdown]
 # ### Fig. 7 on a real engine
 # With `--config backend=vllm`, Sarathi-Serve (FCFS) and SLAI (SPF, dynamic) also serve a
-# reduced sweep on a real vLLM engine (`vllm serve` with `SchedlabPlanScheduler`, the `vllm.model`
+# reduced sweep on a real vLLM engine (`vllm serve` with `SchedlabPlanScheduler`, the tiny
 # decoder; config `slai.engine`), driven over HTTP by schedlab's client with each request's class
 # and TBT target in `vllm_xargs`. Lengths are the openchat pool scaled to that engine and the
 # targets to its step time; `sim` and `vllm-sim` replay the same traces with the step model

@@ -486,7 +486,7 @@ def slai_engine_workload_flags():
     targets = ",".join(f"{k}={v}" for k, v in e["tbt_targets_s"].items())
     return (
         f"--share {e['share']} --rates {','.join(map(str, e['rates']))} --seeds 0 --duration-s {e['duration_s']} "
-        f"--warmup-s {e['warmup_s']} --tbt-targets {targets} --model {VLLM['model']}"
+        f"--warmup-s {e['warmup_s']} --tbt-targets {targets} --model {e['model']}"
     )
 
 

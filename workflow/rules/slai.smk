@@ -190,7 +190,7 @@ rule slai_engine_pool:
         SIM_ENV
     params:
         factor=SLAI_ENGINE["length_scale"],
-        model=VLLM["model"],
+        model=SLAI_ENGINE["model"],
     shell:
         "schedlab slai scale --pool {input} --factor {params.factor} --model {params.model} --out {output} > {log} 2>&1"
 
@@ -225,7 +225,7 @@ rule slai_engine_serve:
 rule slai_engine_simulate:
     input:
         pool=rules.slai_engine_pool.output,
-        steptime=f"{RESULTS}/fit/steptime/vllm/local/{VLLM['model']}.json",
+        steptime=f"{RESULTS}/fit/steptime/vllm/local/{SLAI_ENGINE['model']}.json",
     output:
         [f"{SLAI_DIR}/engine/{{backend}}/{s}/{t}.parquet" for s in SLAI_ENGINE["schedulers"] for t in SLAI_TABLES],
     log:
@@ -237,7 +237,7 @@ rule slai_engine_simulate:
     params:
         run=slai_engine_workload_flags(),
         schedulers=" ".join(SLAI_ENGINE["schedulers"]),
-        engine=local_engine_flags(VLLM["model"], SLAI_ENGINE["max_num_seqs"], VLLM["max_num_batched_tokens"]),
+        engine=local_engine_flags(SLAI_ENGINE["model"], SLAI_ENGINE["max_num_seqs"], VLLM["max_num_batched_tokens"]),
         out=lambda w: f"{SLAI_DIR}/engine/{w.backend}",
     shell:
         "schedlab slai sweep --scheduler {params.schedulers} {params.run} --pool {input.pool} "
