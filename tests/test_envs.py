@@ -1,12 +1,15 @@
-"""Environment pins: pyproject.toml, envs/*.yaml, envs/whisper-assets.txt, Makefile and CI agree."""
+"""Environment pins: pyproject.toml, envs/*.yaml, envs/whisper-assets.txt, envs/slurm-executor.txt,
+Makefile and CI agree."""
 
 import re
 import shlex
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
@@ -66,12 +69,13 @@ def _conda_pip_lines(env_file: str) -> list[str]:
 ASSETS = ("openai-whisper", "useful-moonshine-onnx")
 
 
-def _whisper_pin() -> dict[str, str]:
-    lines = [
-        line.split("#")[0].strip()
-        for line in (ROOT / "envs" / "whisper-assets.txt").read_text().splitlines()
-    ]
+def _file_pins(name: str) -> dict[str, str]:
+    lines = [line.split("#")[0].strip() for line in (ROOT / "envs" / name).read_text().splitlines()]
     return _pins([line for line in lines if line])
+
+
+def _whisper_pin() -> dict[str, str]:
+    return _file_pins("whisper-assets.txt")
 
 
 def test_every_pyproject_dependency_is_exactly_pinned(pyproject):
@@ -158,3 +162,41 @@ def test_makefile_installs_whisper_assets_without_deps():
     args = whisper[0]
     assert "--no-deps" in args
     assert args[args.index("envs/whisper-assets.txt") - 1] == "-r"
+
+
+#: envs/slurm-executor.txt: Snakemake's SLURM executor, its job-step plugin and their throttler.
+SLURM_EXECUTOR = ("snakemake-executor-plugin-slurm", "snakemake-executor-plugin-slurm-jobstep", "throttler")
+
+
+def test_makefile_installs_the_slurm_executor_without_deps(pyproject):
+    installs = _pip_installs(_install_recipe())
+    slurm = [args for args in installs if "envs/slurm-executor.txt" in args]
+    assert len(slurm) == 1
+    assert "--no-deps" in slurm[0] and slurm[0][slurm[0].index("envs/slurm-executor.txt") - 1] == "-r"
+    assert list(_file_pins("slurm-executor.txt")) == list(SLURM_EXECUTOR)
+    lines = _project_requirements(pyproject) + [line for e in ENVS for line in _conda_pip_lines(e) if not line.startswith("-")]
+    pinned = {_norm(PIN.match(line.strip()).group(1)) for line in lines}
+    assert not pinned & set(SLURM_EXECUTOR), "pinned in envs/slurm-executor.txt and elsewhere"
+
+
+def test_slurm_executor_requirements_hold_but_the_numpy_floor():
+    """Installed as pinned, and every requirement of the three holds in this environment but the
+    executor's numpy floor (the reason for --no-deps): once that holds too, the executor belongs
+    in pyproject's pipeline extra."""
+    unmet = []
+    for name, version in _file_pins("slurm-executor.txt").items():
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            pytest.skip(f"{name} not installed (make install installs envs/slurm-executor.txt)")
+        assert dist.version == version, name
+        for req in map(Requirement, dist.requires or []):
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            try:
+                installed = metadata.version(req.name)
+            except metadata.PackageNotFoundError:
+                installed = None
+            if installed is None or not req.specifier.contains(installed, prereleases=True):
+                unmet.append((name, str(req), installed))
+    assert [(name, Requirement(req).name) for name, req, _ in unmet] == [("snakemake-executor-plugin-slurm", "numpy")], unmet

@@ -474,3 +474,15 @@ def test_serving_overhead_puts_the_baseline_at_the_capacity_and_runs_no_other_sc
     assert sens[BASELINE_SCHEDULER].is_monotonic_decreasing  # more overhead, less capacity
     assert sens["gain_pct"].to_numpy() == pytest.approx(
         (sens["slai-spf-dynamic"] / sens[BASELINE_SCHEDULER] - 1).to_numpy() * 100)
+
+
+def test_a_scaled_pool_keeps_every_request_within_the_engines_context():
+    from schedlab.workload.openchat import openchat_trace, scaled_pool
+
+    pool = pd.DataFrame({"prompt_tokens": [8000, 100, 1], "output_tokens": [1024, 4, 1]})
+    out = scaled_pool(pool, 0.25, 2048)
+    assert out["output_tokens"].tolist() == [256, 1, 1]
+    assert out["prompt_tokens"].tolist() == [2048 - 256, 25, 1]
+    trace = openchat_trace(out, 5.0, 20.0, 0.5, 0, {"paying": 0.3, "free": 1.5})
+    assert set(trace.groupby("slo_class")["tbt_target_s"].first().items()) == {("paying", 0.3), ("free", 1.5)}
+    assert trace[["prompt_tokens", "output_tokens"]].equals(openchat_trace(out, 5.0, 20.0, 0.5, 0)[["prompt_tokens", "output_tokens"]])

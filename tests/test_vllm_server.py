@@ -180,3 +180,38 @@ def test_slai_served_by_the_readme_line_holds_relaxed_decodes_back(tmp_path):
     gaps, steady = req["max_gap_s"].to_numpy(), req["mean_gap_s"].to_numpy()
     assert gaps[[0, 2]].max() <= 2.0
     assert gaps[[1, 3]].min() > 5.0 * np.median(steady[[0, 2]])  # held back for many steps
+
+
+def test_slai_serve_cli_runs_paper_c_on_the_engine_and_sim_replays_the_same_traces(tmp_path):
+    """`schedlab slai serve` (rule `slai_engine_serve`): Sarathi-Serve on a real server over a
+    scaled openchat pool with the engine's TBT targets (SLAI is the README line's test above);
+    `schedlab slai sweep` with the engine's limits (rule `slai_engine_simulate`) replays the very
+    same requests."""
+    pool = tmp_path / "pool.parquet"
+    rng = np.random.default_rng(3)
+    pd.DataFrame({"prompt_tokens": rng.integers(20, 3000, 200), "output_tokens": rng.integers(5, 200, 200)}).to_parquet(pool)
+    scaled = tmp_path / "scaled.parquet"
+    cli = [sys.executable, "-m", "schedlab.cli", "slai"]
+    run = lambda *args: subprocess.run([*cli, *args], capture_output=True, text=True, timeout=600)  # noqa: E731
+    proc = run("scale", "--pool", str(pool), "--factor", "0.25", "--model", "tiny-llama", "--out", str(scaled))
+    assert proc.returncode == 0, proc.stderr
+    workload = ["--share", "0.5", "--rates", "3", "--seeds", "0", "--duration-s", "6", "--warmup-s", "1",
+                "--tbt-targets", "paying=0.25,free=1.25", "--model", "tiny-llama", "--pool", str(scaled)]
+    proc = run("serve", "--scheduler", "sarathi-fcfs", *workload, "--max-num-seqs", "64",
+               "--server-log-dir", str(tmp_path / "logs"), "--out-dir", str(tmp_path / "vllm"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SchedlabPlanScheduler" in (tmp_path / "logs/sarathi-fcfs.log").read_text().splitlines()[0]
+    steptime = tmp_path / "step.json"
+    steptime.write_text(json.dumps({"intercept": 0.01, "n_prefill_tokens": 2e-5, "n_decode": 1e-4}))
+    proc = run("sweep", "--scheduler", "sarathi-fcfs", *workload, "--steptime", str(steptime),
+               "--hardware", "vllm-cpu", "--block-size", "32", "--max-num-seqs", "64", "--max-num-batched-tokens", "512",
+               "--kv-capacity-blocks", "1000", "--out-dir", str(tmp_path / "sim"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    served, sim = (pd.read_parquet(tmp_path / b / "sarathi-fcfs/summary.parquet").iloc[0] for b in ("vllm", "sim"))
+    assert served["backend"] == "vllm" and served["via"] == "server" and sim["backend"] == "sim"
+    assert served["arrived"] == sim["arrived"] > 5 and served["completed"] == served["arrived"]
+    for cls, target in (("paying", 250.0), ("free", 1250.0)):
+        assert served[f"tbt_target_ms_{cls}"] == sim[f"tbt_target_ms_{cls}"] == target
+        assert served[f"completed_{cls}"] == sim[f"completed_{cls}"]
+        assert served[f"p99_tbt_ms_{cls}"] > 0
+    assert 0.0 <= served["foreign_cpu_share"] <= 1.0

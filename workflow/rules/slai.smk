@@ -3,7 +3,8 @@
 # serving capacity per share; engine-model parameter studies; throughput optimality; Fig. 7's
 # schedulers on vLLM's real scheduler beside sim. The sweep and the capacity search run on the
 # configured backend: `sim`, or vLLM's scheduler carrying out each step plan (`vllm-sim`; also
-# with `backend=vllm`, since paper C's Mistral-7B on a 48 GB GPU is not a CPU engine).
+# with `backend=vllm`, since paper C's Mistral-7B on a 48 GB GPU is not a CPU engine, which then
+# adds a reduced sweep on the real engine: the `slai_engine_*` rules).
 
 
 rule slai_lengths:
@@ -174,3 +175,70 @@ rule slai_throughput:
         "schedlab slai throughput --schedulers {params.schedulers} --backlog {params.backlog} "
         "--queue-duration-s {params.queue} --pool {input.pool} --steptime {input.steptime} "
         "{params.flags} --out {output.capacity} --out-queue {output.queue} > {log} 2>&1"
+
+
+# `--config backend=vllm`: Fig. 7's baseline and SLAI on a real engine, and on sim and vllm-sim
+# with that engine's fitted step model, on the same traces (lengths scaled to the engine).
+rule slai_engine_pool:
+    input:
+        rules.slai_lengths.output,
+    output:
+        f"{SLAI_DIR}/engine/pool.parquet",
+    log:
+        f"{RESULTS}/logs/slai/engine_pool.log",
+    conda:
+        SIM_ENV
+    params:
+        factor=SLAI_ENGINE["length_scale"],
+        model=VLLM["model"],
+    shell:
+        "schedlab slai scale --pool {input} --factor {params.factor} --model {params.model} --out {output} > {log} 2>&1"
+
+
+rule slai_engine_serve:
+    input:
+        pool=rules.slai_engine_pool.output,
+    output:
+        [f"{SLAI_DIR}/engine/vllm/{s}/{t}.parquet" for s in SLAI_ENGINE["schedulers"] for t in ("summary", "buckets")],
+    log:
+        f"{RESULTS}/logs/slai/engine_vllm.log",
+    conda:
+        ENGINE_ENV
+    # The engine's timing is the measurement: it gets the whole machine (or one GPU).
+    threads: all_cores
+    resources:
+        gpu=int(VLLM["device"].startswith("cuda")),
+    params:
+        run=slai_engine_workload_flags(),
+        schedulers=" ".join(SLAI_ENGINE["schedulers"]),
+        engine=(
+            f"--device {VLLM['device']} --kv-cache-gib {VLLM['kv_cache_gib']} "
+            f"--max-num-seqs {SLAI_ENGINE['max_num_seqs']} --max-num-batched-tokens {VLLM['max_num_batched_tokens']}"
+        ),
+        out=lambda w: f"{SLAI_DIR}/engine/vllm",
+        servers=lambda w: f"{RESULTS}/logs/slai/engine_servers",
+    shell:
+        "schedlab slai serve --scheduler {params.schedulers} {params.run} --pool {input.pool} {params.engine} "
+        "--server-log-dir {params.servers} --out-dir {params.out} > {log} 2>&1"
+
+
+rule slai_engine_simulate:
+    input:
+        pool=rules.slai_engine_pool.output,
+        steptime=f"{RESULTS}/fit/steptime/vllm/local/{VLLM['model']}.json",
+    output:
+        [f"{SLAI_DIR}/engine/{{backend}}/{s}/{t}.parquet" for s in SLAI_ENGINE["schedulers"] for t in SLAI_TABLES],
+    log:
+        f"{RESULTS}/logs/slai/engine_{{backend}}.log",
+    wildcard_constraints:
+        backend="|".join(SIM_BACKENDS),
+    conda:
+        lambda w: backend_env(w.backend)
+    params:
+        run=slai_engine_workload_flags(),
+        schedulers=" ".join(SLAI_ENGINE["schedulers"]),
+        engine=local_engine_flags(VLLM["model"], SLAI_ENGINE["max_num_seqs"], VLLM["max_num_batched_tokens"]),
+        out=lambda w: f"{SLAI_DIR}/engine/{w.backend}",
+    shell:
+        "schedlab slai sweep --scheduler {params.schedulers} {params.run} --pool {input.pool} "
+        "--steptime {input.steptime} {params.engine} --backend {wildcards.backend} --out-dir {params.out} > {log} 2>&1"

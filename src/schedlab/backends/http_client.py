@@ -111,11 +111,12 @@ async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors:
         errors.append(f"request {i}: {seen} tokens, the trace says {int(log.trace['output_tokens'].iat[i])}")
 
 
-async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, timeout_s: float) -> ReplayResult:
+async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, timeout_s: float,
+                  warmup_s: float) -> ReplayResult:
     import httpx
 
     kwargs = _request_kwargs(trace, model, whisper)
-    log = RequestLog(trace)
+    log = RequestLog(trace, warmup_s)
     errors: list[str] = []
     arrival = trace["arrival_s"].to_numpy(float)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -131,11 +132,13 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
     return ReplayResult(log, wall, errors)
 
 
-def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, timeout_s: float = 600.0) -> ReplayResult:
-    """Replay ``trace`` against the server at ``url`` (times from the replay's start)."""
+def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, timeout_s: float = 600.0,
+                warmup_s: float = 0.0) -> ReplayResult:
+    """Replay ``trace`` against the server at ``url`` (times from the replay's start; gaps of
+    requests arriving before ``warmup_s`` are not measured)."""
     if whisper and "audio_duration_s" not in trace:
         raise SchedlabError("a Whisper replay needs the trace's audio_duration_s")
-    result = asyncio.run(_replay(url, trace, model, whisper, timeout_s))
+    result = asyncio.run(_replay(url, trace, model, whisper, timeout_s, warmup_s))
     if result.errors:
         raise SchedlabError(f"{len(result.errors)} request(s) failed; first: {result.errors[0]}")
     return result

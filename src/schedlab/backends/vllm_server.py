@@ -197,17 +197,33 @@ def machine_busy_cpu_s() -> float:
 
 @dataclass
 class ServedRun:
-    """One replay's results table, token gaps, and what the machine did meanwhile (with the
-    wall-clock time at which it started and ended, to find its engine steps)."""
+    """One replay's results table, token gaps (all, and per class), and what the machine did
+    meanwhile (with the wall-clock time at which it started and ended, to find its engine
+    steps)."""
 
     requests: pd.DataFrame
     gaps: object
+    class_gaps: dict
     wall_s: float
     server_cpu_s: float
     client_cpu_s: float
     machine_cpu_s: float
     started: float = float("nan")
     ended: float = float("nan")
+
+    def result(self):
+        """As a :class:`~schedlab.engine.RunResult`; what a client cannot see (steps, busy
+        time, KV use) is unknown (NaN, -1)."""
+        from schedlab.engine import RunResult
+
+        return RunResult(self.requests, self.gaps, self.class_gaps, steps=0, busy_s=float("nan"),
+                         peak_kv_blocks=-1, kv_capacity_blocks=-1, sched_overhead_s=float("nan"),
+                         wall_s=self.wall_s)
+
+    def figures(self) -> dict:
+        """The replay's wall time, CPU times and interference, for a run summary."""
+        return {"via": "server", "wall_s": self.wall_s, "server_cpu_s": self.server_cpu_s,
+                "client_cpu_s": self.client_cpu_s, "foreign_cpu_share": self.foreign_cpu_share()}
 
     def foreign_cpu_share(self, cores: int | None = None) -> float:
         """Share of the machine's cores that processes other than this server and client kept
@@ -217,16 +233,16 @@ class ServedRun:
         return max(0.0, other) / (self.wall_s * cores)
 
 
-def replay_served(server: Server, trace, *, model: str, whisper: bool) -> ServedRun:
+def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s: float = 0.0) -> ServedRun:
     """Replay ``trace`` against ``server`` through :func:`~schedlab.backends.http_client.replay_http`,
     measuring the CPU time of the server, of this client and of the whole machine."""
     from schedlab.backends.http_client import replay_http
 
     server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
     started = time.time()
-    res = replay_http(server.url, trace, model=model, whisper=whisper)
+    res = replay_http(server.url, trace, model=model, whisper=whisper, warmup_s=warmup_s)
     return ServedRun(
-        res.log.frame(), res.log.gaps, res.wall_s,
+        res.log.frame(), res.log.gaps, res.log.class_gaps, res.wall_s,
         server_cpu_s=server.cpu_seconds() - server0,
         client_cpu_s=time.process_time() - client0,
         machine_cpu_s=machine_busy_cpu_s() - machine0,
@@ -274,17 +290,13 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                 steps["foreign_cpu_share"] = run.foreign_cpu_share()
                 summary.update(
                     repeat=rep,
-                    via="server",
                     preemptions=0,
                     kv_capacity_blocks=-1,
                     steps=len(steps),
                     mean_step_ms=float(steps["time_s"].mean() * 1e3) if len(steps) else float("nan"),
                     sched_overhead_us_per_req=float("nan"),
-                    wall_s=run.wall_s,
                     server_ready_s=server.ready_s,
-                    server_cpu_s=run.server_cpu_s,
-                    client_cpu_s=run.client_cpu_s,
-                    foreign_cpu_share=run.foreign_cpu_share(),
+                    **run.figures(),
                 )
                 # (a rate label may hold a '.': no with_suffix)
                 stem = Path(out_dir) / f"rate{label}_seed{seed}_rep{rep}"

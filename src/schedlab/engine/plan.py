@@ -9,7 +9,7 @@ A :class:`Planner` keeps the step's KV accounting on the scheduler's side, again
 engine's state, which it never changes: ``take`` gives a running request tokens, preempting
 the scheduler's victims (recompute) while the KV blocks those tokens need run short, as vLLM
 v1's running pass does; ``admit`` starts a waiting request when its whole current sequence
-fits in the free blocks (only its first chunk's blocks are allocated, as vLLM's KV manager
+fits in the free blocks and a running slot is left (only its first chunk's blocks are allocated, as vLLM's KV manager
 allocates what the scheduled tokens need), within the encoder budget, and only in a step that
 preempted nothing. The engine then carries the plan out.
 """
@@ -149,9 +149,11 @@ class Planner:
         self.scheduler.requeue(v)
 
     def can_admit(self, i: int) -> bool:
-        """Whether waiting request ``i`` may start this step."""
+        """Whether waiting request ``i`` may start this step: nothing preempted, a running slot
+        left (``max_num_seqs``), encoder budget left and its whole sequence's KV free."""
         e = self.engine
-        return not self.preempted and self.enc_left > 0 and int(e.blocks_for(int(e.seq[i]))) <= self.free
+        return (not self.preempted and self.n_running < e.limits.max_num_seqs and self.enc_left > 0
+                and int(e.blocks_for(int(e.seq[i]))) <= self.free)
 
     def admit(self, i: int, n: int) -> None:
         """Start waiting request ``i`` (checked with :meth:`can_admit`) with ``n`` tokens."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from schedlab.cli_types import positive_number, positive_numbers
+from schedlab.cli_types import engine_spec, positive_number, positive_numbers, vllm_engine_args
 from schedlab.errors import SchedlabError
 from schedlab.contracts import SIM_BACKENDS
 from schedlab.io import read_parquet, write_outputs, write_parquet
@@ -26,6 +26,25 @@ def _share(text: str) -> float:
     return value
 
 
+def _targets(text: str) -> dict[str, float]:
+    """``paying=0.5,free=2.5``: each class's TBT target in seconds."""
+    try:
+        targets = {k.strip(): float(v) for k, v in (item.split("=") for item in text.split(","))}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not class=seconds pairs: {text!r}") from None
+    if set(targets) != {"paying", "free"} or not all(v > 0 for v in targets.values()):
+        raise argparse.ArgumentTypeError(f"need positive targets for paying and free, got {text!r}")
+    return targets
+
+
+def _workload_args(g) -> None:
+    g.add_argument("--pool", required=True, help="length pool parquet from `schedlab slai lengths` (or `scale`)")
+    g.add_argument("--duration-s", type=float, default=2100.0, help="seconds of arrivals (35 minutes)")
+    g.add_argument("--warmup-s", type=float, default=120.0, help="arrivals before this are not measured (< --duration-s)")
+    g.add_argument("--tbt-targets", type=_targets, default=None,
+                   help="TBT target (s) per class, e.g. paying=0.5,free=2.5 (default: the paper's 0.1 and 0.5)")
+
+
 def _setup(args):
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
@@ -33,9 +52,14 @@ def _setup(args):
     from schedlab.validation import check_run_length
 
     check_run_length(args.duration_s, args.warmup_s, "--duration-s/--warmup-s")
-    arena = Arena.build(StepTimeModel.load(args.steptime), args.hardware, args.model, block_size=args.block_size)
+    arena = None
+    if getattr(args, "steptime", None):
+        arena = Arena.build(StepTimeModel.load(args.steptime), args.hardware, args.model, block_size=args.block_size,
+                            max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                            kv_blocks=args.kv_capacity_blocks)
     pool = read_parquet(args.pool, ("prompt_tokens", "output_tokens"))
-    return Setup(pool, arena, args.duration_s, args.warmup_s, args.backend, args.model)
+    extra = {"targets": args.tbt_targets} if args.tbt_targets else {}
+    return Setup(pool, arena, args.duration_s, args.warmup_s, getattr(args, "backend", "vllm"), args.model, **extra)
 
 
 def cmd_lengths(args) -> None:
@@ -83,6 +107,29 @@ def cmd_sweep(args) -> None:
         write_outputs({Path(args.out_dir) / scheduler / f"{name}.parquet": tables[name] for name in TABLES})
 
 
+def cmd_scale(args) -> None:
+    from schedlab.latency.catalogue import model_arch
+    from schedlab.workload.openchat import scaled_pool
+
+    pool = read_parquet(args.pool, ("prompt_tokens", "output_tokens"))
+    write_parquet(scaled_pool(pool, args.factor, model_arch(args.model).max_target_positions), args.out)
+
+
+def cmd_serve(args) -> None:
+    from schedlab.latency.catalogue import model_dir
+    from schedlab.slai.registry import make_builder
+    from schedlab.slai.served import served_sweep
+
+    for scheduler in args.scheduler:
+        make_builder(scheduler)  # fail early on an unknown name
+    setup, spec = _setup(args), engine_spec(args)
+    folder = args.model_folder or model_dir(args.model)
+    for scheduler in args.scheduler:
+        tables = served_sweep(setup, spec, folder, scheduler, args.share, args.rates, args.seeds,
+                              server_log=Path(args.server_log_dir) / f"{scheduler}.log")
+        write_outputs({Path(args.out_dir) / scheduler / f"{name}.parquet": table for name, table in tables.items()})
+
+
 def cmd_capacity(args) -> None:
     from schedlab.slai.studies import capacity
 
@@ -121,13 +168,15 @@ def cmd_run(args) -> None:
 
 def _setup_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("setup")
-    g.add_argument("--pool", required=True, help="length pool parquet from `schedlab slai lengths`")
+    _workload_args(g)
     g.add_argument("--steptime", required=True, help="engine model JSON (calibrated)")
     g.add_argument("--hardware", default="RTX-6000-Ada")
     g.add_argument("--model", default="mistral-7b")
     g.add_argument("--block-size", type=positive_number(int), default=16)
-    g.add_argument("--duration-s", type=float, default=2100.0, help="seconds of arrivals (35 minutes)")
-    g.add_argument("--warmup-s", type=float, default=120.0, help="arrivals before this are not measured (< --duration-s)")
+    g.add_argument("--max-num-seqs", type=positive_number(int), default=256)
+    g.add_argument("--max-num-batched-tokens", type=positive_number(int), default=8192)
+    g.add_argument("--kv-capacity-blocks", type=positive_number(int),
+                   help="KV blocks of a measured engine, instead of deriving them from --hardware")
     g.add_argument("--backend", choices=SIM_BACKENDS, default="sim",
                    help="schedlab's engine, or vLLM's scheduler carrying out each step plan (runs, sweeps, capacity)")
 
@@ -184,6 +233,26 @@ def add_commands(sub) -> None:
     _setup_args(w)
     w.add_argument("--out-dir", required=True, help="gets <scheduler>/summary.parquet, buckets.parquet, timeline.parquet")
     w.set_defaults(func=cmd_sweep)
+
+    sc = ssub.add_parser("scale", help="a length pool scaled to a smaller engine (prompts cut to its context)")
+    sc.add_argument("--pool", required=True)
+    sc.add_argument("--factor", type=positive_number(float), required=True, help="length scale, within (0, 1]")
+    sc.add_argument("--model", required=True, help="the engine's model architecture (its context caps every request)")
+    sc.add_argument("--out", required=True)
+    sc.set_defaults(func=cmd_scale)
+
+    sv = ssub.add_parser("serve", help="schedulers on a real engine (`vllm serve`), one server each, over rates x seeds")
+    sv.add_argument("--scheduler", nargs="+", required=True, help=", ".join(SCHEDULERS))
+    sv.add_argument("--share", type=_share, required=True)
+    sv.add_argument("--rates", type=positive_numbers(float), required=True, help="req/s, comma-separated")
+    sv.add_argument("--seeds", type=_ints, default=[0])
+    _workload_args(sv)
+    sv.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
+    sv.add_argument("--model-folder", help="folder the server loads (default: the bundled architecture)")
+    vllm_engine_args(sv, device=True)
+    sv.add_argument("--server-log-dir", required=True, help="gets <scheduler>.log, each server's output")
+    sv.add_argument("--out-dir", required=True, help="gets <scheduler>/summary.parquet and buckets.parquet")
+    sv.set_defaults(func=cmd_serve)
 
     cap = ssub.add_parser("capacity", help="serving capacity per scheduler, bisected from sweep summaries")
     cap.add_argument("summaries", nargs="+")

@@ -66,14 +66,15 @@ def findings(summary: pd.DataFrame, capacity: pd.DataFrame, share: float = 0.05)
 FIG7_METRICS = ("p50_ttft_ms", "p99_tbt_ms_paying", "p99_tbt_ms_free")
 
 
-def backend_differences(summary: pd.DataFrame, metrics=FIG7_METRICS) -> pd.DataFrame:
-    """Per (scheduler, rate, metric): the ``sim`` and ``vllm-sim`` values of the same runs and
-    the relative difference of vllm-sim from sim (%), largest first."""
+def backend_differences(summary: pd.DataFrame, metrics=FIG7_METRICS, *, base: str = "sim",
+                        other: str = "vllm-sim") -> pd.DataFrame:
+    """Per (scheduler, rate, metric): the ``base`` and ``other`` backends' values of the same
+    runs and the relative difference of ``other`` from ``base`` (%), largest first."""
     wide = summary.pivot_table(index=["scheduler", "rate"], columns="backend", values=list(metrics))
     rows = []
     for m in metrics:
-        both = wide[m][["sim", "vllm-sim"]].dropna()
-        rel = (both["vllm-sim"] / both["sim"] - 1) * 100
+        both = wide[m][[base, other]].dropna()
+        rel = (both[other] / both[base] - 1) * 100
         rows.append(both.assign(metric=m, diff_pct=rel).reset_index())
     out = pd.concat(rows, ignore_index=True)
     return out.reindex(out["diff_pct"].abs().sort_values(ascending=False).index).reset_index(drop=True)

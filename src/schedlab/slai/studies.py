@@ -4,7 +4,7 @@ engine-model parameter studies (Fig. 6) and the throughput-optimality study."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -15,23 +15,28 @@ from schedlab.errors import SchedlabError
 from schedlab.slai.registry import make_builder
 from schedlab.slai.run import by_bucket, run_scheduler, summary
 from schedlab.slai.sarathi import Sarathi
-from schedlab.workload.openchat import openchat_trace
+from schedlab.workload.openchat import TBT_TARGET_S, openchat_trace
 
 
 @dataclass(frozen=True)
 class Setup:
-    """What every run shares: the length pool, the arena, the run length and the backend
-    (``sim``, or ``vllm-sim`` with ``model``'s architecture)."""
+    """What every run shares: the length pool, the arena (``None`` where a real engine serves
+    the runs), the run length, the backend (``sim``, or ``vllm-sim`` with ``model``'s
+    architecture) and the classes' TBT targets."""
 
     pool: pd.DataFrame
-    arena: Arena
+    arena: Arena | None
     duration_s: float = 2100.0
     warmup_s: float = 120.0
     backend: str = "sim"
     model: str = "mistral-7b"
+    targets: dict[str, float] = field(default_factory=lambda: dict(TBT_TARGET_S))
+
+    def trace(self, rate: float, share: float, seed: int) -> pd.DataFrame:
+        return openchat_trace(self.pool, rate, self.duration_s, share, seed, self.targets)
 
     def run(self, scheduler: str, rate: float, share: float, seed: int):
-        trace = openchat_trace(self.pool, rate, self.duration_s, share, seed)
+        trace = self.trace(rate, share, seed)
         res = run_scheduler(trace, scheduler, self.arena, warmup_s=self.warmup_s, backend=self.backend,
                             model=self.model)
         keys = {"scheduler": scheduler, "share": share, "rate": rate, "seed": seed}
@@ -161,7 +166,7 @@ def throughput(setup: Setup, schedulers=THROUGHPUT_SCHEDULERS, factors=(0.9, 1.1
             rate = saturation(setup, scheduler, arena, n=backlog, seed=seed)
             rows.append({"engine_model": kind, "scheduler": scheduler, "saturation_rps": rate})
             for f in factors:
-                trace = openchat_trace(setup.pool, f * rate, queue_duration_s, 0.05, seed)
+                trace = openchat_trace(setup.pool, f * rate, queue_duration_s, 0.05, seed, setup.targets)
                 res = run_scheduler(trace, scheduler, arena, sample_s=5.0)
                 queues.append(res.timeline.assign(engine_model=kind, scheduler=scheduler, factor=f, rate=f * rate))
     if not rows:

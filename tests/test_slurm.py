@@ -1,0 +1,109 @@
+"""The SLURM path: the README's two lines, verbatim. `profiles/slurm/single-node.sh` starts a
+one-machine cluster (or finds it up), then `snakemake ... --workflow-profile profiles/slurm`
+runs paper B's chain of the tiny configuration through it on a synthetic mirror: trace pools
+from the Azure and Mooncake tables -> step-time fit -> calibration -> tuning -> the studies
+(simulations) -> the notebook render, ten SLURM jobs in five rounds.
+
+Why a chain and not the whole tiny pipeline: through SLURM each job pays its submission,
+a Snakemake start inside the job (~8 s here) and the wait for the next status query (the
+profile asks 10 s after a job ends, 10 s more each time none has), and a whole-machine
+engine job holds the queue until both cores are free. The tiny pipeline's 97 jobs, ~5
+minutes locally (tests/test_pipeline.py), took 19 minutes through this cluster on 2 cores,
+past what `make test` may spend. One chain from data to a rendered notebook exercises what
+the executor adds (sbatch with the profile's partition, runtime, memory and CPUs; job states
+from squeue; outputs handed from job to job; a local rule beside remote ones) in ~3 minutes.
+
+That the jobs really ran in SLURM: every rule but the local manifest is reported submitted
+with a SLURM job id, and each of those ids is in the cluster's job-completion log, COMPLETED,
+under this run's job name. Skipped only where the cluster cannot be started for want of root
+or apt-get; any other failure fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from test_pipeline import EWSJF_FIGURES, _synthetic_mirror
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+#: The remote rules of the chain (notebook_manifest is a local rule).
+REMOTE_RULES = {"ewsjf_pools", "ewsjf_steptime", "ewsjf_calibrate", "ewsjf_tuning", "ewsjf_study",
+                "ewsjf_starvation", "notebook"}
+
+
+def readme_line(start: str) -> str:
+    """The README's one line (indented or not) that starts with ``start``."""
+    lines = [line.strip() for line in (REPO / "README.md").read_text().splitlines() if line.strip().startswith(start)]
+    assert len(lines) == 1, f"the README has exactly one line starting {start!r}: {lines}"
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> None:
+    """The README's setup line, from the checkout: a single-node cluster, up and idle."""
+    setup = readme_line("profiles/slurm/single-node.sh")
+    r = subprocess.run(shlex.split(setup), cwd=REPO, capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        if os.geteuid() != 0 or shutil.which("apt-get") is None:
+            pytest.skip(f"no SLURM cluster and none can be started here (needs root and apt-get): {r.stderr.strip()}")
+        pytest.fail(f"{setup} failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
+
+
+def test_the_tiny_chain_runs_through_slurm(slurm_cluster, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    for item in ("Snakefile", "config.yaml", "README.md", ".test", "workflow", "notebooks", "envs", "profiles"):
+        src = REPO / item
+        if src.is_dir():
+            shutil.copytree(src, work / item, ignore=shutil.ignore_patterns("results", ".snakemake"))
+        else:
+            shutil.copy(src, work / item)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    _synthetic_mirror(mirror)
+    env = {
+        **os.environ,
+        "SCHEDLAB_DATA_MIRROR": str(mirror),
+        "SCHEDLAB_DATA_CACHE": str(tmp_path / "cache"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    command = readme_line("snakemake results/notebooks/ewsjf.html --workflow-profile profiles/slurm")
+    proc = subprocess.run(shlex.split(command), cwd=work, env=env, capture_output=True, text=True, timeout=1200)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+
+    # Every remote job went to SLURM; SLURM recorded each, completed, under this run's name.
+    run_id = re.search(r"SLURM run ID: (\S+)", log).group(1)
+    submitted = dict(re.findall(r"has been submitted with SLURM jobid (\d+) \(log: \S*/rule_(\w+?)/", log))
+    assert set(submitted.values()) == REMOTE_RULES, submitted
+    assert len(submitted) == 10, submitted
+    assert "localrule notebook_manifest" in log
+    sacct = subprocess.run(
+        ["sacct", "--completion", "--noheader", "--parsable2", "--format=JobIDRaw,JobName,State",
+         "--jobs", ",".join(submitted)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert sacct.returncode == 0, sacct.stderr
+    records = {tuple(line.split("|")) for line in sacct.stdout.splitlines()}
+    for job_id in submitted:
+        assert (job_id, run_id, "COMPLETED") in records, (job_id, sacct.stdout)
+
+    results = work / yaml.safe_load((REPO / ".test" / "config.yaml").read_text())["results"]
+    assert (results / "notebooks" / "ewsjf.html").stat().st_size > 10_000
+    for fig in EWSJF_FIGURES:
+        assert (results / "figures" / "ewsjf" / f"{fig}.png").stat().st_size > 0
+    queues = pd.read_parquet(results / "ewsjf" / "study" / "queues-mixed.parquet")
+    assert queues["method"].tolist() == ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
+    assert (queues["completed"] == 400).all()
