@@ -198,7 +198,8 @@ def machine_busy_cpu_s() -> float:
 @dataclass
 class ServedRun:
     """One replay's results table, token gaps (all, and per class), and what the machine did
-    meanwhile (with the wall-clock time at which it started and ended, to find its engine steps)."""
+    meanwhile (with the wall-clock time at which it started and ended, to find its engine
+    steps)."""
 
     requests: pd.DataFrame
     gaps: object
