@@ -168,7 +168,8 @@ def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
         for b in ("sim", "vllm-sim") for p in fid["policies"] for r in fid["asr"]["rates"] for s in seeds
     }
     engine = {(p, r, s) for p in fid["policies"] for r in fid["engine"]["rates"] for s in seeds}
-    runs |= {(b, "fidelity-engine", *k) for b in ("sim", "vllm-sim") for k in engine}
+    # ... once with the engine profile's step fit, once with the fits of its own served steps
+    runs |= {(b, f"fidelity-engine{fit}", *k) for b in ("sim", "vllm-sim") for k in engine for fit in ("", "-heldout")}
     # One simulation job per (backend, experiment, policy, seed) sweeps its rates; one trace
     # job per (workload, seed) writes every rate's trace.
     stats = r.output[r.output.index("Job stats"):]
