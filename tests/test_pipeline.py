@@ -96,11 +96,9 @@ def _run_until_a_notebook_renders(command, results: Path, **kw) -> None:
         proc.wait()
 
 
-@pytest.mark.slow
-def test_snakemake_pipeline_renders_notebooks(tmp_path):
-    """The whole tiny pipeline (.test/config.yaml), killed (SIGKILL) during its first notebook render, unlocked
-    (`snakemake --unlock`, no --cores) and resumed by the same plain command: the default
-    profile's rerun-incomplete redoes the interrupted job with no extra flag."""
+def workflow_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The workflow copied to ``tmp_path/work`` (no results), and an environment that reads a
+    synthetic data mirror and finds this interpreter's commands first."""
     work = tmp_path / "work"
     work.mkdir()
     for item in ("Snakefile", "config.yaml", "README.md", ".test", "workflow", "notebooks", "envs", "profiles"):
@@ -112,13 +110,22 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     _synthetic_mirror(mirror)
-    results = work / yaml.safe_load((REPO / ".test" / "config.yaml").read_text())["results"]
     env = {
         **os.environ,
         "SCHEDLAB_DATA_MIRROR": str(mirror),
         "SCHEDLAB_DATA_CACHE": str(tmp_path / "cache"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
+    return work, env
+
+
+@pytest.mark.slow
+def test_snakemake_pipeline_renders_notebooks(tmp_path):
+    """The whole tiny pipeline (.test/config.yaml), killed (SIGKILL) during its first notebook render, unlocked
+    (`snakemake --unlock`, no --cores) and resumed by the same plain command: the default
+    profile's rerun-incomplete redoes the interrupted job with no extra flag."""
+    work, env = workflow_copy(tmp_path)
+    results = work / yaml.safe_load((REPO / ".test" / "config.yaml").read_text())["results"]
     command = ["snakemake", "--cores", "2", "--configfile", ".test/config.yaml", "--quiet", "rules"]
     _run_until_a_notebook_renders(command, results, cwd=work, env=env)
     assert list((work / ".snakemake" / "incomplete").rglob("*")), "the kill left no job marked incomplete"

@@ -26,14 +26,13 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from test_pipeline import EWSJF_FIGURES, _synthetic_mirror
+from test_pipeline import EWSJF_FIGURES, workflow_copy
 
 pytestmark = pytest.mark.slow
 
@@ -62,23 +61,7 @@ def slurm_cluster() -> None:
 
 
 def test_the_tiny_chain_runs_through_slurm(slurm_cluster, tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    for item in ("Snakefile", "config.yaml", "README.md", ".test", "workflow", "notebooks", "envs", "profiles"):
-        src = REPO / item
-        if src.is_dir():
-            shutil.copytree(src, work / item, ignore=shutil.ignore_patterns("results", ".snakemake"))
-        else:
-            shutil.copy(src, work / item)
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
-    _synthetic_mirror(mirror)
-    env = {
-        **os.environ,
-        "SCHEDLAB_DATA_MIRROR": str(mirror),
-        "SCHEDLAB_DATA_CACHE": str(tmp_path / "cache"),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
+    work, env = workflow_copy(tmp_path)
     command = readme_line("snakemake results/notebooks/ewsjf.html --workflow-profile profiles/slurm")
     proc = subprocess.run(shlex.split(command), cwd=work, env=env, capture_output=True, text=True, timeout=1200)
     log = proc.stdout + proc.stderr

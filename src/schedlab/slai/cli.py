@@ -166,6 +166,16 @@ def cmd_run(args) -> None:
     write_outputs({args.out_results: res.requests, args.out_summary: s})
 
 
+def _grid_args(p: argparse.ArgumentParser) -> None:
+    """A sweep's schedulers, paying share, rates and seeds."""
+    from schedlab.slai.registry import SCHEDULERS
+
+    p.add_argument("--scheduler", nargs="+", required=True, help=", ".join(SCHEDULERS))
+    p.add_argument("--share", type=_share, required=True)
+    p.add_argument("--rates", type=positive_numbers(float), required=True, help="req/s, comma-separated")
+    p.add_argument("--seeds", type=_ints, default=[0])
+
+
 def _setup_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("setup")
     _workload_args(g)
@@ -226,10 +236,7 @@ def add_commands(sub) -> None:
     r.set_defaults(func=cmd_run)
 
     w = ssub.add_parser("sweep", help="schedulers, one after another, over rates x seeds at one paying share")
-    w.add_argument("--scheduler", nargs="+", required=True, help=", ".join(SCHEDULERS))
-    w.add_argument("--share", type=_share, required=True)
-    w.add_argument("--rates", type=positive_numbers(float), required=True, help="req/s, comma-separated")
-    w.add_argument("--seeds", type=_ints, default=[0])
+    _grid_args(w)
     _setup_args(w)
     w.add_argument("--out-dir", required=True, help="gets <scheduler>/summary.parquet, buckets.parquet, timeline.parquet")
     w.set_defaults(func=cmd_sweep)
@@ -242,10 +249,7 @@ def add_commands(sub) -> None:
     sc.set_defaults(func=cmd_scale)
 
     sv = ssub.add_parser("serve", help="schedulers on a real engine (`vllm serve`), one server each, over rates x seeds")
-    sv.add_argument("--scheduler", nargs="+", required=True, help=", ".join(SCHEDULERS))
-    sv.add_argument("--share", type=_share, required=True)
-    sv.add_argument("--rates", type=positive_numbers(float), required=True, help="req/s, comma-separated")
-    sv.add_argument("--seeds", type=_ints, default=[0])
+    _grid_args(sv)
     _workload_args(sv)
     sv.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
     sv.add_argument("--model-folder", help="folder the server loads (default: the bundled architecture)")
