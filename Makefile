@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 # on a machine whose pip would otherwise pick the CUDA build.
 TORCH_INDEX ?=
 CORES ?= all
+# pytest-xdist workers for the tests that can share the machine.
+TEST_WORKERS ?= auto
 # The offline data mirror beside the checkout, when there is one (override or export your own).
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
@@ -37,12 +39,15 @@ reproduce: $(STAMP)
 report: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" snakemake --report results/report.html
 
+# The tests that can share the machine run on every core (the SLURM test mostly waits on its
+# cluster); then the ones that time a real engine or run the whole pipeline, one at a time.
 test: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) -m "not exclusive"
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -m exclusive
 
 # Iteration: everything but the end-to-end runs (pipeline, real engines and servers).
 test-fast: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -m "not slow"
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
 
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest benchmarks --benchmark-only

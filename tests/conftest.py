@@ -7,6 +7,12 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def pytest_collection_modifyitems(items):
+    """The slow tests first: under pytest-xdist a worker then waits on the SLURM cluster while
+    the others run the quick tests, instead of the run ending on it."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def shared_data() -> Path:
     """The offline data mirror beside the checkout (``../shared/data``); skips when absent."""

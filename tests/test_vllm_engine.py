@@ -14,7 +14,7 @@ pytest.importorskip("vllm")
 
 from schedlab.backends.vllm_engine import EngineSpec, replay, start_engine  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 
 
 def test_sjf_in_a_real_engine_admits_by_audio_duration():

@@ -24,7 +24,7 @@ from schedlab.backends.vllm_server import serve_command, server_env, start_serve
 from schedlab.contracts import RESULT_COLUMNS  # noqa: E402
 from schedlab.data.whisper_files import write_model_folder  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The README's example: the pipeline's whisper-tiny engine on CPU, under SJF.
@@ -59,6 +59,21 @@ def test_the_server_starts_without_a_job_runners_thread_counts(monkeypatch):
     env = server_env(SPEC)
     assert not set(names) & set(env)
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+
+
+def test_the_client_side_starts_without_vllm_and_names_a_real_logits_processor():
+    """The replaying client runs beside the server it measures: importing vLLM there cost
+    seconds of each server's start-up and a second copy of torch in memory."""
+    code = ("import sys; import schedlab.backends.vllm_server, schedlab.backends.http_client, "
+            "schedlab.backends.step_log; print(sorted({'vllm', 'torch'} & set(sys.modules)))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "[]"
+    from vllm.v1.sample.logits_processor import LogitsProcessor
+
+    from schedlab.backends import vllm_server
+
+    module, name = vllm_server.NO_STOP.split(":")
+    assert issubclass(getattr(__import__(module, fromlist=[name]), name), LogitsProcessor)
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,3 @@ class NoStopTokens(LogitsProcessor):
         if self.ids.numel():
             logits[:, self.ids] = float("-inf")
         return logits
-
-
-#: The ``--logits-processors`` value (vLLM wants ``<module>:<type>``).
-NO_STOP = f"{__name__}:{NoStopTokens.__qualname__}"

@@ -35,14 +35,14 @@ from schedlab.backends.vllm_engine import (
     SCHEDULER,
     EngineSpec,
 )
-from schedlab.backends.vllm_logits import NO_STOP
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import model_arch
 
+#: ``--logits-processors`` for Whisper (vLLM wants ``<module>:<type>``), named here so that the
+#: client side never imports vLLM.
+NO_STOP = "schedlab.backends.vllm_logits:NoStopTokens"
 #: Seconds a server may take to answer ``/health`` after start (CPU: about a minute).
 READY_TIMEOUT_S = 600.0
-
-
 
 
 def serve_command(folder: str | Path, spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,

@@ -50,7 +50,7 @@ def serving_overhead(setup: Setup, *, capacity_rps: float, shares, precision_rps
         if gap(MAX_OVERHEAD_S) < 0:
             raise SchedlabError(f"even {MAX_OVERHEAD_S} s per batch keeps the median TTFT at {rate} req/s under "
                                 f"{CAPACITY_TTFT_MS:g} ms: the runs are too short to load the engine")
-        return float(brentq(gap, 0.0, MAX_OVERHEAD_S, xtol=1e-5))
+        return float(brentq(gap, 0.0, MAX_OVERHEAD_S, xtol=1e-4))  # 0.1 ms: the interval spans ms
 
     overhead_s = solve(capacity_rps)
     interval = [solve(capacity_rps + precision_rps), solve(capacity_rps - precision_rps)]
