@@ -41,7 +41,7 @@ import seaborn as sns
 from schedlab.fit.steptime import predict
 from schedlab.report import (
     FIDELITY_METRICS, READING_METRICS, STEP_FITS, engine_view, fidelity_errors, fidelity_reading, fit_comparison,
-    fit_errors, interference_note, read_manifest, save_figure, speed_ratio,
+    fit_errors, front_end_note, interference_note, read_manifest, save_figure, speed_ratio,
 )
 from schedlab.engine.steptime import StepTimeModel
 
@@ -183,6 +183,15 @@ print(f"largest |error| of median TTFT/E2EL: {worst:.3f}% (target: within 5%)")
 # ran (the machine's busy CPU time from `/proc/stat` minus the server's and the client's own):
 # its timings measure the neighbours too, so the comparison leaves it out and says so; when
 # every run is interfered, the comparison below is no result.
+#
+# The simulators model the engine's scheduler and steps, not what lies in front of them. Each
+# run's **share of time outside the engine** compares, by Little's law, the client's mean
+# number of requests in the system (their end-to-end latencies summed over the replay's span)
+# with the scheduler's (running plus waiting, weighted by step time): what is left is time in
+# the client, the HTTP and API server and the output path. On a 2-core CPU the engine's worker
+# holds one core and vLLM's EngineCore busy-waits for it on the other, beside the API server
+# that takes requests in and streams every token out; where that share is large, the served
+# system's bottleneck is its front end and no step-time model can follow it.
 
 # %%
 def error_tables(errs: pd.DataFrame) -> None:
@@ -198,6 +207,7 @@ def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
     and the reading computed from them."""
     view, spread, bad = engine_view(summary)
     print(interference_note(summary[summary["backend"] == "vllm"], bad, label))
+    print(front_end_note(summary[summary["backend"] == "vllm"], label))
     if len(bad):
         display(bad[["policy", "rate", "repeat", "foreign_cpu_share", "p50_e2el_ms", "throughput_rps"]].round(3))
     errs = fit_errors(view)
@@ -239,6 +249,10 @@ engine_fid, engine_errs = engine_study(fid[fid["model"] == engine_model], "Decod
 # time is never a step). Each held-out fit is the profile fit's model
 # (`time ~ 1 + n_encoder + n_prefill_tokens + n_decode + ctx_tokens`, OLS) on the steps of every
 # rate but one; it is checked on the steps of the rate it left out, beside the profile's fit.
+# Each held-out fit also carries the front end its steps do not hold: the median, over the
+# other rates' replays, of the mean time a request spent outside the engine's scheduler (see
+# above), as the model's fixed per-request delay before the scheduler sees a request
+# (`frontend_s`). The profile's fit has none.
 
 # %%
 served_steps = {}
@@ -259,7 +273,8 @@ for (name, stem), m in held_out.items():
     steps = served_steps.get(name)
     rate = m.meta.get("held_out_rate")
     row = {"experiment": name, "fit": stem, "R²": m.meta["r2"], "resid sd (ms)": m.meta["resid_sd_s"] * 1e3,
-           "steps fitted": m.meta["n_rows"], **{f"{k} (ms)": v * 1e3 for k, v in m.coefficients.items()}}
+           "steps fitted": m.meta["n_rows"], **{f"{k} (ms)": v * 1e3 for k, v in m.coefficients.items()},
+           "front end (ms)": m.frontend_s * 1e3}
     if steps is not None and rate is not None:
         out = steps[steps["rate"] == rate]
         measured = out["time_s"].mean()

@@ -195,6 +195,20 @@ def test_held_out_fit_leaves_out_the_held_out_rates_steps(tmp_path):
         fit_held_out(steps[steps["rate"] == 1.0], 1.0)
 
 
+def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
+    """Each replay's mean time per request outside the scheduler becomes ``frontend_s``: the
+    median over the kept replays (one value each, whatever their step counts), never the held-out one's."""
+    rows = []
+    for rate, repeat, front_end_s, n in ((1.0, 0, 0.010, 50), (1.0, 1, 0.030, 10), (2.0, 0, 0.020, 10),
+                                         (3.0, 0, 5.0, 10)):
+        rows.append(_profile(n=n, seed=n + repeat).assign(rate=rate, policy="fcfs", seed=0, repeat=repeat,
+                                                          front_end_s=front_end_s))
+    steps = pd.concat(rows, ignore_index=True)
+    assert fit_held_out(steps, 3.0).frontend_s == pytest.approx(0.020)  # median of 10, 30 and 20 ms
+    assert fit_held_out(steps, 2.0).frontend_s == pytest.approx(0.030)  # of 10, 30 ms and 5 s
+    assert fit_held_out(steps.drop(columns="front_end_s"), 3.0).frontend_s == 0.0  # no record: none
+
+
 def test_fit_engine_steps_cli_writes_one_fit_per_held_out_rate(tmp_path):
     from schedlab.cli import main
 

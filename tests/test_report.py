@@ -1,6 +1,7 @@
 """The paper-vs-ours tables: errors, the tolerance, the count, and paper A's rows."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from schedlab.report import asr_rows, paper_vs_ours, reported_asr_table1, within_count
@@ -45,8 +46,6 @@ def test_asr_rows_cover_table1_changes_and_saturation():
 def _engine_summary():
     """Two rates, one policy: the engine (three repeats each, one of rate 2's interfered) and the
     simulators with the profile's fit (50% slow) and with the engine's own steps (5% fast)."""
-    import pandas as pd
-
     rows = []
     key = {"workload": "w", "model": "m", "policy": "fcfs", "seed": 0}
     for rate in (1.0, 2.0):
@@ -87,3 +86,15 @@ def test_engine_fidelity_is_read_per_fit_without_interfered_runs():
     v, _, b = engine_view(everything)
     assert "not a result" in interference_note(everything[everything["backend"] == "vllm"], b, "x")
     assert fidelity_reading(fit_errors(v), 2.0, "x") == "x: no clean engine run to compare with."
+
+
+def test_the_front_end_note_names_where_requests_waited_outside_the_engine():
+    from schedlab.report import front_end_note
+
+    runs = pd.DataFrame({"policy": ["fcfs"] * 4 + ["sjf"] * 2, "rate": [5.0, 5.0, 25.0, 25.0, 25.0, 25.0],
+                         "outside_engine_share": [0.1, 0.2, 0.5, 0.9, 0.05, 0.07]})
+    note = front_end_note(runs, "Decoder engine")
+    assert "a median 6% to 70%" in note and "most at 25 req/s under fcfs" in note
+    assert "(fcfs at 25 req/s) the served system's bottleneck is its front end" in note
+    assert "at most 25% everywhere" in front_end_note(runs[runs["rate"] == 5.0], "x")
+    assert "do not record" in front_end_note(runs.drop(columns="outside_engine_share"), "x")

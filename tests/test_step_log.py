@@ -50,3 +50,17 @@ def test_the_server_option_names_a_path():
     assert server_options({"schedlab": {}}).step_log is None
     with pytest.raises(SchedlabError, match="step_log"):
         server_options({"schedlab": {"step_log": 3}})
+
+
+def test_the_share_of_time_outside_the_engine_follows_littles_law():
+    """Two requests of 2 s each over a 3 s span: 4/3 in the system at the client. The scheduler
+    held one of them for 2 s (2/3 in it): half the requests' time was spent in front of it."""
+    import pandas as pd
+
+    from schedlab.backends.step_log import outside_engine_share
+
+    requests = pd.DataFrame({"arrival_s": [0.0, 1.0], "finish_s": [2.0, 3.0]})
+    steps = pd.DataFrame({"n_running": [1, 1, 0], "n_waiting": [0, 0, 1], "time_s": [0.5, 1.0, 0.5]})
+    assert outside_engine_share(requests, steps) == pytest.approx(0.5)
+    busy = steps.assign(n_running=[2, 2, 2], n_waiting=[0, 0, 0], time_s=[1.0, 1.0, 0.0])
+    assert outside_engine_share(requests, busy) == 0.0  # never negative

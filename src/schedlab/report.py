@@ -151,6 +151,28 @@ def interference_note(engine_runs: pd.DataFrame, bad: pd.DataFrame, label: str, 
             f"{share.max():.0%} of the cores busy, limit {threshold:.0%}): {verdict}.")
 
 
+#: A served run's front end lagged when its requests spent more than this share of their time in
+#: the system outside the engine's scheduler (``outside_engine_share`` in its summary).
+FRONT_END_LAG = 0.25
+
+
+def front_end_note(engine_runs: pd.DataFrame, label: str, threshold: float = FRONT_END_LAG) -> str:
+    """Where the served system's front end (client, HTTP and API server, output path), not the
+    engine's scheduler, held the requests, from the runs' ``outside_engine_share``."""
+    if "outside_engine_share" not in engine_runs or engine_runs["outside_engine_share"].isna().all():
+        return f"{label}: the runs do not record the time their requests spent outside the engine."
+    share = engine_runs.groupby(["policy", "rate"])["outside_engine_share"].median()
+    lagged = share[share > threshold]
+    worst = share.idxmax()
+    head = (f"{label}: the requests spent a median {share.min():.0%} to {share.max():.0%} of their time in the "
+            f"system outside vLLM's scheduler (most at {worst[1]:g} req/s under {worst[0]})")
+    if lagged.empty:
+        return head + f"; at most {threshold:.0%} everywhere, so the engine's steps set the latencies."
+    where = ", ".join(f"{p} at {r:g} req/s" for p, r in lagged.index)
+    return (head + f". Above {threshold:.0%} ({where}) the served system's bottleneck is its front end, "
+            "which no step-time model holds: there the simulators' errors measure the front end, not the engine.")
+
+
 def fidelity_reading(errs: pd.DataFrame, saturation: float, label: str, candidate: str = "sim") -> str:
     """Sentences about ``candidate``'s errors against the engine (one fit's rows of
     :func:`fit_errors`), computed from them: the largest errors below 80% of the engine's

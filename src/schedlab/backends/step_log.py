@@ -109,3 +109,16 @@ def wait_for_idle(path: str | os.PathLike, since: float, timeout_s: float = 30.0
         if (len(recent) and not recent["busy_after"].iloc[-1]) or time.monotonic() > deadline:
             return raw
         time.sleep(0.1)
+
+
+def outside_engine_share(requests: pd.DataFrame, steps: pd.DataFrame) -> float:
+    """Share of the requests' time in the system (arrival at the client to the last token
+    received) that they spent outside the engine's scheduler: in the client, the HTTP server,
+    the API process and the output path. Little's law on one replay: the client's mean number
+    in the system (the sum of end-to-end latencies over the replay's span) against the
+    scheduler's (running plus waiting, weighted by step time). A simulator models only the
+    engine, so a large share means the served system's bottleneck is its front end."""
+    span = float(requests["finish_s"].max() - requests["arrival_s"].min())
+    client = float((requests["finish_s"] - requests["arrival_s"]).sum()) / span
+    engine = float(((steps["n_running"] + steps["n_waiting"]) * steps["time_s"]).sum()) / span
+    return max(0.0, 1.0 - engine / client) if client > 0 else float("nan")

@@ -41,7 +41,7 @@ def profile(
     spec: EngineSpec,
     *,
     rates=(5.0, 10.0, 20.0, 40.0),
-    duration_s: float = 5.0,
+    duration_s: float = 3.0,
     seed: int = 0,
     warmup_steps: int = 3,
 ) -> pd.DataFrame:

@@ -251,6 +251,22 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
     )
 
 
+#: Seconds of a trace's arrivals replayed, unmeasured, when a server has just started.
+WARMUP_S = 3.0
+
+
+def warm_up(server: Server, trace: pd.DataFrame, *, model: str, whisper: bool, seconds: float = WARMUP_S) -> None:
+    """Replay the first ``seconds`` of ``trace`` and discard the results: a fresh server's
+    first requests take first-time paths in its front end (in one run, 38-44% of the first
+    replay's time in the system was spent outside the engine's scheduler, against 8-12% in
+    the repeats that followed)."""
+    from schedlab.backends.http_client import replay_http
+
+    head = trace[trace["arrival_s"] < trace["arrival_s"].min() + seconds]
+    if len(head):
+        replay_http(server.url, head, model=model, whisper=whisper)
+
+
 def step_log_path(server_log: str | Path) -> Path:
     """Where a server's scheduler logs its steps: beside its log (absolute, as the server's
     working folder may differ)."""
@@ -266,7 +282,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     per-request results), ``.json`` (the run summary) and ``.steps.parquet`` (every engine
     step of the replay, :func:`schedlab.backends.step_log.step_table`, with the run's policy,
     rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log."""
-    from schedlab.backends.step_log import step_table, steps_between, wait_for_idle
+    from schedlab.backends.step_log import outside_engine_share, step_table, steps_between, wait_for_idle
     from schedlab.backends.vllm_profile import device_label
     from schedlab.io import write_json, write_parquet
     from schedlab.metrics import summarize
@@ -276,6 +292,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     cmd = serve_command(folder, spec, policy=policy, kappa=kappa, step_log=steps_csv)
     written = []
     with start_server(cmd, log=server_log, env=server_env(spec)) as server:
+        warm_up(server, next(iter(traces.values())), model=spec.model, whisper=whisper)
         for rep in range(repeats):
             for label, trace in traces.items():
                 run = replay_served(server, trace, model=spec.model, whisper=whisper)
@@ -287,8 +304,12 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                     run.requests, run.gaps, policy=policy, backend="vllm", rate=float(label),
                     model=spec.model, hardware=spec.device, seed=seed, **identity,
                 )
+                outside = outside_engine_share(run.requests, steps) if len(steps) else float("nan")
+                e2el = run.requests["finish_s"] - run.requests["arrival_s"]
                 steps["foreign_cpu_share"] = run.foreign_cpu_share()
+                steps["front_end_s"] = outside * float(e2el.mean())  # per request, outside the scheduler
                 summary.update(
+                    outside_engine_share=outside,
                     repeat=rep,
                     preemptions=0,
                     kv_capacity_blocks=-1,

@@ -4,8 +4,9 @@ Isolated prefill-chunk timings (:mod:`schedlab.fit.chunk_times`) miss what a ser
 adds to every batch: scheduling, sampling, detokenisation, CPU-GPU synchronisation. One fixed
 per-batch overhead, added to the model's intercept, is fitted so that the baseline (Sarathi-Serve
 with FCFS) sits at the edge of the capacity criterion (median TTFT 0.5 s with every class on
-its P99 TBT target) at the paper's capacity: Brent's method on the mean over paying shares of
-``log(median TTFT / 0.5 s)`` at that rate. The paper's capacity is read off a figure to about
+its P99 TBT target) at the paper's capacity: Brent's method on ``log(median TTFT / 0.5 s)``
+at that rate. The baseline never reads a request's class, so its runs at every paying share
+are the same run: the fit solves on the first share and checks the others at the result. The paper's capacity is read off a figure to about
 ``precision_rps``; the overheads that put it that much lower and higher bound the estimate. No
 other scheduler's number enters.
 """
@@ -44,7 +45,7 @@ def serving_overhead(setup: Setup, *, capacity_rps: float, shares, precision_rps
         return replace(setup, arena=arena).run(BASELINE_SCHEDULER, rate, share, seed)[1]
 
     def solve(rate: float) -> float:
-        gap = lambda ov: float(np.mean([np.log(run(ov, p, rate)["p50_ttft_ms"] / CAPACITY_TTFT_MS) for p in shares]))
+        gap = lambda ov: float(np.log(run(ov, shares[0], rate)["p50_ttft_ms"] / CAPACITY_TTFT_MS))
         if gap(0.0) >= 0:
             return 0.0  # the chunk-timed model is already at or past the edge
         if gap(MAX_OVERHEAD_S) < 0:
@@ -55,6 +56,10 @@ def serving_overhead(setup: Setup, *, capacity_rps: float, shares, precision_rps
     overhead_s = solve(capacity_rps)
     interval = [solve(capacity_rps + precision_rps), solve(capacity_rps - precision_rps)]
     at = {p: run(overhead_s, p, capacity_rps) for p in shares}
+    ttft = [s["p50_ttft_ms"] for s in at.values()]
+    if not np.allclose(ttft, ttft[0], rtol=1e-9):
+        raise SchedlabError(f"{BASELINE_SCHEDULER}'s median TTFT differs between paying shares ({ttft}): "
+                            "it reads the classes, so one share cannot stand for all")
     record = {
         "method": "Brent's method on log(median TTFT / 0.5 s) of Sarathi-Serve (FCFS) at the paper's capacity",
         "baseline": BASELINE_SCHEDULER,

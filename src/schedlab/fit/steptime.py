@@ -92,7 +92,9 @@ def read_engine_steps(paths) -> pd.DataFrame:
 def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     """The profile fit's model (:func:`fit_steptime`, the same terms: no prefill pairs) on the
     served steps of every rate except ``rate`` (None: every rate); ``meta`` says which rates
-    it saw and which it held out."""
+    it saw and which it held out. Where the step tables carry ``front_end_s`` (each replay's
+    mean time per request outside the engine's scheduler), the model's ``frontend_s`` is its
+    median over those replays: the served system's front end, which the steps do not hold."""
     rates = sorted(float(r) for r in steps["rate"].unique())
     if rate is not None and float(rate) not in rates:
         raise SchedlabError(f"no steps at rate {rate:g} (the steps' rates: {', '.join(f'{r:g}' for r in rates)})")
@@ -103,4 +105,9 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     seen = sorted(float(r) for r in kept["rate"].unique())
     held = {"held_out_rate": None if rate is None else float(rate), "rates": seen, "n_steps_by_rate":
             {f"{r:g}": int((kept["rate"].astype(float) == r).sum()) for r in seen}}
-    return replace(model, meta={**model.meta, **held})
+    frontend_s = model.frontend_s
+    if "front_end_s" in kept and kept["front_end_s"].notna().any():
+        replays = [c for c in ("policy", "rate", "seed", "repeat") if c in kept]
+        frontend_s = float(kept.groupby(replays)["front_end_s"].first().median())
+        held["frontend_s_from"] = "median over the replays of their mean time per request outside the scheduler"
+    return replace(model, frontend_s=frontend_s, meta={**model.meta, **held})
