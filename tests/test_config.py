@@ -270,3 +270,22 @@ def test_unlock_needs_no_cores(tmp_path, profile):
     r = subprocess.run([_snakemake(), "--unlock", *profile], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert ("profiles/default" in r.stderr) == (not profile)
+
+
+def test_the_readmes_paper_c_on_vllm_sim_line_plans_paper_cs_jobs_on_vllm_sim(tmp_path):
+    """The README's timed line (`... --config backend=vllm-sim -- results/notebooks/slai.html`), dry-run
+    with its results moved to tmp_path: paper C's 16 jobs, the sweeps on vLLM's scheduler."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    line = re.search(r"`(snakemake --cores all --config backend=vllm-sim -- \S+)`", text.replace("\n", " ")).group(1)
+    results = tmp_path / "results"
+    args = shlex.split(line)[1:]
+    args[args.index("backend=vllm-sim") + 1: args.index("backend=vllm-sim") + 1] = [f"results={results}"]
+    args[-1] = str(results / "notebooks" / "slai.html")
+    r = subprocess.run([_snakemake(), "-n", "-p", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    stats = out[out.index("Job stats"):]
+    assert int(re.search(r"^total\s+(\d+)", stats, re.M).group(1)) == 16
+    assert re.search(r"schedlab slai sweep .*--backend vllm-sim", out)
