@@ -6,8 +6,9 @@ STAMP := $(VENV)/.installed
 # on a machine whose pip would otherwise pick the CUDA build.
 TORCH_INDEX ?=
 CORES ?= all
-# pytest-xdist workers for the tests that can share the machine.
-TEST_WORKERS ?= auto
+# pytest-xdist workers for the tests that can share the machine: one per core, and one more for
+# the SLURM test, which mostly waits on its cluster.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 # The offline data mirror beside the checkout, when there is one (override or export your own).
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
@@ -39,10 +40,11 @@ reproduce: $(STAMP)
 report: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" snakemake --report results/report.html
 
-# The tests that can share the machine run on every core (the SLURM test mostly waits on its
-# cluster); then the ones that time a real engine or run the whole pipeline, one at a time.
+# The tests that can share the machine run on every core, the two longest (the tiny pipeline and
+# the SLURM chain) first, each on a worker of its own (--dist loadgroup hands out one test at a
+# time); then the ones that time a real engine, one at a time.
 test: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) -m "not exclusive"
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive"
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -m exclusive
 
 # Iteration: everything but the end-to-end runs (pipeline, real engines and servers).

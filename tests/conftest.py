@@ -8,8 +8,9 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def pytest_collection_modifyitems(items):
-    """The slow tests first: under pytest-xdist a worker then waits on the SLURM cluster while
-    the others run the quick tests, instead of the run ending on it."""
+    """The slow tests first: under pytest-xdist (``--dist loadgroup``) the tiny pipeline and the
+    SLURM chain then start at once, each on a worker of its own, while the others run the quick
+    tests, instead of the run ending on them."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

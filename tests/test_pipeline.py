@@ -120,7 +120,6 @@ def workflow_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.exclusive
 def test_snakemake_pipeline_renders_notebooks(tmp_path):
     """The whole tiny pipeline (.test/config.yaml), killed (SIGKILL) during its first notebook render, unlocked
     (`snakemake --unlock`, no --cores) and resumed by the same plain command: the default
