@@ -177,6 +177,14 @@ def local_engine_flags(model, max_num_seqs, max_num_batched_tokens):
     )
 
 
+def vllm_engine_flags(max_num_seqs, max_num_batched_tokens):
+    """The options of a command that starts the local vLLM engine (`vllm` section)."""
+    return (
+        f"--device {VLLM['device']} --kv-cache-gib {VLLM['kv_cache_gib']} --max-num-seqs {max_num_seqs} "
+        f"--max-num-batched-tokens {max_num_batched_tokens}"
+    )
+
+
 def engine_run_dir(experiment, policy):
     """Where one `vllm serve` job writes every rate x repeat of (experiment, policy)."""
     return f"{RESULTS}/runs/vllm/{experiment}/{policy}"
@@ -363,9 +371,8 @@ def vllm_serve_command(w, input, output):
         cmds.append(
             f"schedlab vllm-serve --policy {w.policy} --kappa {input.kappa} --model {exp['model']} "
             f"--model-folder {folder} --traces {' '.join(traces)} --rates {' '.join(labels)} "
-            f"--workload {exp['workload']} --seed {s} --repeats {VLLM['repeats']} --device {VLLM['device']} "
-            f"--kv-cache-gib {VLLM['kv_cache_gib']} --max-num-seqs {eng['max_num_seqs']} "
-            f"--max-num-batched-tokens {eng['max_num_batched_tokens']} "
+            f"--workload {exp['workload']} --seed {s} --repeats {VLLM['repeats']} "
+            f"{vllm_engine_flags(eng['max_num_seqs'], eng['max_num_batched_tokens'])} "
             f"--server-log {RESULTS}/logs/runs/vllm/{w.experiment}/{w.policy}.server_seed{s}.log --out-dir {output[0]}"
         )
     return " && ".join(cmds)

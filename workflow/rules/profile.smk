@@ -44,8 +44,6 @@ rule profile_vllm:
     resources:
         gpu=int(VLLM["device"].startswith("cuda")),
     params:
-        v=VLLM,
+        engine=vllm_engine_flags(VLLM["max_num_seqs"], VLLM["max_num_batched_tokens"]),
     shell:
-        "schedlab profile --source vllm --model {wildcards.model} --device {params.v[device]} "
-        "--kv-cache-gib {params.v[kv_cache_gib]} --max-num-seqs {params.v[max_num_seqs]} "
-        "--max-num-batched-tokens {params.v[max_num_batched_tokens]} --out {output} > {log} 2>&1"
+        "schedlab profile --source vllm --model {wildcards.model} {params.engine} --out {output} > {log} 2>&1"

@@ -211,10 +211,7 @@ rule slai_engine_serve:
     params:
         run=slai_engine_workload_flags(),
         schedulers=" ".join(SLAI_ENGINE["schedulers"]),
-        engine=(
-            f"--device {VLLM['device']} --kv-cache-gib {VLLM['kv_cache_gib']} "
-            f"--max-num-seqs {SLAI_ENGINE['max_num_seqs']} --max-num-batched-tokens {VLLM['max_num_batched_tokens']}"
-        ),
+        engine=vllm_engine_flags(SLAI_ENGINE["max_num_seqs"], VLLM["max_num_batched_tokens"]),
         out=lambda w: f"{SLAI_DIR}/engine/vllm",
         servers=lambda w: f"{RESULTS}/logs/slai/engine_servers",
     shell:

@@ -9,9 +9,9 @@ A :class:`Planner` keeps the step's KV accounting on the scheduler's side, again
 engine's state, which it never changes: ``take`` gives a running request tokens, preempting
 the scheduler's victims (recompute) while the KV blocks those tokens need run short, as vLLM
 v1's running pass does; ``admit`` starts a waiting request when its whole current sequence
-fits in the free blocks and a running slot is left (only its first chunk's blocks are allocated, as vLLM's KV manager
-allocates what the scheduled tokens need), within the encoder budget, and only in a step that
-preempted nothing. The engine then carries the plan out.
+fits in the free blocks and a running slot is left (only its first chunk's blocks are
+allocated, as vLLM's KV manager allocates what the scheduled tokens need), within the encoder
+budget, and only in a step that preempted nothing. The engine then carries the plan out.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ per-batch overhead, added to the model's intercept, is fitted so that the baseli
 with FCFS) sits at the edge of the capacity criterion (median TTFT 0.5 s with every class on
 its P99 TBT target) at the paper's capacity: Brent's method on ``log(median TTFT / 0.5 s)``
 at that rate. The baseline never reads a request's class, so its runs at every paying share
-are the same run: the fit solves on the first share and checks the others at the result. The paper's capacity is read off a figure to about
-``precision_rps``; the overheads that put it that much lower and higher bound the estimate. No
-other scheduler's number enters.
+are the same run: the fit solves on the first share and checks the others at the result. The
+paper's capacity is read off a figure to about ``precision_rps``; the overheads that put it
+that much lower and higher bound the estimate. No other scheduler's number enters.
 """
 
 from __future__ import annotations
