@@ -41,11 +41,11 @@ import pandas as pd
 import seaborn as sns
 
 from schedlab.examples import toy_head_of_line
+from schedlab.render import read_manifest
 from schedlab.report import (
     POLICY_ORDER,
     asr_findings,
     pct_change_vs,
-    read_manifest,
     reported_asr_table1,
     save_figure,
     select,

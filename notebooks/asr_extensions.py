@@ -37,7 +37,8 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from schedlab.report import read_manifest, save_figure
+from schedlab.render import read_manifest
+from schedlab.report import save_figure
 
 sns.set_theme(style="whitegrid", context="notebook")
 Path(figures_dir).mkdir(parents=True, exist_ok=True)

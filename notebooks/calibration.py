@@ -39,9 +39,10 @@ import pandas as pd
 import seaborn as sns
 
 from schedlab.fit.steptime import predict
+from schedlab.render import read_manifest
 from schedlab.report import (
     FIDELITY_METRICS, READING_METRICS, STEP_FITS, engine_view, fidelity_errors, fidelity_reading, fit_comparison,
-    fit_errors, front_end_note, interference_note, read_manifest, save_figure, speed_ratio,
+    fit_errors, front_end_note, interference_note, save_figure, speed_ratio,
 )
 from schedlab.engine.steptime import StepTimeModel
 

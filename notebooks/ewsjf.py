@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from schedlab.report import read_manifest, reported_ewsjf_table3, save_figure
+from schedlab.render import read_manifest
+from schedlab.report import reported_ewsjf_table3, save_figure
 
 sns.set_theme(style="whitegrid", context="notebook")
 inputs = read_manifest(manifest)["inputs"]

@@ -40,7 +40,8 @@ from schedlab.slai.model import MEASURED_CHUNKS, MEASURED_TIMES_S
 from schedlab.slai.report import FIG7, LABELS, backend_differences, capacity_gain, findings, load_sweeps
 from schedlab.fit.chunk_times import chunk_time
 from schedlab.fit.steptime import predict
-from schedlab.report import read_manifest, save_figure
+from schedlab.render import read_manifest
+from schedlab.report import save_figure
 from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")

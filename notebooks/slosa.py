@@ -41,7 +41,8 @@ import pandas as pd
 import seaborn as sns
 
 from schedlab.fit.latency_predictor import LatencyPredictor, predict_profile
-from schedlab.report import read_manifest, save_figure
+from schedlab.render import read_manifest
+from schedlab.report import save_figure
 from schedlab.slosa.objective import score
 from schedlab.slosa.search import AnnealConfig, anneal, exhaustive
 from schedlab.slosa.toys import TOYS

@@ -61,7 +61,8 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown, display
 
-from schedlab.report import read_manifest, save_figure
+from schedlab.render import read_manifest
+from schedlab.report import save_figure
 from schedlab.tournament.report import metrics_table, ranks, winners
 
 sns.set_theme(style="whitegrid", context="notebook")

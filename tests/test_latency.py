@@ -96,3 +96,28 @@ def test_torch_profile_tiny_grid():
     enc = df[df["n_encoder"] > 0].set_index("n_encoder")["time_s"]
     assert enc[4] > enc[1]
     assert sorted(df.loc[df["n_decode"] > 0, "ctx_tokens"]) == [8, 16]
+
+
+def test_a_reused_cache_times_the_same_step_as_a_fresh_one():
+    """Each timed decode step starts from the prefill's cache: the token a step appended is
+    cropped off, so every repeat sees the same context and computes the same logits."""
+    torch = pytest.importorskip("torch")
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from schedlab.latency.catalogue import model_dir
+    from schedlab.latency.torch_profile import reused_cache
+
+    torch.manual_seed(0)
+    net = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir("tiny-llama"))).eval()
+    prompt, step_ids = torch.randint(0, 100, (2, 12)), torch.randint(0, 100, (2, 1))
+    with torch.inference_mode():
+        prefill = lambda: net(prompt, use_cache=True).past_key_values
+        setup = reused_cache(prefill)
+        steps = []
+        for _ in range(3):
+            (cache,) = setup()
+            assert cache.get_seq_length() == 12
+            steps.append(net(step_ids, past_key_values=cache, use_cache=True).logits)
+        fresh = net(step_ids, past_key_values=prefill(), use_cache=True).logits
+    for logits in steps:
+        torch.testing.assert_close(logits, fresh)

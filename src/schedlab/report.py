@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from importlib.resources import files
 from pathlib import Path
 
@@ -12,16 +11,6 @@ import pandas as pd
 from schedlab.io import atomic_path
 
 POLICY_ORDER = ["fcfs", "sjf", "hrrn"]
-
-
-def read_manifest(path: str | Path) -> dict:
-    """A notebook's inputs as its rule declared them (``<results>/notebooks/<name>.inputs.json``):
-    the settings it was rendered with, and ``inputs`` (name -> path, or list of paths), each path
-    resolved against the manifest's folder so that it reads the same from any working folder."""
-    path = Path(path)
-    manifest = json.loads(path.read_text())
-    resolve = lambda p: [resolve(q) for q in p] if isinstance(p, list) else path.parent / p
-    return {**manifest, "inputs": {k: resolve(v) for k, v in manifest["inputs"].items()}}
 
 
 def save_figure(fig, figures_dir: str | Path, name: str) -> None:

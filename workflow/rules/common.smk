@@ -333,18 +333,6 @@ def figure_labels(wildcards):
     return {"figure": wildcards.figure, "shows": FIGURE_MAP.get((wildcards.name, wildcards.figure), "")}
 
 
-def write_manifest(path, log, inputs, **settings):
-    """A notebook's declared inputs as JSON (paths relative to the manifest's folder, so the
-    notebook reads them from any working folder), with the settings it renders with."""
-    folder = os.path.dirname(path)
-    rel = lambda p: [rel(q) for q in p] if isinstance(p, list) else os.path.relpath(p, folder)
-    with open(path, "w") as f:
-        json.dump({**settings, "inputs": {k: rel(v) for k, v in inputs.items()}}, f, indent=2)
-        f.write("\n")
-    with open(log, "w") as f:
-        f.write(f"{path}: {len(inputs)} inputs\n")
-
-
 # -- Paper A on the real engine (vllm_serve) -----------------------------------------------------
 def vllm_serve_inputs(w):
     """Traces of every rate and seed of an engine experiment, kappa, and a Whisper model folder."""

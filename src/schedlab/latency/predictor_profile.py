@@ -62,7 +62,7 @@ def torch_profile(
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from schedlab.latency.torch_profile import device_setup, median_time
+    from schedlab.latency.torch_profile import device_setup, median_time, reused_cache
 
     config = AutoConfig.from_pretrained(model_dir(model))
     too_long = [n for n in lengths if not 0 < n < config.max_position_embeddings]
@@ -80,13 +80,11 @@ def torch_profile(
             step_ids = torch.randint(0, config.vocab_size, (b, 1), device=device)
             rows.append(("prefill", b, n, median_time(lambda: net(prompt, use_cache=True), repeats, sync=sync)))
 
-            def setup():
-                return (net(prompt, use_cache=True).past_key_values,)
-
             def step(cache):
                 net(step_ids, past_key_values=cache, use_cache=True)
 
-            rows.append(("decode", b, n, median_time(step, repeats, setup, sync)))
+            prefill = lambda: net(prompt, use_cache=True).past_key_values
+            rows.append(("decode", b, n, median_time(step, repeats, reused_cache(prefill), sync)))
     return _table(rows, "torch", hardware, model)
 
 
