@@ -7,6 +7,7 @@ from a folder holding the model folder that `schedlab whisper-files` writes.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -20,6 +21,7 @@ pytest.importorskip("vllm")
 
 from schedlab.backends.http_client import replay_http  # noqa: E402
 from schedlab.backends.vllm_engine import EngineSpec  # noqa: E402
+from schedlab.backends.vllm_engine import cpu_placement  # noqa: E402
 from schedlab.backends.vllm_server import serve_command, server_env, start_server  # noqa: E402
 from schedlab.contracts import RESULT_COLUMNS  # noqa: E402
 from schedlab.data.whisper_files import write_model_folder  # noqa: E402
@@ -58,7 +60,8 @@ def test_the_server_starts_without_a_job_runners_thread_counts(monkeypatch):
         monkeypatch.setenv(name, "2")
     env = server_env(SPEC)
     assert not set(names) & set(env)
-    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+    placement = cpu_placement(SPEC)
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == (",".join(map(str, placement[0])) if placement else "auto")
 
 
 def test_the_client_side_starts_without_vllm_and_names_a_real_logits_processor():
@@ -140,6 +143,7 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
          "--rates", *labels, "--repeats", "2", "--workload", "test", "--max-num-seqs", "4",
          "--server-log", str(tmp_path / "server.log"), "--out-dir", str(out)],
         capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if not k.startswith("VLLM_")},  # as a job starts it
     )
     log = tmp_path / "server.log"
     assert proc.returncode == 0, proc.stderr[-3000:] + (log.read_text()[-3000:] if log.exists() else "")
@@ -166,6 +170,9 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
             assert (steps[["policy", "rate", "repeat"]].drop_duplicates().values.tolist()
                     == [["sjf", float(label), rep]])
     assert (tmp_path / "server.steps.csv").exists()  # the server's raw log, beside its log
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:  # the model's compute alone on its cores; the front end on the last one
+        assert f"core ids={cpus[:-1]}" in log.read_text()
 
 
 def test_the_vllm_command_runs_on_this_install():

@@ -283,15 +283,17 @@ def cmd_collect(args) -> None:
 def cmd_vllm_run(args) -> None:
     import time
 
-    from schedlab.backends.vllm_engine import kv_capacity_blocks, replay, start_engine
+    from schedlab.backends.vllm_engine import kv_capacity_blocks, on_front_end_cores, replay, start_engine
     from schedlab.metrics import summarize
     from schedlab.policies import make_policy
 
     make_policy(args.policy)  # fail early on an unknown name
     trace, kappa = _trace(args), _kappa(args.kappa)
     t0 = time.perf_counter()
-    llm = start_engine(engine_spec(args), policy=args.policy, kappa=kappa)
-    result = replay(llm, trace)
+    spec = engine_spec(args)
+    with on_front_end_cores(spec):
+        llm = start_engine(spec, policy=args.policy, kappa=kappa)
+        result = replay(llm, trace)
     summary = summarize(
         result.requests, result.gaps, policy=args.policy, backend="vllm", workload=args.workload,
         rate=args.rate, model=args.model, hardware=args.device, seed=args.seed,
