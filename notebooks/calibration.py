@@ -207,10 +207,11 @@ def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
     """The comparison of one served study: interference, errors per fit, the repeats' spread,
     and the reading computed from them."""
     view, spread, bad = engine_view(summary)
-    print(interference_note(summary[summary["backend"] == "vllm"], bad, label))
+    print(interference_note(summary[summary["backend"] == "vllm"], label))
     print(front_end_note(summary[summary["backend"] == "vllm"], label))
     if len(bad):
-        display(bad[["policy", "rate", "repeat", "foreign_cpu_share", "p50_e2el_ms", "throughput_rps"]].round(3))
+        display(bad[["policy", "rate", "repeat", "left_out", "foreign_cpu_share", "outside_engine_share",
+                     "p50_e2el_ms", "throughput_rps"]].round(3))
     errs = fit_errors(view)
     if len(errs) and figure:
         long = errs.reset_index().melt(["workload", "model", "policy", "rate", "seed", "reference", "candidate", "fit"],

@@ -207,6 +207,14 @@ def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     assert fit_held_out(steps, 3.0).frontend_s == pytest.approx(0.020)  # median of 10, 30 and 20 ms
     assert fit_held_out(steps, 2.0).frontend_s == pytest.approx(0.030)  # of 10, 30 ms and 5 s
     assert fit_held_out(steps.drop(columns="front_end_s"), 3.0).frontend_s == 0.0  # no record: none
+    # A replay whose front end lagged (more than 25% of its time outside the scheduler) is no
+    # measure of the front end's usual delay: left out, unless every kept replay lagged.
+    shares = steps["front_end_s"].map({0.010: 0.05, 0.030: 0.08, 0.020: 0.06, 5.0: 0.9})
+    lagging = steps.assign(outside_engine_share=shares)
+    model = fit_held_out(lagging, 2.0)
+    assert model.frontend_s == pytest.approx(0.020)  # of 10 and 30 ms
+    assert "(1 whose front end lagged left out)" in model.meta["frontend_s_from"]
+    assert fit_held_out(lagging.assign(outside_engine_share=0.9), 2.0).frontend_s == pytest.approx(0.030)
 
 
 def test_fit_engine_steps_cli_writes_one_fit_per_held_out_rate(tmp_path):

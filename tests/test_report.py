@@ -80,12 +80,27 @@ def test_engine_fidelity_is_read_per_fit_without_interfered_runs():
     assert "outside the 10% target" in fidelity_reading(errs[errs["fit"] == "profile"], 2.0, "x")
     compared = fit_comparison(errs, "Decoder engine")
     assert "5.0% on P50 E2EL" in compared and "against 50.0%" in compared and ": closer to the engine" in compared
-    note = interference_note(summary[summary["backend"] == "vllm"], bad, "Decoder engine")
+    note = interference_note(summary[summary["backend"] == "vllm"], "Decoder engine")
     assert "1 of 6 engine runs" in note and "left out" in note
     everything = summary.assign(foreign_cpu_share=0.9)
     v, _, b = engine_view(everything)
-    assert "not a result" in interference_note(everything[everything["backend"] == "vllm"], b, "x")
+    assert "not a result" in interference_note(everything[everything["backend"] == "vllm"], "x")
     assert fidelity_reading(fit_errors(v), 2.0, "x") == "x: no clean engine run to compare with."
+
+
+def test_replays_whose_front_end_lagged_are_left_out_of_the_comparison():
+    """A replay that spent most of its time outside the engine's scheduler measures the served
+    system's front end: out of the medians like an interfered one, in the spread, with its reason."""
+    from schedlab.report import engine_view, fit_errors
+
+    summary = _engine_summary().assign(outside_engine_share=0.08)
+    engine = summary["backend"] == "vllm"
+    summary.loc[engine & (summary["rate"] == 1.0) & (summary["repeat"] == 2), "outside_engine_share"] = 0.6
+    view, spread, bad = engine_view(summary)
+    assert sorted(zip(bad["rate"], bad["left_out"])) == [(1.0, "front end lagged"), (2.0, "interference")]
+    assert spread.loc[("w", "m", "fcfs", 1.0, 0), ("p50_e2el_ms", "max")] == 900.0
+    own = fit_errors(view).query("fit == 'own steps, rate held out'")
+    np.testing.assert_allclose(own["p50_e2el_ms"], [0.95 * 110 / 105 * 100 - 100, -5.0] * 2)  # rate 1: 100, 110
 
 
 def test_the_front_end_note_names_where_requests_waited_outside_the_engine():
@@ -94,7 +109,7 @@ def test_the_front_end_note_names_where_requests_waited_outside_the_engine():
     runs = pd.DataFrame({"policy": ["fcfs"] * 4 + ["sjf"] * 2, "rate": [5.0, 5.0, 25.0, 25.0, 25.0, 25.0],
                          "outside_engine_share": [0.1, 0.2, 0.5, 0.9, 0.05, 0.07]})
     note = front_end_note(runs, "Decoder engine")
-    assert "a median 6% to 70%" in note and "most at 25 req/s under fcfs" in note
-    assert "(fcfs at 25 req/s) the served system's bottleneck is its front end" in note
+    assert "5% to 90% of their time" in note and "(median 15%; most at 25 req/s under fcfs)" in note
+    assert "In 2 of 6 replays (fcfs at 25 req/s) it was above 25%" in note and "left out" in note
     assert "at most 25% everywhere" in front_end_note(runs[runs["rate"] == 5.0], "x")
     assert "do not record" in front_end_note(runs.drop(columns="outside_engine_share"), "x")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -283,17 +284,15 @@ def cmd_collect(args) -> None:
 def cmd_vllm_run(args) -> None:
     import time
 
-    from schedlab.backends.vllm_engine import kv_capacity_blocks, on_front_end_cores, replay, start_engine
+    from schedlab.backends.vllm_engine import kv_capacity_blocks, replay, start_engine
     from schedlab.metrics import summarize
     from schedlab.policies import make_policy
 
     make_policy(args.policy)  # fail early on an unknown name
     trace, kappa = _trace(args), _kappa(args.kappa)
     t0 = time.perf_counter()
-    spec = engine_spec(args)
-    with on_front_end_cores(spec):
-        llm = start_engine(spec, policy=args.policy, kappa=kappa)
-        result = replay(llm, trace)
+    llm = start_engine(engine_spec(args), policy=args.policy, kappa=kappa)
+    result = replay(llm, trace)
     summary = summarize(
         result.requests, result.gaps, policy=args.policy, backend="vllm", workload=args.workload,
         rate=args.rate, model=args.model, hardware=args.device, seed=args.seed,
@@ -483,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input (any :class:`SchedlabError`) is one line on stderr and
     exit status 2, as for usage errors."""
     args = build_parser().parse_args(argv)
+    # A job runner stops a job with SIGTERM (Snakemake, SLURM's scancel): exit through the
+    # context managers, so that servers started here are stopped and no partial output is left.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         args.func(args)
     except SchedlabError as e:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from schedlab.backends.step_log import FRONT_END_LAG
 from schedlab.io import atomic_path
 
 POLICY_ORDER = ["fcfs", "sjf", "hrrn"]
@@ -104,12 +105,25 @@ RUN_KEYS = ["workload", "model", "policy", "rate", "seed"]
 READING_METRICS = ["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]
 
 
+def left_out(engine_runs: pd.DataFrame, threshold: float = INTERFERENCE, lag: float = FRONT_END_LAG) -> pd.Series:
+    """Why each engine run is left out of the comparison ("" when it is not): other processes
+    kept more than ``threshold`` of the cores busy, or its requests spent more than ``lag`` of
+    their time outside the engine's scheduler (the served system's front end, no engine's step)."""
+    why = pd.Series("", index=engine_runs.index)
+    if "outside_engine_share" in engine_runs:
+        why[engine_runs["outside_engine_share"] > lag] = "front end lagged"
+    why[engine_runs["foreign_cpu_share"] > threshold] = "interference"
+    return why
+
+
 def engine_view(summary: pd.DataFrame, threshold: float = INTERFERENCE):
     """Clean engine runs' medians over repeats (one row per run key, like the simulators'), the
-    min / median / max of every repeat, and the interfered runs (left out of the medians)."""
+    min / median / max of every repeat, and the runs left out of the medians (:func:`left_out`,
+    its reason in column ``left_out``)."""
     eng = summary[summary["backend"] == "vllm"]
-    bad = eng[eng["foreign_cpu_share"] > threshold]
-    clean = eng[eng["foreign_cpu_share"] <= threshold]
+    why = left_out(eng, threshold)
+    bad = eng[why != ""].assign(left_out=why[why != ""])
+    clean = eng[why == ""]
     med = clean.groupby(RUN_KEYS, as_index=False)[FIDELITY_METRICS].median().assign(backend="vllm")
     spread = eng.groupby(RUN_KEYS)[FIDELITY_METRICS].agg(["min", "median", "max"])
     return pd.concat([summary[summary["backend"] != "vllm"], med], ignore_index=True), spread, bad
@@ -128,9 +142,10 @@ def fit_errors(view: pd.DataFrame) -> pd.DataFrame:
     return out if len(out) else out.assign(fit=pd.Series(dtype=str))
 
 
-def interference_note(engine_runs: pd.DataFrame, bad: pd.DataFrame, label: str, threshold: float = INTERFERENCE) -> str:
+def interference_note(engine_runs: pd.DataFrame, label: str, threshold: float = INTERFERENCE) -> str:
     """Whether other processes shared the machine with the engine, from its runs' summaries."""
     share = engine_runs["foreign_cpu_share"]
+    bad = engine_runs[share > threshold]
     if bad.empty:
         return (f"{label}: no interference (other processes kept at most {share.max():.1%} of the cores busy, "
                 f"the limit being {threshold:.0%}).")
@@ -140,26 +155,23 @@ def interference_note(engine_runs: pd.DataFrame, bad: pd.DataFrame, label: str, 
             f"{share.max():.0%} of the cores busy, limit {threshold:.0%}): {verdict}.")
 
 
-#: A served run's front end lagged when its requests spent more than this share of their time in
-#: the system outside the engine's scheduler (``outside_engine_share`` in its summary).
-FRONT_END_LAG = 0.25
-
-
 def front_end_note(engine_runs: pd.DataFrame, label: str, threshold: float = FRONT_END_LAG) -> str:
     """Where the served system's front end (client, HTTP and API server, output path), not the
     engine's scheduler, held the requests, from the runs' ``outside_engine_share``."""
     if "outside_engine_share" not in engine_runs or engine_runs["outside_engine_share"].isna().all():
         return f"{label}: the runs do not record the time their requests spent outside the engine."
-    share = engine_runs.groupby(["policy", "rate"])["outside_engine_share"].median()
-    lagged = share[share > threshold]
-    worst = share.idxmax()
-    head = (f"{label}: the requests spent a median {share.min():.0%} to {share.max():.0%} of their time in the "
-            f"system outside vLLM's scheduler (most at {worst[1]:g} req/s under {worst[0]})")
+    share = engine_runs["outside_engine_share"]
+    worst = engine_runs.loc[share.idxmax()]
+    head = (f"{label}: the replays' requests spent {share.min():.0%} to {share.max():.0%} of their time in the "
+            f"system outside vLLM's scheduler (median {share.median():.0%}; most at {worst['rate']:g} req/s under "
+            f"{worst['policy']})")
+    lagged = engine_runs[share > threshold]
     if lagged.empty:
         return head + f"; at most {threshold:.0%} everywhere, so the engine's steps set the latencies."
-    where = ", ".join(f"{p} at {r:g} req/s" for p, r in lagged.index)
-    return (head + f". Above {threshold:.0%} ({where}) the served system's bottleneck is its front end, "
-            "which no step-time model holds: there the simulators' errors measure the front end, not the engine.")
+    where = ", ".join(f"{p} at {r:g} req/s" for p, r in lagged.groupby(["policy", "rate"]).size().index)
+    return (head + f". In {len(lagged)} of {len(share)} replays ({where}) it was above {threshold:.0%}: there the "
+            "served system's bottleneck was its front end, which no step-time model holds, so they are left out "
+            "of the comparison and of the held-out fits' front-end time (listed below).")
 
 
 def fidelity_reading(errs: pd.DataFrame, saturation: float, label: str, candidate: str = "sim") -> str:

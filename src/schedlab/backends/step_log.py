@@ -111,6 +111,12 @@ def wait_for_idle(path: str | os.PathLike, since: float, timeout_s: float = 30.0
         time.sleep(0.1)
 
 
+#: A served replay's front end lagged when its requests spent more than this share of their time
+#: in the system outside the engine's scheduler (:func:`outside_engine_share`): the served
+#: system's bottleneck was then its front end, which no step-time model holds.
+FRONT_END_LAG = 0.25
+
+
 def outside_engine_share(requests: pd.DataFrame, steps: pd.DataFrame) -> float:
     """Share of the requests' time in the system (arrival at the client to the last token
     received) that they spent outside the engine's scheduler: in the client, the HTTP server,

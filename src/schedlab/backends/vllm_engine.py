@@ -61,47 +61,6 @@ class EngineSpec:
         return 32 if self.device == "cpu" else 16
 
 
-#: The cores this process could run on when it started (before any engine pinned it), and the
-#: worker binding its environment asked for.
-START_CPUS = tuple(sorted(os.sched_getaffinity(0)))
-START_BIND = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
-
-
-def cpu_placement(spec: EngineSpec) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """A CPU engine's cores: the model runner's (vLLM binds its worker's threads there) and the
-    front end's (scheduler loop, API server, client), the last core. vLLM's own ``auto`` binding
-    leaves that core to the front end but does not keep the front end off the worker's core; a
-    front-end process that lands there waits on the model's compute, and a served run's
-    requests wait outside the engine. None on a GPU, on one core, or where
-    ``VLLM_CPU_OMP_THREADS_BIND`` already names the worker's cores."""
-    if spec.device != "cpu" or len(START_CPUS) < 2 or START_BIND != "auto":
-        return None
-    return START_CPUS[:-1], START_CPUS[-1:]
-
-
-def cpu_env(spec: EngineSpec, env: dict[str, str]) -> dict[str, str]:
-    """``env`` for a CPU engine: its worker bound to :func:`cpu_placement`'s cores (or vLLM's
-    ``auto``), and without the thread counts of a job runner."""
-    placement = cpu_placement(spec)
-    env = {k: v for k, v in env.items() if k not in RUNNER_THREAD_VARS}
-    env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, placement[0])) if placement else START_BIND
-    return env
-
-
-@contextmanager
-def on_front_end_cores(spec: EngineSpec):
-    """Run this process (the client or engine driver), and the processes it starts, on the
-    front end's cores (:func:`cpu_placement`); its cores are restored afterwards."""
-    placement = cpu_placement(spec)
-    before = os.sched_getaffinity(0)
-    if placement:
-        os.sched_setaffinity(0, placement[1])
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 def cpu_kv_capacity_blocks(spec: EngineSpec) -> int:
     """Usable KV blocks the CPU engine makes of ``kv_cache_gib`` (one block is vLLM's null block)."""
     per_block = spec.block_size * model_arch(spec.model).kv_bytes_per_token
@@ -111,14 +70,13 @@ def cpu_kv_capacity_blocks(spec: EngineSpec) -> int:
 def start_engine(spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,
                  builder: str | None = None):
     """An in-process ``vllm.LLM`` whose scheduler runs ``policy`` as its waiting queue or,
-    given ``builder``, a paper C scheduler's step plans (on CPU its worker bound as
-    :func:`cpu_placement` says; drive it inside :func:`on_front_end_cores`)."""
+    given ``builder``, a paper C scheduler's step plans."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if spec.device == "cpu":
         os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(spec.kv_cache_gib)
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
         # vLLM serves with one torch thread unless OMP_NUM_THREADS says otherwise; job runners
         # (Snakemake sets it to a job's threads) would silently change the engine's speed.
-        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cpu_env(spec, {})["VLLM_CPU_OMP_THREADS_BIND"]
         for name in RUNNER_THREAD_VARS:
             os.environ.pop(name, None)
     from vllm import LLM

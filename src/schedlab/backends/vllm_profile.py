@@ -16,7 +16,7 @@ import platform
 import numpy as np
 import pandas as pd
 
-from schedlab.backends.vllm_engine import EngineSpec, on_front_end_cores, replay, start_engine
+from schedlab.backends.vllm_engine import EngineSpec, replay, start_engine
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.synthetic import random_lengths_trace
@@ -46,12 +46,10 @@ def profile(
     warmup_steps: int = 3,
 ) -> pd.DataFrame:
     """Profile table (``source="vllm"``) of the engine's steps over the profiling traces."""
+    llm = start_engine(spec, policy="fcfs", kappa={})
     rows: list[tuple] = []
-    with on_front_end_cores(spec):
-        llm = start_engine(spec, policy="fcfs", kappa={})
-        for rate in rates:
-            replay(llm, profiling_trace(rate, duration_s, seed=seed),
-                   on_step=lambda c, t: rows.append((*c[: len(STEP_FEATURES)], t)))
+    for rate in rates:
+        replay(llm, profiling_trace(rate, duration_s, seed=seed), on_step=lambda c, t: rows.append((*c[: len(STEP_FEATURES)], t)))
     out = pd.DataFrame(rows[warmup_steps:], columns=list(PROFILE_COLUMNS[3:]))
     out.insert(0, "source", "vllm")
     out.insert(1, "hardware", device_label(spec))

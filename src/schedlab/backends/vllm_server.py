@@ -31,10 +31,9 @@ from schedlab.backends.vllm_engine import (
     ASYNC_PLAN_SCHEDULER,
     ASYNC_SCHEDULER,
     PLAN_SCHEDULER,
+    RUNNER_THREAD_VARS,
     SCHEDULER,
     EngineSpec,
-    cpu_env,
-    on_front_end_cores,
 )
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import model_arch
@@ -95,7 +94,11 @@ def server_env(spec: EngineSpec) -> dict[str, str]:
     that engine's switch to run vLLM's engine core in-process."""
     env = {k: v for k, v in os.environ.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
     env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
-    return cpu_env(spec, env) if spec.device == "cpu" else env
+    if spec.device == "cpu":
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
+        for name in RUNNER_THREAD_VARS:
+            env.pop(name, None)
+    return env
 
 
 @dataclass
@@ -289,7 +292,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     steps_csv = step_log_path(server_log)
     cmd = serve_command(folder, spec, policy=policy, kappa=kappa, step_log=steps_csv)
     written = []
-    with on_front_end_cores(spec), start_server(cmd, log=server_log, env=server_env(spec)) as server:
+    with start_server(cmd, log=server_log, env=server_env(spec)) as server:
         warm_up(server, next(iter(traces.values())), model=spec.model, whisper=whisper)
         for rep in range(repeats):
             for label, trace in traces.items():
@@ -305,6 +308,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                 outside = outside_engine_share(run.requests, steps) if len(steps) else float("nan")
                 e2el = run.requests["finish_s"] - run.requests["arrival_s"]
                 steps["foreign_cpu_share"] = run.foreign_cpu_share()
+                steps["outside_engine_share"] = outside
                 steps["front_end_s"] = outside * float(e2el.mean())  # per request, outside the scheduler
                 summary.update(
                     outside_engine_share=outside,

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 
+from schedlab.backends.step_log import FRONT_END_LAG
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel, padded_tokens
@@ -107,7 +108,10 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
             {f"{r:g}": int((kept["rate"].astype(float) == r).sum()) for r in seen}}
     frontend_s = model.frontend_s
     if "front_end_s" in kept and kept["front_end_s"].notna().any():
-        replays = [c for c in ("policy", "rate", "seed", "repeat") if c in kept]
-        frontend_s = float(kept.groupby(replays)["front_end_s"].first().median())
-        held["frontend_s_from"] = "median over the replays of their mean time per request outside the scheduler"
+        replays = kept.groupby([c for c in ("policy", "rate", "seed", "repeat") if c in kept]).first()
+        lagged = replays.get("outside_engine_share", pd.Series(0.0, index=replays.index)) > FRONT_END_LAG
+        use = replays[~lagged] if (~lagged).any() else replays
+        frontend_s = float(use["front_end_s"].median())
+        held["frontend_s_from"] = (f"median over {len(use)} replays of their mean time per request outside the scheduler"
+                                   f" ({int(lagged.sum())} whose front end lagged left out)")
     return replace(model, frontend_s=frontend_s, meta={**model.meta, **held})

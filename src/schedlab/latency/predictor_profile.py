@@ -102,7 +102,7 @@ def vllm_profile(
     of them is a prefill row, and each of the ``decode_steps`` steps that then decode all of
     them is a decode row (its length: the mean context). The engine's limits are set so that
     the largest point is one step; a first pass over the grid warms it up."""
-    from schedlab.backends.vllm_engine import EngineSpec, on_front_end_cores, replay, start_engine
+    from schedlab.backends.vllm_engine import EngineSpec, replay, start_engine
     from schedlab.backends.vllm_profile import device_label
 
     if repeats < 1 or decode_steps < 1:
@@ -115,19 +115,18 @@ def vllm_profile(
         device=device,
         kv_cache_gib=kv_cache_gib,
     )
+    llm = start_engine(spec, policy="fcfs", kappa={})
     rows = []
-    with on_front_end_cores(spec):
-        llm = start_engine(spec, policy="fcfs", kappa={})
-        for rep in range(repeats + 1):
-            for b, n in points:
-                steps = []
-                trace = pd.DataFrame(
-                    {"request_id": range(b), "arrival_s": 0.0, "prompt_tokens": n, "output_tokens": decode_steps + 1}
-                )
-                replay(llm, trace, on_step=lambda c, t: steps.append((c, t)))
-                for (_, n_prefill, n_decode, ctx, _), t in steps if rep else ():
-                    if n_prefill == b * n and n_decode == 0:
-                        rows.append(("prefill", b, n, t))
-                    elif n_prefill == 0 and n_decode == b:
-                        rows.append(("decode", b, round(ctx / b), t))
+    for rep in range(repeats + 1):
+        for b, n in points:
+            steps = []
+            trace = pd.DataFrame(
+                {"request_id": range(b), "arrival_s": 0.0, "prompt_tokens": n, "output_tokens": decode_steps + 1}
+            )
+            replay(llm, trace, on_step=lambda c, t: steps.append((c, t)))
+            for (_, n_prefill, n_decode, ctx, _), t in steps if rep else ():
+                if n_prefill == b * n and n_decode == 0:
+                    rows.append(("prefill", b, n, t))
+                elif n_prefill == 0 and n_decode == b:
+                    rows.append(("decode", b, round(ctx / b), t))
     return _table(rows, "vllm", device_label(spec), model)

@@ -17,12 +17,11 @@ from schedlab.slai.studies import Setup
 def served_sweep(setup: Setup, spec: EngineSpec, folder: str | Path, scheduler: str, share: float, rates, seeds,
                  server_log: str | Path) -> dict[str, pd.DataFrame]:
     """One server running ``scheduler``; every (rate, seed) trace of ``setup`` replayed on it."""
-    from schedlab.backends.vllm_engine import on_front_end_cores
     from schedlab.backends.vllm_server import replay_served, serve_command, server_env, start_server, warm_up
 
     rows, buckets = [], []
     cmd = serve_command(folder, spec, builder=scheduler)
-    with on_front_end_cores(spec), start_server(cmd, log=server_log, env=server_env(spec)) as server:
+    with start_server(cmd, log=server_log, env=server_env(spec)) as server:
         warm_up(server, setup.trace(rates[0], share, seeds[0]), model=spec.model, whisper=False)
         for rate in rates:
             for seed in seeds:
