@@ -192,7 +192,9 @@ print(f"largest |error| of median TTFT/E2EL: {worst:.3f}% (target: within 5%)")
 # the client, the HTTP and API server and the output path. On a 2-core CPU the engine's worker
 # holds one core and vLLM's EngineCore busy-waits for it on the other, beside the API server
 # that takes requests in and streams every token out; where that share is large, the served
-# system's bottleneck is its front end and no step-time model can follow it.
+# system's bottleneck is its front end and no step-time model can follow it. A replay above 25%
+# is therefore left out of the comparison (and of the held-out fits' front-end time) like an
+# interfered one, and listed with its reason.
 
 # %%
 def error_tables(errs: pd.DataFrame) -> None:
