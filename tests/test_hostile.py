@@ -4,8 +4,10 @@ on stderr naming the problem, no traceback, and no output file left behind."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -228,3 +230,28 @@ def test_collect_reads_a_burst_runs_infinite_rate(capsys, files):
     rc, _, err = run_cli(capsys, ["collect", str(summary), "--out", str(files["out"] / "all.parquet")])
     assert rc == 0, err
     assert pd.read_parquet(files["out"] / "all.parquet")["rate"].tolist() == [float("inf")]
+
+
+def test_a_stopped_job_exits_through_its_context_managers(files):
+    """SIGTERM (how Snakemake and SLURM's scancel stop a job) mid-run: the command exits with
+    128 + 15 through its context managers (which stop a server it started: `start_server`'s
+    `with`), not killed where it stood; no output, whole or partial, is left."""
+    n = 400_000
+    big = trace_frame().iloc[[0]].loc[np.zeros(n, dtype=int)].reset_index(drop=True)
+    big = big.assign(request_id=np.arange(n), arrival_s=np.arange(n) * 0.05)
+    big.to_parquet(files["trace"])
+    proc = subprocess.Popen([sys.executable, "-m", "schedlab.cli", *simulate(files)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not _catches_sigterm(proc.pid):  # the handler is in place: the run has begun
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert list(files["out"].iterdir()) == []
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has a handler for SIGTERM (``SigCgt`` in /proc/<pid>/status)."""
+    caught = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigCgt"))
+    return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -235,53 +232,3 @@ def test_slai_serve_cli_runs_paper_c_on_the_engine_and_sim_replays_the_same_trac
         assert served[f"completed_{cls}"] == sim[f"completed_{cls}"]
         assert served[f"p99_tbt_ms_{cls}"] > 0
     assert 0.0 <= served["foreign_cpu_share"] <= 1.0
-
-
-
-def test_a_stopped_job_stops_its_server(tmp_path):
-    """SIGTERM (how Snakemake and SLURM stop a job) to `schedlab vllm-serve` mid-replay: it exits
-    through its context managers, so the server it started (in a session of its own: API server,
-    engine core, worker) is gone too, and no summary of the cut-off replay is written."""
-    n = 600
-    trace = pd.DataFrame({"request_id": np.arange(n), "arrival_s": np.arange(n) * 0.1, "prompt_tokens": 16,
-                          "output_tokens": 8, "audio_duration_s": 5.0, "language": "en"})
-    trace.to_parquet(tmp_path / "trace.parquet")
-    log = tmp_path / "server.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "schedlab.cli", "vllm-serve", "--policy", "fcfs", "--model", "tiny-llama",
-         "--model-folder", str(ROOT / "src/schedlab/assets/models/tiny-llama"),
-         "--traces", str(tmp_path / "trace.parquet"), "--rates", "10", "--server-log", str(log),
-         "--out-dir", str(tmp_path / "runs")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 300
-    while "Application startup complete" not in (log.read_text() if log.exists() else ""):
-        assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.5)
-    time.sleep(3)  # mid-replay
-    port = re.search(r"--port (\d+)", log.read_text().splitlines()[0]).group(1)
-    (session,) = {_stat(p)[3] for p in Path("/proc").glob("[0-9]*") if f"--port {port}" in _cmdline(p)}
-    assert len(_session(session)) >= 3  # API server, engine core, worker
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == 128 + signal.SIGTERM
-    assert _session(session) == []
-    assert not list((tmp_path / "runs").glob("*.json"))
-
-
-def _cmdline(proc_dir: Path) -> str:
-    try:
-        return (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _stat(proc_dir: Path) -> list[str]:
-    """The fields of /proc/<pid>/stat after the name: state, ppid, pgrp, session, ..."""
-    try:
-        return (proc_dir / "stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return []
-
-
-def _session(sid: str) -> list[str]:
-    return [p.name for p in Path("/proc").glob("[0-9]*") if _stat(p)[3:4] == [sid] and _stat(p)[0] != "Z"]
