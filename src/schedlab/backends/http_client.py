@@ -119,7 +119,10 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
     log = RequestLog(trace, warmup_s)
     errors: list[str] = []
     arrival = trace["arrival_s"].to_numpy(float)
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    # An idle connection is dropped well before the server's keep-alive timeout (uvicorn's 5 s,
+    # also httpx's default expiry): a request sent on a connection the server is closing at that
+    # moment fails with a ReadError, which a low-rate replay's gaps of 5 s and more did hit.
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=1.0)
     async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as client:
         t0 = time.monotonic()
 
