@@ -253,10 +253,12 @@ engine_fid, engine_errs = engine_study(fid[fid["model"] == engine_model], "Decod
 # time is never a step). Each held-out fit is the profile fit's model
 # (`time ~ 1 + n_encoder + n_prefill_tokens + n_decode + ctx_tokens`, OLS) on the steps of every
 # rate but one; it is checked on the steps of the rate it left out, beside the profile's fit.
-# Each held-out fit also carries the front end its steps do not hold: the median, over the
-# other rates' replays, of the mean time a request spent outside the engine's scheduler (see
-# above), as the model's fixed per-request delay before the scheduler sees a request
-# (`frontend_s`). The profile's fit has none.
+# Each held-out fit also carries the front end its steps do not hold: each of the other rates'
+# replays gives the mean time a request spent outside the engine's scheduler (see above), and
+# a least-squares line through them in the offered rate (the front end shares the machine with
+# the engine, so its time grows with the load), at the held-out rate, is the model's fixed
+# per-request delay before the scheduler sees a request (`frontend_s`). The profile's fit has
+# none.
 
 # %%
 served_steps = {}

@@ -11,7 +11,7 @@ from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.fit.calibrate import BASELINE_METRICS, baseline_rows, calibrate
 from schedlab.fit.kappa import fit_kappa, fit_languages, kappas
-from schedlab.fit.steptime import fit_held_out, fit_steptime, predict, read_engine_steps
+from schedlab.fit.steptime import fit_held_out, fit_steptime, front_end_at, predict, read_engine_steps
 from schedlab.engine import Arena, EngineConfig
 from schedlab.simulate import run_policy
 from schedlab.engine.steptime import COMPUTE_TERMS, MEMORY_TERMS, StepTimeModel
@@ -196,25 +196,38 @@ def test_held_out_fit_leaves_out_the_held_out_rates_steps(tmp_path):
 
 
 def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
-    """Each replay's mean time per request outside the scheduler becomes ``frontend_s``: the
-    median over the kept replays (one value each, whatever their step counts), never the held-out one's."""
+    """Each replay's mean time per request outside the scheduler is one point (whatever its step
+    count); ``frontend_s`` at the held-out rate is the least-squares line through the other
+    rates' points, never the held-out replay's own."""
     rows = []
-    for rate, repeat, front_end_s, n in ((1.0, 0, 0.010, 50), (1.0, 1, 0.030, 10), (2.0, 0, 0.020, 10),
-                                         (3.0, 0, 5.0, 10)):
+    # 20 ms a request per req/s offered (rate 1's two replays average 20 ms); rate 3's is wild.
+    for rate, repeat, front_end_s, n in ((1.0, 0, 0.010, 50), (1.0, 1, 0.030, 10), (2.0, 0, 0.040, 10),
+                                         (3.0, 0, 5.0, 10), (4.0, 0, 0.080, 10)):
         rows.append(_profile(n=n, seed=n + repeat).assign(rate=rate, policy="fcfs", seed=0, repeat=repeat,
                                                           front_end_s=front_end_s))
     steps = pd.concat(rows, ignore_index=True)
-    assert fit_held_out(steps, 3.0).frontend_s == pytest.approx(0.020)  # median of 10, 30 and 20 ms
-    assert fit_held_out(steps, 2.0).frontend_s == pytest.approx(0.030)  # of 10, 30 ms and 5 s
+    model = fit_held_out(steps, 3.0)
+    assert model.frontend_s == pytest.approx(0.060)
+    assert model.meta["frontend_s_from"].startswith("a line in the offered rate at 3 req/s over 4 replays")
+    one_rate = fit_held_out(steps[steps["rate"].isin([1.0, 3.0])], 3.0)
+    assert one_rate.frontend_s == pytest.approx(0.020)  # one other rate: the median of 10 and 30 ms
+    assert fit_held_out(steps, None).frontend_s == pytest.approx(0.040)  # no rate to predict: the median
     assert fit_held_out(steps.drop(columns="front_end_s"), 3.0).frontend_s == 0.0  # no record: none
     # A replay whose front end lagged (more than 25% of its time outside the scheduler) is no
     # measure of the front end's usual delay: left out, unless every kept replay lagged.
-    shares = steps["front_end_s"].map({0.010: 0.05, 0.030: 0.08, 0.020: 0.06, 5.0: 0.9})
-    lagging = steps.assign(outside_engine_share=shares)
-    model = fit_held_out(lagging, 2.0)
-    assert model.frontend_s == pytest.approx(0.020)  # of 10 and 30 ms
+    lag = _profile(n=10, seed=99).assign(rate=4.0, policy="fcfs", seed=0, repeat=1, front_end_s=5.0)
+    lagging = pd.concat([steps, lag], ignore_index=True)
+    lagging["outside_engine_share"] = np.where(lagging["repeat"].eq(1) & lagging["rate"].eq(4.0), 0.9, 0.05)
+    model = fit_held_out(lagging, 3.0)
+    assert model.frontend_s == pytest.approx(0.060)
     assert "(1 whose front end lagged left out)" in model.meta["frontend_s_from"]
-    assert fit_held_out(lagging.assign(outside_engine_share=0.9), 2.0).frontend_s == pytest.approx(0.030)
+    assert fit_held_out(lagging.assign(outside_engine_share=0.9), 3.0).frontend_s > 1.0  # all lagged: all kept
+
+
+def test_the_front_end_line_never_goes_below_zero():
+    replays = pd.DataFrame({"rate": [2.0, 3.0], "front_end_s": [0.010, 0.030]})
+    assert front_end_at(replays, 2.5) == (pytest.approx(0.020), "a line in the offered rate at 2.5 req/s")
+    assert front_end_at(replays, 1.0)[0] == 0.0  # the line is at -10 ms there
 
 
 def test_fit_engine_steps_cli_writes_one_fit_per_held_out_rate(tmp_path):

@@ -94,8 +94,9 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     """The profile fit's model (:func:`fit_steptime`, the same terms: no prefill pairs) on the
     served steps of every rate except ``rate`` (None: every rate); ``meta`` says which rates
     it saw and which it held out. Where the step tables carry ``front_end_s`` (each replay's
-    mean time per request outside the engine's scheduler), the model's ``frontend_s`` is its
-    median over those replays: the served system's front end, which the steps do not hold."""
+    mean time per request outside the engine's scheduler), the model's ``frontend_s`` comes
+    from those replays (:func:`front_end_at`): the served system's front end, which the steps
+    do not hold."""
     rates = sorted(float(r) for r in steps["rate"].unique())
     if rate is not None and float(rate) not in rates:
         raise SchedlabError(f"no steps at rate {rate:g} (the steps' rates: {', '.join(f'{r:g}' for r in rates)})")
@@ -111,7 +112,20 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
         replays = kept.groupby([c for c in ("policy", "rate", "seed", "repeat") if c in kept]).first()
         lagged = replays.get("outside_engine_share", pd.Series(0.0, index=replays.index)) > FRONT_END_LAG
         use = replays[~lagged] if (~lagged).any() else replays
-        frontend_s = float(use["front_end_s"].median())
-        held["frontend_s_from"] = (f"median over {len(use)} replays of their mean time per request outside the scheduler"
-                                   f" ({int(lagged.sum())} whose front end lagged left out)")
+        frontend_s, how = front_end_at(use.reset_index(), rate)
+        held["frontend_s_from"] = (f"{how} over {len(use)} replays of their mean time per request outside the"
+                                   f" scheduler ({int(lagged.sum())} whose front end lagged left out)")
     return replace(model, frontend_s=frontend_s, meta={**model.meta, **held})
+
+
+def front_end_at(replays: pd.DataFrame, rate: float | None) -> tuple[float, str]:
+    """The front end's time per request at ``rate``, from ``replays`` (one row each: ``rate``,
+    ``front_end_s``), and how it was found. The front end shares the machine with the engine,
+    so its time grows with the offered load (whisper-tiny on 2 cores: 107 ms a request at 0.5
+    req/s, 299 ms at 3): with replays at two rates or more, a least-squares line through them
+    in the rate, at ``rate`` (never below 0); otherwise (one rate, or no rate to predict at)
+    their median."""
+    if rate is None or replays["rate"].nunique() < 2:
+        return float(replays["front_end_s"].median()), "median"
+    slope, intercept = np.polyfit(replays["rate"].astype(float), replays["front_end_s"].astype(float), 1)
+    return max(0.0, float(intercept + slope * float(rate))), f"a line in the offered rate at {float(rate):g} req/s"
