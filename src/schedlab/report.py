@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from schedlab.backends.step_log import FRONT_END_LAG
+from schedlab.backends.step_log import FRONT_END_LAG, front_end_lagged
 from schedlab.io import atomic_path
 
 POLICY_ORDER = ["fcfs", "sjf", "hrrn"]
@@ -110,8 +110,7 @@ def left_out(engine_runs: pd.DataFrame, threshold: float = INTERFERENCE, lag: fl
     kept more than ``threshold`` of the cores busy, or its requests spent more than ``lag`` of
     their time outside the engine's scheduler (the served system's front end, no engine's step)."""
     why = pd.Series("", index=engine_runs.index)
-    if "outside_engine_share" in engine_runs:
-        why[engine_runs["outside_engine_share"] > lag] = "front end lagged"
+    why[front_end_lagged(engine_runs, lag)] = "front end lagged"
     why[engine_runs["foreign_cpu_share"] > threshold] = "interference"
     return why
 

@@ -117,6 +117,14 @@ def wait_for_idle(path: str | os.PathLike, since: float, timeout_s: float = 30.0
 FRONT_END_LAG = 0.25
 
 
+def front_end_lagged(runs: pd.DataFrame, lag: float = FRONT_END_LAG) -> pd.Series:
+    """Per row of ``runs`` (replay summaries or step tables), whether its front end lagged: its
+    ``outside_engine_share`` above ``lag`` (False where it is not recorded)."""
+    if "outside_engine_share" not in runs:
+        return pd.Series(False, index=runs.index)
+    return runs["outside_engine_share"] > lag
+
+
 def outside_engine_share(requests: pd.DataFrame, steps: pd.DataFrame) -> float:
     """Share of the requests' time in the system (arrival at the client to the last token
     received) that they spent outside the engine's scheduler: in the client, the HTTP server,

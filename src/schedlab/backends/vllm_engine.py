@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -67,6 +68,17 @@ def cpu_kv_capacity_blocks(spec: EngineSpec) -> int:
     return int(spec.kv_cache_gib * 2**30 // per_block) - 1
 
 
+def cpu_engine_env(env: MutableMapping[str, str]) -> MutableMapping[str, str]:
+    """``env`` (changed in place) as a CPU engine starts with it: vLLM's own worker binding
+    unless one is named, and without a job runner's thread counts (vLLM serves with one torch
+    thread unless OMP_NUM_THREADS says otherwise; Snakemake sets it to a job's threads, which
+    would silently change the engine's speed)."""
+    env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
+    for name in RUNNER_THREAD_VARS:
+        env.pop(name, None)
+    return env
+
+
 def start_engine(spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,
                  builder: str | None = None):
     """An in-process ``vllm.LLM`` whose scheduler runs ``policy`` as its waiting queue or,
@@ -74,11 +86,7 @@ def start_engine(spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, flo
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if spec.device == "cpu":
         os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(spec.kv_cache_gib)
-        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
-        # vLLM serves with one torch thread unless OMP_NUM_THREADS says otherwise; job runners
-        # (Snakemake sets it to a job's threads) would silently change the engine's speed.
-        for name in RUNNER_THREAD_VARS:
-            os.environ.pop(name, None)
+        cpu_engine_env(os.environ)
     from vllm import LLM
 
     arch = model_arch(spec.model)

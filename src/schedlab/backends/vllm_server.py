@@ -31,9 +31,9 @@ from schedlab.backends.vllm_engine import (
     ASYNC_PLAN_SCHEDULER,
     ASYNC_SCHEDULER,
     PLAN_SCHEDULER,
-    RUNNER_THREAD_VARS,
     SCHEDULER,
     EngineSpec,
+    cpu_engine_env,
 )
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import model_arch
@@ -94,11 +94,7 @@ def server_env(spec: EngineSpec) -> dict[str, str]:
     that engine's switch to run vLLM's engine core in-process."""
     env = {k: v for k, v in os.environ.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
     env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
-    if spec.device == "cpu":
-        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
-        for name in RUNNER_THREAD_VARS:
-            env.pop(name, None)
-    return env
+    return cpu_engine_env(env) if spec.device == "cpu" else env
 
 
 @dataclass

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 
-from schedlab.backends.step_log import FRONT_END_LAG
+from schedlab.backends.step_log import front_end_lagged
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel, padded_tokens
@@ -110,7 +110,7 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     frontend_s = model.frontend_s
     if "front_end_s" in kept and kept["front_end_s"].notna().any():
         replays = kept.groupby([c for c in ("policy", "rate", "seed", "repeat") if c in kept]).first()
-        lagged = replays.get("outside_engine_share", pd.Series(0.0, index=replays.index)) > FRONT_END_LAG
+        lagged = front_end_lagged(replays)
         use = replays[~lagged] if (~lagged).any() else replays
         frontend_s, how = front_end_at(use.reset_index(), rate)
         held["frontend_s_from"] = (f"{how} over {len(use)} replays of their mean time per request outside the"
