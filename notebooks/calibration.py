@@ -188,7 +188,7 @@ print(f"largest |error| of median TTFT/E2EL: {worst:.3f}% (target: within 5%)")
 # The simulators model the engine's scheduler and steps, not what lies in front of them. Each
 # run's **share of time outside the engine** compares, by Little's law, the client's mean
 # number of requests in the system (their end-to-end latencies summed over the replay's span)
-# with the scheduler's (running plus waiting, weighted by step time): what is left is time in
+# with the scheduler's (running plus waiting as each step starts, weighted by step time): what is left is time in
 # the client, the HTTP and API server and the output path. On a 2-core CPU the engine's worker
 # holds one core and vLLM's EngineCore busy-waits for it on the other, beside the API server
 # that takes requests in and streams every token out; where that share is large, the served
@@ -252,13 +252,19 @@ engine_fid, engine_errs = engine_study(fid[fid["model"] == engine_model], "Decod
 # is busy; the last step before the engine idles ends at its `update_from_output()`, so idle
 # time is never a step). Each held-out fit is the profile fit's model
 # (`time ~ 1 + n_encoder + n_prefill_tokens + n_decode + ctx_tokens`, OLS) on the steps of every
-# rate but one; it is checked on the steps of the rate it left out, beside the profile's fit.
+# rate but one, with one more term where it earns its place: a **knee**, the batch size (in
+# tokens) up to which a step costs the same and past which each token adds its cost
+# (`knee_tokens * max(0, tokens - knee)`). A small model on a CPU reads its weights in the same
+# time for one token or a few; one straight line through such steps is too slow in the middle
+# of the range and too fast at its ends. The knee with the least residual is kept when it cuts
+# the residual standard deviation by 2% or more. Each fit is checked on the steps of the rate
+# it left out, beside the profile's fit.
 # Each held-out fit also carries the front end its steps do not hold: each of the other rates'
 # replays gives the mean time a request spent outside the engine's scheduler (see above), and
-# a least-squares line through them in the offered rate (the front end shares the machine with
-# the engine, so its time grows with the load), at the held-out rate, is the model's fixed
-# per-request delay before the scheduler sees a request (`frontend_s`). The profile's fit has
-# none.
+# a least-squares line in the offered rate through each rate's median (the front end shares the
+# machine with the engine, so its time grows with the load; the median keeps one slow server
+# from tilting it), at the held-out rate, is the model's fixed per-request delay before the
+# scheduler sees a request (`frontend_s`). The profile's fit has none.
 
 # %%
 served_steps = {}
@@ -280,7 +286,7 @@ for (name, stem), m in held_out.items():
     rate = m.meta.get("held_out_rate")
     row = {"experiment": name, "fit": stem, "R²": m.meta["r2"], "resid sd (ms)": m.meta["resid_sd_s"] * 1e3,
            "steps fitted": m.meta["n_rows"], **{f"{k} (ms)": v * 1e3 for k, v in m.coefficients.items()},
-           "front end (ms)": m.frontend_s * 1e3}
+           "knee (tokens)": m.knee, "past the knee (ms/token)": m.knee_tokens * 1e3, "front end (ms)": m.frontend_s * 1e3}
     if steps is not None and rate is not None:
         out = steps[steps["rate"] == rate]
         measured = out["time_s"].mean()

@@ -554,6 +554,18 @@ def test_fast_forward_matches_step_by_step(policy, case, monkeypatch):
         assert fast.peak_kv_blocks == cfg.kv_capacity_blocks
 
 
+def test_fast_forward_matches_step_by_step_past_a_knee(monkeypatch):
+    """A CPU decoder's model (flat to 6 tokens, then per token): a stretch's closed form holds."""
+    trace, sizes = _asr_case(30.0)
+    kneed = StepTimeModel(intercept=0.015, n_decode=2e-4, ctx_tokens=1e-7, knee_tokens=1.2e-3, knee=6)
+    cfg = EngineConfig(max_num_seqs=16, max_num_batched_tokens=512)
+    stretches = _stretch_counter(monkeypatch)
+    fast = simulate(trace, "fcfs", kneed, cfg, sizes)
+    assert sum(ran for ran, _ in stretches) >= 5
+    monkeypatch.setattr(Engine, "_stretch", lambda self, t_stop: False)
+    _assert_same_run(fast, simulate(trace, "fcfs", kneed, cfg, sizes))
+
+
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_fast_forward_matches_step_by_step_for_every_builder(name, monkeypatch):
     trace = class_trace(300, rate=4.0, seed=1)

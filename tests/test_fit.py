@@ -11,7 +11,7 @@ from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.fit.calibrate import BASELINE_METRICS, baseline_rows, calibrate
 from schedlab.fit.kappa import fit_kappa, fit_languages, kappas
-from schedlab.fit.steptime import fit_held_out, fit_steptime, front_end_at, predict, read_engine_steps
+from schedlab.fit.steptime import best_knee, fit_held_out, fit_steptime, front_end_at, predict, read_engine_steps
 from schedlab.engine import Arena, EngineConfig
 from schedlab.simulate import run_policy
 from schedlab.engine.steptime import COMPUTE_TERMS, MEMORY_TERMS, StepTimeModel
@@ -158,6 +158,44 @@ def test_fit_steptime_rejects_missing_columns(column):
         fit_steptime(_profile(n=50).drop(columns=column))
 
 
+def _flat_then_linear(knee=6, floor=0.015, per_token=0.0012, noise=2e-4, n=3000, seed=0):
+    """A small decoder on a CPU: steps of 1-24 decodes, flat up to ``knee`` tokens, then
+    ``per_token`` seconds a token more."""
+    rng = np.random.default_rng(seed)
+    n_decode = rng.integers(1, 25, n)
+    time_s = floor + per_token * np.maximum(n_decode - knee, 0) + rng.normal(0, noise, n)
+    return pd.DataFrame({"source": "vllm-served", "hardware": "cpu", "model": "small-llama", "n_encoder": 0,
+                         "n_prefill_tokens": 0, "n_decode": n_decode, "ctx_tokens": 0, "time_s": time_s})
+
+
+def test_a_knee_is_found_where_the_step_stops_being_flat(tmp_path):
+    profile = _flat_then_linear()
+    assert best_knee(profile) == 6
+    model = fit_steptime(profile, knee=6)
+    assert model.knee == 6 and model.knee_tokens == pytest.approx(0.0012, rel=0.01)
+    assert model.intercept + model.n_decode * 6 == pytest.approx(0.015, abs=2e-4)  # the floor
+    assert model(0, 0, 24, 0) == pytest.approx(0.015 + 18 * 0.0012, abs=3e-4)
+    model.save(tmp_path / "m.json")
+    assert StepTimeModel.load(tmp_path / "m.json") == model
+    line = fit_steptime(profile)  # one line through it: 3 ms fast at one token
+    assert line(0, 0, 1, 0) < 0.015 - 2e-3 and line.meta["resid_sd_s"] > 5 * model.meta["resid_sd_s"]
+    # A straight line has no knee worth its term.
+    assert best_knee(_profile(n=400, seed=7)) == 0
+    assert best_knee(_flat_then_linear(knee=6, per_token=0.0)) == 0
+
+
+def test_a_term_fitted_below_zero_is_left_out_and_the_rest_refitted():
+    """Below a knee the decode slope is flat; with the knee term the fit would give it a small
+    negative cost, so it is left out and the fit is the least-squares one without it."""
+    profile = _flat_then_linear(per_token=0.002, noise=1e-5)
+    profile["time_s"] -= 1e-4 * np.minimum(profile["n_decode"], 6)  # slightly faster as it fills up to the knee
+    model = fit_steptime(profile, knee=6)
+    assert model.meta["clipped"]["n_decode"] < 0 and model.n_decode == 0.0
+    X = np.column_stack([np.ones(len(profile)), np.maximum(profile["n_decode"] - 6, 0)])
+    beta = np.linalg.lstsq(X, profile["time_s"].to_numpy(), rcond=None)[0]
+    assert [model.intercept, model.knee_tokens] == pytest.approx(beta, rel=1e-9)
+
+
 # -- held out by rate (served engine steps) ---------------------------------------------------
 def _served_steps(tmp_path):
     """Step tables of three rates, as `schedlab vllm-serve` writes them: rates 1 and 2 follow
@@ -198,7 +236,7 @@ def test_held_out_fit_leaves_out_the_held_out_rates_steps(tmp_path):
 def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     """Each replay's mean time per request outside the scheduler is one point (whatever its step
     count); ``frontend_s`` at the held-out rate is the least-squares line through the other
-    rates' points, never the held-out replay's own."""
+    rates' medians, never the held-out replay's own."""
     rows = []
     # 20 ms a request per req/s offered (rate 1's two replays average 20 ms); rate 3's is wild.
     for rate, repeat, front_end_s, n in ((1.0, 0, 0.010, 50), (1.0, 1, 0.030, 10), (2.0, 0, 0.040, 10),
@@ -208,7 +246,7 @@ def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     steps = pd.concat(rows, ignore_index=True)
     model = fit_held_out(steps, 3.0)
     assert model.frontend_s == pytest.approx(0.060)
-    assert model.meta["frontend_s_from"].startswith("a line in the offered rate at 3 req/s over 4 replays")
+    assert model.meta["frontend_s_from"].startswith("a line in the offered rate through each rate's median, at 3 req/s over 4 replays")
     one_rate = fit_held_out(steps[steps["rate"].isin([1.0, 3.0])], 3.0)
     assert one_rate.frontend_s == pytest.approx(0.020)  # one other rate: the median of 10 and 30 ms
     assert fit_held_out(steps, None).frontend_s == pytest.approx(0.040)  # no rate to predict: the median
@@ -224,9 +262,17 @@ def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     assert fit_held_out(lagging.assign(outside_engine_share=0.9), 3.0).frontend_s > 1.0  # all lagged: all kept
 
 
+def test_one_slow_server_does_not_tilt_the_front_end_line():
+    """The line runs through each rate's median: a server whose front end ran slow at one rate
+    (90 ms against 10-12 ms) moves the prediction by nothing."""
+    replays = pd.DataFrame({"rate": [1.0, 1.0, 1.0, 2.0, 2.0, 2.0],
+                            "front_end_s": [0.010, 0.012, 0.090, 0.020, 0.022, 0.021]})
+    assert front_end_at(replays, 3.0)[0] == pytest.approx(0.030)  # medians 12 and 21 ms: +9 ms per req/s
+
+
 def test_the_front_end_line_never_goes_below_zero():
     replays = pd.DataFrame({"rate": [2.0, 3.0], "front_end_s": [0.010, 0.030]})
-    assert front_end_at(replays, 2.5) == (pytest.approx(0.020), "a line in the offered rate at 2.5 req/s")
+    assert front_end_at(replays, 2.5) == (pytest.approx(0.020), "a line in the offered rate through each rate's median, at 2.5 req/s")
     assert front_end_at(replays, 1.0)[0] == 0.0  # the line is at -10 ms there
 
 

@@ -281,6 +281,10 @@ def test_staircase_is_off_by_default_and_steps_by_whole_tiles():
     assert stair(0, 129, 0, 0) - stair(0, 128, 0, 0) == pytest.approx(128 * 1e-4)
     back = StepTimeModel(**{**stair.__dict__})
     assert back == stair and back.scaled(2.0, 1.0).tile_tokens == pytest.approx(2e-4)
+    kneed = StepTimeModel(intercept=0.01, n_decode=1e-4, knee_tokens=1e-3, knee=6)
+    assert kneed(0, 2, 4, 0) == pytest.approx(0.01 + 4e-4)  # 6 tokens: at the knee
+    assert kneed(0, 2, 7, 0) == pytest.approx(0.01 + 7e-4 + 3 * 1e-3)
+    assert kneed.scaled(2.0, 1.0).knee_tokens == pytest.approx(2e-3) and kneed.scaled(2.0, 1.0).knee == 6
 
 
 def test_fit_recovers_a_known_staircase_and_prefill_attention(tmp_path):

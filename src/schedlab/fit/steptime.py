@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -11,48 +12,70 @@ import statsmodels.api as sm
 from schedlab.backends.step_log import front_end_lagged
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
-from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel, padded_tokens
+from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel, beyond_knee, padded_tokens
 
 
-def _regressors(profile: pd.DataFrame, tile: int) -> pd.DataFrame:
-    """The profile's step features, its prefill pairs when present, and with ``tile`` > 0 the
-    tile-padded token count (``tile_tokens``)."""
+def _regressors(profile: pd.DataFrame, tile: int, knee: int) -> pd.DataFrame:
+    """The profile's step features, its prefill pairs when present, with ``tile`` > 0 the
+    tile-padded token count (``tile_tokens``) and with ``knee`` > 0 the tokens beyond the knee
+    (``knee_tokens``)."""
     X = profile[[*STEP_FEATURES, *([PREFILL_PAIRS] if PREFILL_PAIRS in profile else [])]].astype(float)
+    tokens = X["n_prefill_tokens"] + X["n_decode"]
     if tile:
-        X["tile_tokens"] = padded_tokens(X["n_prefill_tokens"] + X["n_decode"], tile)
+        X["tile_tokens"] = padded_tokens(tokens, tile)
+    if knee:
+        X["knee_tokens"] = beyond_knee(tokens, knee)
     return X
 
 
-def fit_steptime(profile: pd.DataFrame, tile: int = 0) -> StepTimeModel:
+def _ols(profile: pd.DataFrame, tile: int, knee: int):
+    """OLS of ``time_s`` on the regressors that vary; a term fitted below 0 is dropped and the
+    rest refitted, until every term is a cost. Returns the fit and the dropped terms' first
+    fitted values."""
+    X = _regressors(profile, tile, knee)
+    used = [f for f in X.columns if X[f].nunique() > 1]
+    if len(profile) <= len(used) + 1:
+        raise SchedlabError(f"profile has {len(profile)} rows: too few to fit {len(used) + 1} coefficients")
+    y = profile["time_s"].astype(float)
+    dropped: dict[str, float] = {}
+    while True:
+        res = sm.OLS(y, sm.add_constant(X[used], has_constant="add")).fit()
+        negative = {f: float(v) for f, v in res.params.items() if v < 0 and f != "const"}
+        if not negative:
+            return res, dropped
+        dropped.update(negative)
+        used = [f for f in used if f not in negative]
+
+
+def fit_steptime(profile: pd.DataFrame, tile: int = 0, knee: int = 0) -> StepTimeModel:
     """``time_s ~ 1 + n_encoder + n_prefill_tokens + n_decode + ctx_tokens``, plus
-    ``prefill_pairs`` when the profile has that column and, with ``tile`` > 0, the staircase
-    ``tile_tokens`` = tokens padded to whole tiles (see :class:`StepTimeModel`).
+    ``prefill_pairs`` when the profile has that column, with ``tile`` > 0 the staircase
+    ``tile_tokens`` = tokens padded to whole tiles, and with ``knee`` > 0 ``knee_tokens`` =
+    tokens beyond the knee (see :class:`StepTimeModel`; :func:`best_knee` chooses one).
 
     Features that never vary in the profile (e.g. no prefill rows) get coefficient 0. A term
-    fitted below 0 (noise about a cost of ~0) is set to 0, since a step-time model's terms are
-    costs (:class:`schedlab.validation.documents.StepTimeTerms`); ``meta["clipped"]`` keeps
-    the fitted values. The model's ``meta`` keeps R², the residual standard deviation, 95% CIs
-    and the profile's identity.
+    fitted below 0 (noise about a cost of ~0, or a slope the knee takes over) is left out and
+    the others refitted, since a step-time model's terms are costs
+    (:class:`schedlab.validation.documents.StepTimeTerms`); ``meta["clipped"]`` keeps the
+    fitted values. A negative intercept is set to 0. The model's ``meta`` keeps R², the
+    residual standard deviation, 95% CIs and the profile's identity.
     """
     missing = [c for c in PROFILE_COLUMNS if c not in profile.columns]
     if missing:
         raise SchedlabError(f"profile table lacks columns {', '.join(missing)}")
-    if tile < 0:
-        raise SchedlabError(f"tile must be >= 0, got {tile}")
-    X = _regressors(profile, tile)
-    used = [f for f in X.columns if X[f].nunique() > 1]
-    if len(profile) <= len(used) + 1:
-        raise SchedlabError(f"profile has {len(profile)} rows: too few to fit {len(used) + 1} coefficients")
-    X = sm.add_constant(X[used], has_constant="add")
-    res = sm.OLS(profile["time_s"].astype(float), X).fit()
+    if tile < 0 or knee < 0:
+        raise SchedlabError(f"tile and knee must be >= 0, got tile {tile} and knee {knee}")
+    res, clipped = _ols(profile, tile, knee)
     ci = res.conf_int()
     terms = {"intercept": float(res.params["const"]), **{f: float(res.params.get(f, 0.0)) for f in STEP_FEATURES},
              **{f: float(res.params[f]) for f in OPTIONAL_TERMS if f in res.params}}
-    clipped = {k: v for k, v in terms.items() if v < 0}
+    if terms["intercept"] < 0:
+        clipped["intercept"] = terms["intercept"]
     first = profile.iloc[0]
     return StepTimeModel(
         **{k: max(v, 0.0) for k, v in terms.items()},
         tile=tile,
+        knee=knee,
         meta={
             **({"clipped": clipped} if clipped else {}),
             "source": str(first["source"]),
@@ -64,6 +87,23 @@ def fit_steptime(profile: pd.DataFrame, tile: int = 0) -> StepTimeModel:
             "ci95": {k: [float(ci.loc[k, 0]), float(ci.loc[k, 1])] for k in res.params.index},
         },
     )
+
+
+#: The least share of the residual standard deviation a knee must remove to be kept: with
+#: thousands of steps a knee of no practical use (whisper-tiny's, 0.2%) still passes BIC.
+KNEE_MIN_GAIN = 0.02
+
+
+def best_knee(profile: pd.DataFrame, tile: int = 0, most: int = 64) -> int:
+    """The knee (:func:`fit_steptime`) with the least residual over every batch size up to
+    ``most`` tokens that leaves steps on both sides of it, if it cuts the residual standard
+    deviation of the fit without one by :data:`KNEE_MIN_GAIN` or more; else 0 (no knee)."""
+    tokens = profile["n_prefill_tokens"] + profile["n_decode"]
+    with warnings.catch_warnings():  # a knee collinear with other terms is a candidate like any
+        warnings.simplefilter("ignore")
+        scale = {k: _ols(profile, tile, k)[0].scale for k in [0, *range(int(tokens.min()) + 1, min(int(tokens.max()), most))]}
+    knee = min(scale, key=scale.get)
+    return knee if np.sqrt(scale[knee] / scale[0]) <= 1 - KNEE_MIN_GAIN else 0
 
 
 def predict(model: StepTimeModel, profile: pd.DataFrame) -> np.ndarray:
@@ -91,8 +131,9 @@ def read_engine_steps(paths) -> pd.DataFrame:
 
 
 def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
-    """The profile fit's model (:func:`fit_steptime`, the same terms: no prefill pairs) on the
-    served steps of every rate except ``rate`` (None: every rate); ``meta`` says which rates
+    """The profile fit's model (:func:`fit_steptime`, the same terms: no prefill pairs; the knee
+    of :func:`best_knee`) on the served steps of every rate except ``rate`` (None: every rate);
+    ``meta`` says which rates
     it saw and which it held out. Where the step tables carry ``front_end_s`` (each replay's
     mean time per request outside the engine's scheduler), the model's ``frontend_s`` comes
     from those replays (:func:`front_end_at`): the served system's front end, which the steps
@@ -103,7 +144,8 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     kept = steps if rate is None else steps[steps["rate"].astype(float) != float(rate)]
     if kept.empty:
         raise SchedlabError(f"holding out rate {rate:g} leaves no steps: the fit needs steps of another rate")
-    model = fit_steptime(kept[list(PROFILE_COLUMNS)])
+    profile = kept[list(PROFILE_COLUMNS)]
+    model = fit_steptime(profile, knee=best_knee(profile))
     seen = sorted(float(r) for r in kept["rate"].unique())
     held = {"held_out_rate": None if rate is None else float(rate), "rates": seen, "n_steps_by_rate":
             {f"{r:g}": int((kept["rate"].astype(float) == r).sum()) for r in seen}}
@@ -121,11 +163,13 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
 def front_end_at(replays: pd.DataFrame, rate: float | None) -> tuple[float, str]:
     """The front end's time per request at ``rate``, from ``replays`` (one row each: ``rate``,
     ``front_end_s``), and how it was found. The front end shares the machine with the engine,
-    so its time grows with the offered load (whisper-tiny on 2 cores: 107 ms a request at 0.5
-    req/s, 299 ms at 3): with replays at two rates or more, a least-squares line through them
-    in the rate, at ``rate`` (never below 0); otherwise (one rate, or no rate to predict at)
-    their median."""
+    so its time grows with the offered load (whisper-tiny on 2 cores: about 90 ms a request at
+    0.5 req/s, 280 ms at 3): with replays at two rates or more, a least-squares line in the rate
+    through each rate's median (one slow server's replays do not tilt it), at ``rate`` (never
+    below 0); otherwise (one rate, or no rate to predict at) their median."""
     if rate is None or replays["rate"].nunique() < 2:
         return float(replays["front_end_s"].median()), "median"
-    slope, intercept = np.polyfit(replays["rate"].astype(float), replays["front_end_s"].astype(float), 1)
-    return max(0.0, float(intercept + slope * float(rate))), f"a line in the offered rate at {float(rate):g} req/s"
+    medians = replays.astype({"rate": float, "front_end_s": float}).groupby("rate")["front_end_s"].median()
+    slope, intercept = np.polyfit(medians.index, medians.to_numpy(), 1)
+    return (max(0.0, float(intercept + slope * float(rate))),
+            f"a line in the offered rate through each rate's median, at {float(rate):g} req/s")

@@ -48,7 +48,8 @@ def parse(model: type[BaseModel], data, source: str | os.PathLike):
 # -- step-time model ----------------------------------------------------------------------
 class StepTimeTerms(Strict):
     """A step-time model file (:class:`schedlab.engine.steptime.StepTimeModel`): every term is a
-    cost, so finite and non-negative; ``tile`` is a width in tokens (0: no staircase)."""
+    cost, so finite and non-negative; ``tile`` is a width in tokens (0: no staircase), ``knee``
+    a batch size in tokens (0: no knee)."""
 
     intercept: NonNegative
     n_encoder: NonNegative = 0.0
@@ -59,6 +60,8 @@ class StepTimeTerms(Strict):
     prefill_pairs: NonNegative = 0.0
     tile_tokens: NonNegative = 0.0
     tile: NonNegativeInt = 0
+    knee_tokens: NonNegative = 0.0
+    knee: NonNegativeInt = 0
     meta: dict = {}
 
 
