@@ -250,19 +250,21 @@ engine_fid, engine_errs = engine_study(fid[fid["model"] == engine_model], "Decod
 # Every step the served engine ran (all policies, rates and repeats), as its scheduler logged
 # it: the step's composition and its time (from one `schedule()` to the next while the engine
 # is busy; the last step before the engine idles ends at its `update_from_output()`, so idle
-# time is never a step). Each held-out fit is the profile fit's model
-# (`time ~ 1 + n_encoder + n_prefill_tokens + n_decode + ctx_tokens`, OLS) on the steps of every
-# rate but one, with one more term where it earns its place: a **knee**, the batch size (in
+# time is never a step). Each `vllm serve` runs its steps at a speed of its own, up to about
+# 10% apart between servers on the same machine (a policy's apparent effect at light load was
+# once that alone), so the fits are made **one server at a time**. Each held-out fit is the
+# profile fit's model (`time ~ 1 + n_encoder + n_prefill_tokens + n_decode + ctx_tokens`, OLS)
+# on that server's steps of every rate but one, with one more term where it earns its place: a **knee**, the batch size (in
 # tokens) up to which a step costs the same and past which each token adds its cost
 # (`knee_tokens * max(0, tokens - knee)`). A small model on a CPU reads its weights in the same
 # time for one token or a few; one straight line through such steps is too slow in the middle
 # of the range and too fast at its ends. The knee with the least residual is kept when it cuts
 # the residual standard deviation by 2% or more. Each fit is checked on the steps of the rate
 # it left out, beside the profile's fit.
-# Each held-out fit also carries the front end its steps do not hold: each of the other rates'
-# replays gives the mean time a request spent outside the engine's scheduler (see above), and
+# Each held-out fit also carries the front end its steps do not hold: each of its server's other
+# rates' replays gives the mean time a request spent outside the engine's scheduler (see above), and
 # a least-squares line in the offered rate through each rate's median (the front end shares the
-# machine with the engine, so its time grows with the load; the median keeps one slow server
+# machine with the engine, so its time grows with the load; the median keeps one slow replay
 # from tilting it), at the held-out rate, is the model's fixed per-request delay before the
 # scheduler sees a request (`frontend_s`). The profile's fit has none.
 
@@ -272,22 +274,33 @@ for folder in inputs.get("engine_steps", []):
     for path in sorted(folder.glob("*.steps.parquet")):
         served_steps.setdefault(folder.parts[-2], []).append(pd.read_parquet(path))
 served_steps = {name: pd.concat(tables, ignore_index=True) for name, tables in served_steps.items()}
+# One fit per server (experiment, policy, seed) and rate held out, and one on all its rates:
+# `.../served/<experiment>/<policy>/seed<seed>/<stem>.json`.
 held_out = {}
 for path in inputs.get("held_out_fits", []) + inputs.get("all_rates_fits", []):
-    held_out[(path.parts[-2], path.stem)] = StepTimeModel.load(path)
+    experiment, policy, seed = path.parts[-4], path.parts[-3], int(path.parts[-2].removeprefix("seed"))
+    held_out[(experiment, policy, seed, path.stem)] = StepTimeModel.load(path)
+
+
+def server_steps(name: str, policy: str, seed: int) -> pd.DataFrame:
+    steps = served_steps[name]
+    return steps[(steps["policy"] == policy) & (steps["seed"] == seed)]
+
+
 # The profile fit each served study's simulations used beside its own steps: the decoder's
 # engine profile, Whisper's torch profile.
 profile_fit = {name: fits.get(("vllm" if name == "fidelity-engine" else "torch", "local", steps["model"].iloc[0]))
                for name, steps in served_steps.items()}
 
 rows = []
-for (name, stem), m in held_out.items():
-    steps = served_steps.get(name)
+for (name, policy, seed, stem), m in held_out.items():
     rate = m.meta.get("held_out_rate")
-    row = {"experiment": name, "fit": stem, "R²": m.meta["r2"], "resid sd (ms)": m.meta["resid_sd_s"] * 1e3,
-           "steps fitted": m.meta["n_rows"], **{f"{k} (ms)": v * 1e3 for k, v in m.coefficients.items()},
+    row = {"experiment": name, "server": f"{policy}, seed {seed}", "fit": stem, "R²": m.meta["r2"],
+           "resid sd (ms)": m.meta["resid_sd_s"] * 1e3, "steps fitted": m.meta["n_rows"],
+           **{f"{k} (ms)": v * 1e3 for k, v in m.coefficients.items()},
            "knee (tokens)": m.knee, "past the knee (ms/token)": m.knee_tokens * 1e3, "front end (ms)": m.frontend_s * 1e3}
-    if steps is not None and rate is not None:
+    if name in served_steps and rate is not None:
+        steps = server_steps(name, policy, seed)
         out = steps[steps["rate"] == rate]
         measured = out["time_s"].mean()
         row["held-out steps"] = len(out)
@@ -300,10 +313,19 @@ held_table = pd.DataFrame(rows)
 display(held_table.round(3))
 for name, steps in served_steps.items():
     q = steps["time_s"].quantile([0.05, 0.5, 0.95]) * 1e3
-    every = held_out.get((name, "all_rates"))
-    r2 = f"; a fit on every step explains R² = {every.meta['r2']:.2f} of their variance" if every else ""
+    r2 = [m.meta["r2"] for (n, _, _, stem), m in held_out.items() if n == name and stem == "all_rates"]
+    r2 = (f"; a fit on every step of one server explains R² = {min(r2):.2f}"
+          f"{f'-{max(r2):.2f}' if max(r2) > min(r2) + 5e-3 else ''} of their variance") if r2 else ""
     print(f"{name}: {len(steps)} engine steps, {q[0.05]:.1f} / {q[0.5]:.1f} / {q[0.95]:.1f} ms "
           f"(5th / 50th / 95th percentile){r2}.")
+    # How far apart the servers run: each one's mean step against its own all-rates fit's
+    # prediction for every server's steps (a server's speed, on the same compositions).
+    every = {(p, s): m for (n, p, s, stem), m in held_out.items() if n == name and stem == "all_rates"}
+    if len(every) > 1:
+        speed = pd.Series({f"{p}, seed {s}": predict(m, steps).mean() * 1e3 for (p, s), m in every.items()})
+        print(f"  The same {len(steps)} steps as each server's own fit prices them: "
+              f"{speed.min():.2f}-{speed.max():.2f} ms on average ({(speed.max() / speed.min() - 1) * 100:.1f}% apart; "
+              f"fastest {speed.idxmin()}, slowest {speed.idxmax()}).")
     if len(held_table) and "mean step, this fit (% error)" in held_table:
         h = held_table[held_table["experiment"] == name].dropna(subset=["mean step, this fit (% error)"])
         if len(h) and "mean step, profile fit (% error)" in h:
@@ -313,30 +335,40 @@ for name, steps in served_steps.items():
 
 # %%
 if "fidelity-engine" in served_steps:
-    steps = served_steps["fidelity-engine"]
-    every = held_out.get(("fidelity-engine", "all_rates"))
+    name = "fidelity-engine"
+    steps = served_steps[name]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
     sns.boxplot(data=steps.assign(ms=steps["time_s"] * 1e3), x="n_decode", y="ms", showfliers=False, ax=a,
                 color="lightsteelblue")
-    for m, name, marker in ((every, "own steps (all rates)", "x"), (profile_fit.get("fidelity-engine"), "profile", "o")):
-        if m is not None:
-            pred = steps.assign(ms=predict(m, steps) * 1e3).groupby("n_decode")["ms"].mean()
-            a.plot(range(len(pred)), pred.to_numpy(), marker=marker, ls="", color="k", label=f"fit: {name}")
+    # Each server's steps priced by that server's fit on all its rates, and every step by the profile's.
+    own = pd.concat([server_steps(name, p, s).assign(ms=lambda t, m=m: predict(m, t) * 1e3)
+                     for (n, p, s, stem), m in held_out.items() if n == name and stem == "all_rates"] or [steps.iloc[:0]])
+    marks = [(own, "own server's steps (all rates)", "x")]
+    if profile_fit.get(name) is not None:
+        marks.append((steps.assign(ms=predict(profile_fit[name], steps) * 1e3), "profile", "o"))
+    for priced, label, marker in marks:
+        if len(priced):
+            pred = priced.groupby("n_decode")["ms"].mean().reindex(sorted(steps["n_decode"].unique()))
+            a.plot(range(len(pred)), pred.to_numpy(), marker=marker, ls="", color="k", label=f"fit: {label}")
     a.legend()
     a.set(title="served engine's steps (boxes) and the fits", xlabel="decodes in the step", ylabel="ms")
     per_rate = []
-    for (name, stem), m in held_out.items():
+    for (n, policy, seed, stem), m in held_out.items():
         rate = m.meta.get("held_out_rate")
-        if name != "fidelity-engine" or rate is None:
+        if n != name or rate is None:
             continue
-        out = steps[steps["rate"] == rate]
-        per_rate += [{"rate": rate, "what": "measured", "ms": out["time_s"].mean() * 1e3},
-                     {"rate": rate, "what": "fit without this rate", "ms": predict(m, out).mean() * 1e3}]
+        out = server_steps(name, policy, seed)
+        out = out[out["rate"] == rate]
+        per_rate += [{"rate": rate, "server": policy, "what": "measured", "ms": out["time_s"].mean() * 1e3},
+                     {"rate": rate, "server": policy, "what": "fit without this rate", "ms": predict(m, out).mean() * 1e3}]
         if profile_fit.get(name) is not None:
-            per_rate.append({"rate": rate, "what": "profile fit", "ms": predict(profile_fit[name], out).mean() * 1e3})
+            per_rate.append({"rate": rate, "server": policy, "what": "profile fit",
+                             "ms": predict(profile_fit[name], out).mean() * 1e3})
     if per_rate:
-        sns.barplot(data=pd.DataFrame(per_rate), x="rate", y="ms", hue="what", ax=b)
-    b.set(title="mean step at each rate", xlabel="offered rate (req/s)", ylabel="ms")
+        per_rate = pd.DataFrame(per_rate)
+        sns.barplot(data=per_rate.assign(x=per_rate["rate"].map("{:g}".format) + "\n" + per_rate["server"]),
+                    x="x", y="ms", hue="what", ax=b)
+    b.set(title="mean step at each rate, per server", xlabel="offered rate (req/s), server", ylabel="ms")
     save_figure(fig, figures_dir, "served_steps_fit")
     plt.show()
 

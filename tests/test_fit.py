@@ -197,16 +197,16 @@ def test_a_term_fitted_below_zero_is_left_out_and_the_rest_refitted():
 
 
 # -- held out by rate (served engine steps) ---------------------------------------------------
-def _served_steps(tmp_path):
-    """Step tables of three rates, as `schedlab vllm-serve` writes them: rates 1 and 2 follow
-    TRUE, rate 3's steps cost ten times as much (and carry prefill pairs the fit must not use)."""
+def _served_steps(tmp_path, seed=0, speed=1.0):
+    """Step tables of three rates, as `schedlab vllm-serve` writes them for the server started
+    with ``seed``, its steps ``speed`` times TRUE's cost: rates 1 and 2 follow it, rate 3's cost
+    ten times as much (and carry prefill pairs the fit must not use)."""
     paths = []
     for k, rate in enumerate((1.0, 2.0, 3.0)):
         steps = _profile(n=200, seed=10 + k, noise=1e-6).assign(source="vllm-served", rate=rate, policy="fcfs",
-                                                                prefill_pairs=np.arange(200) * 7)
-        if rate == 3.0:
-            steps["time_s"] *= 10
-        paths.append(tmp_path / f"rate{rate:g}_seed0_rep0.steps.parquet")
+                                                                seed=seed, prefill_pairs=np.arange(200) * 7)
+        steps["time_s"] *= speed * (10 if rate == 3.0 else 1)
+        paths.append(tmp_path / f"rate{rate:g}_seed{seed}_rep0.steps.parquet")
         steps.to_parquet(paths[-1])
     return paths
 
@@ -262,9 +262,9 @@ def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     assert fit_held_out(lagging.assign(outside_engine_share=0.9), 3.0).frontend_s > 1.0  # all lagged: all kept
 
 
-def test_one_slow_server_does_not_tilt_the_front_end_line():
-    """The line runs through each rate's median: a server whose front end ran slow at one rate
-    (90 ms against 10-12 ms) moves the prediction by nothing."""
+def test_one_slow_replay_does_not_tilt_the_front_end_line():
+    """The line runs through each rate's median: a replay whose front end ran slow (90 ms
+    against 10-12 ms) moves the prediction by nothing."""
     replays = pd.DataFrame({"rate": [1.0, 1.0, 1.0, 2.0, 2.0, 2.0],
                             "front_end_s": [0.010, 0.012, 0.090, 0.020, 0.022, 0.021]})
     assert front_end_at(replays, 3.0)[0] == pytest.approx(0.030)  # medians 12 and 21 ms: +9 ms per req/s
@@ -288,6 +288,25 @@ def test_fit_engine_steps_cli_writes_one_fit_per_held_out_rate(tmp_path):
         assert model.meta["held_out_rate"] == rate and rate not in model.meta["rates"]
     assert StepTimeModel.load(tmp_path / "all.json").meta["rates"] == [1.0, 2.0, 3.0]
     assert main(["fit", "engine-steps", "--steps", str(tmp_path / "none"), "--held-out", "1", "--out", "x.json"]) == 2
+
+
+def test_fit_engine_steps_fits_one_server_of_several(tmp_path, capsys):
+    """Two servers of one job (seeds 0 and 1), the second 10% slower throughout: ``--seed``
+    fits each on its own steps, so each recovers its own speed; pooled, neither would."""
+    from schedlab.cli import main
+
+    _served_steps(tmp_path, seed=0)
+    _served_steps(tmp_path, seed=1, speed=1.1)
+    for seed, speed in ((0, 1.0), (1, 1.1)):
+        out = tmp_path / f"seed{seed}.json"
+        assert main(["fit", "engine-steps", "--steps", str(tmp_path), "--seed", str(seed), "--held-out", "3",
+                     "--out", str(out)]) == 0
+        model = StepTimeModel.load(out)
+        assert model.meta["n_rows"] == 400 and model.meta["servers"] == [["fcfs", seed]]
+        assert model.n_decode == pytest.approx(TRUE["n_decode"] * speed, rel=1e-3)
+    assert main(["fit", "engine-steps", "--steps", str(tmp_path), "--seed", "2", "--held-out", "3",
+                 "--out", str(tmp_path / "x.json")]) == 2
+    assert "no steps of seed 2" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
 
 
 # -- StepTimeModel ----------------------------------------------------------------------------

@@ -203,8 +203,10 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     # beside the engine, both simulators with the profile's fit and with held-out fits of its own steps
     fits = fidelity[fidelity["backend"] != "vllm"].groupby("steptime_fit")["rate"].nunique()
     assert fits.to_dict() == {"profile": 2, "own steps, rate held out": 2}
-    held = json.loads((results / "fit" / "steptime" / "served" / "fidelity-engine" / "without_rate5.json").read_text())
-    assert held["meta"]["held_out_rate"] == 5.0 and held["meta"]["rates"] == [10.0]
+    for policy in set(fidelity.loc[fidelity["backend"] == "vllm", "policy"]):  # one fit per server, of its own steps
+        held = json.loads((results / "fit" / "steptime" / "served" / "fidelity-engine" / policy / "seed0" /
+                           "without_rate5.json").read_text())["meta"]
+        assert held["held_out_rate"] == 5.0 and held["rates"] == [10.0] and held["servers"] == [[policy, 0]]
     cal = json.loads((results / "fit" / "calibration" / "A100-40GB.json").read_text())["meta"]["calibration"]
     # 150 requests per rate make a weak fit: check its record, not its accuracy.
     assert len(cal["residuals"]) == 18 and set(cal["uncertainty"]) == {"compute", "memory", "frontend_s"}

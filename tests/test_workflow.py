@@ -63,13 +63,18 @@ def test_dag_builds_without_vllm_or_torch(tmp_path):
 def test_engine_simulations_use_step_fits_that_held_their_rate_out(tmp_path):
     """Beside every served experiment (the decoder study; paper A's Whisper sweep with
     backend=vllm) the simulators run twice: with the profile's fit and, as `<name>-heldout`,
-    each rate with the fit of the served steps of every other rate, fitted after the engine ran."""
+    each rate with the fit of its own server's steps of every other rate, fitted after the engine
+    ran."""
     r = _snakemake(tmp_path, "-n", "-p", config=["backend=vllm"])
     assert r.returncode == 0, r.output[-3000:]
-    fits = re.findall(r"schedlab fit engine-steps --steps (.*?) --held-out ([\d. ]+?) --out (.*?) --out-all", r.output)
-    assert {re.search(r"runs/vllm/([^/]+)/", f[0]).group(1) for f in fits} == {"fidelity-engine", "librispeech-engine"}
-    for steps, rates, outs in fits:
-        assert len(steps.split()) >= 2  # every policy's server
+    fits = re.findall(r"schedlab fit engine-steps --steps (\S+) --seed (\d+) --held-out ([\d. ]+?) --out (.*?) --out-all",
+                      r.output)
+    served = {(m.group(1), m.group(2)) for f in fits for m in [re.search(r"runs/vllm/([^/]+)/([^/\s]+)$", f[0])]}
+    assert served == {("fidelity-engine", p) for p in ("fcfs", "sjf")} | {
+        ("librispeech-engine", p) for p in ("fcfs", "sjf", "hrrn", "adaptive")}  # one fit job per server
+    for steps, seed, rates, outs in fits:
+        folder = re.search(r"runs/vllm/(\S+)$", steps).group(1)
+        assert all(f"fit/steptime/served/{folder}/seed{seed}/" in o for o in outs.split())
         assert [Path(o).stem for o in outs.split()] == [f"without_rate{x}" for x in rates.split()]
     sims = [line for line in r.output.splitlines() if "schedlab simulate" in line]
     held = [line for line in sims if re.search(r"--out-summary \S+-heldout/", line)]
@@ -78,6 +83,9 @@ def test_engine_simulations_use_step_fits_that_held_their_rate_out(tmp_path):
         models = re.search(r"--steptime (.*?) --steptime-fit", line).group(1).split()
         rates = re.search(r"--rate ([\d. ]+?) --seed", line).group(1).split()
         assert [Path(m).stem for m in models] == [f"without_rate{x}" for x in rates]
+        experiment, policy = re.search(r"--out-summary \S+/runs/[^/]+/([^/]+)-heldout/([^/]+)/", line).groups()
+        seed = re.search(r"--seed (\d+)", line).group(1)
+        assert all(f"served/{experiment}/{policy}/seed{seed}/" in m for m in models)  # its own server's fits
         assert "--steptime-fit 'own steps, rate held out'" in line
     profile = [line for line in sims if re.search(r"--out-summary \S+-engine/", line)]
     assert profile and all("--steptime-fit profile" in line for line in profile)

@@ -151,7 +151,7 @@ def cmd_fit_engine_steps(args) -> None:
 
     if len(args.held_out) != len(args.out):
         raise SchedlabError("--held-out and --out need one output per held-out rate")
-    steps = read_engine_steps(args.steps)
+    steps = read_engine_steps(args.steps, seed=args.seed)
     models = {out: fit_held_out(steps, rate) for rate, out in zip(args.held_out, args.out)}
     if args.out_all:
         models[args.out_all] = fit_held_out(steps, None)
@@ -391,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     fe = fsub.add_parser("engine-steps", help="step-time OLS on served runs' engine steps, one rate held out per fit")
     fe.add_argument("--steps", nargs="+", required=True,
                     help="step tables (*.steps.parquet from `schedlab vllm-serve`), or folders of them")
+    fe.add_argument("--seed", type=int, help="only the steps of the server started with this seed (default: every step)")
     fe.add_argument("--held-out", type=_positive, nargs="+", required=True,
                     help="rates to hold out, one fit each (fitted on the steps of every other rate)")
     fe.add_argument("--out", nargs="+", required=True, help="one step-time JSON per held-out rate")

@@ -41,11 +41,13 @@ def rate_label(rate):
 HELD_OUT = "-heldout"
 
 
-def held_out_fit(experiment, rate):
-    """The step-time fit of ``experiment``'s served steps at every rate but ``rate`` (None:
-    every rate)."""
+def held_out_fit(experiment, rate, policy="{policy}", seed="{seed}"):
+    """The step-time fit of one server's steps (``experiment``'s ``policy`` server, started with
+    ``seed``; by default the rule's wildcards) at every rate but ``rate`` (None: every rate).
+    Each `vllm serve` runs its steps at a speed of its own (up to about 10% apart on one
+    machine), so a server's simulations are fitted to that server alone."""
     stem = "all_rates" if rate is None else f"without_rate{rate_label(rate)}"
-    return f"{RESULTS}/fit/steptime/served/{experiment}/{stem}.json"
+    return f"{RESULTS}/fit/steptime/served/{experiment}/{policy}/seed{seed}/{stem}.json"
 
 
 def _experiments():
@@ -56,7 +58,7 @@ def _experiments():
     experiments (`engine`: the server's limits; `policies`: the servers started) are simulated
     twice: with a fit of a separate profile of the local device (paper A's reduced sweep,
     Whisper, with the torch profile's fit; the decoder fidelity study with the engine's own
-    profile's), and as `<name>-heldout`, each rate with the fit of the served runs' own engine
+    profile's), and as `<name>-heldout`, each rate with the fit of its server's own engine
     steps at every other rate (`steptime`: rate -> fit; `served`: whose steps).
     """
     calibrated = lambda model: f"{RESULTS}/fit/steptime/calibrated/{ASR['hardware']}/{model}.json"
@@ -596,8 +598,16 @@ def notebook_inputs(name):
             "profiles": [f"{RESULTS}/profile/{s}/{h}/{m}.parquet" for s, h, m in fitted],
             # Fits of the served runs' own steps (each rate held out, and all rates) and the
             # engine jobs' folders holding those steps (`*.steps.parquet`).
-            "held_out_fits": [held_out_fit(n, r) for n in served for r in EXPERIMENTS[n]["rates"]],
-            "all_rates_fits": [held_out_fit(n, None) for n in served],
+            "held_out_fits": [
+                held_out_fit(n, r, p, s)
+                for n in served
+                for p in EXPERIMENTS[n]["policies"]
+                for s in config["seeds"]
+                for r in EXPERIMENTS[n]["rates"]
+            ],
+            "all_rates_fits": [
+                held_out_fit(n, None, p, s) for n in served for p in EXPERIMENTS[n]["policies"] for s in config["seeds"]
+            ],
             "engine_steps": [engine_run_dir(n, p) for n in served for p in EXPERIMENTS[n]["policies"]],
             "fidelity": rules.collect_fidelity.output[0],
             # Paper A's reduced sweep on the Whisper engine beside sim and vllm-sim (its

@@ -31,8 +31,9 @@ rule fit_steptime:
 
 
 # The step-time model of a served experiment's simulations, fitted to the engine's own steps
-# (every step of every policy's server and repeat, logged by the scheduler): one fit per rate,
-# on the steps of every other rate, so no simulated rate sees its own steps; and one on all.
+# (every step its scheduler logged), one server at a time: each `vllm serve` runs its steps at a
+# speed of its own. One fit per rate on the server's steps of every other rate, so no simulated
+# rate sees its own steps; and one on all of them.
 for _served in served_experiments():
     _exp = EXPERIMENTS[_served]
 
@@ -40,19 +41,22 @@ for _served in served_experiments():
         name:
             rule_name("fit_engine_steps", _served)
         input:
-            [engine_run_dir(_served, p) for p in _exp["policies"]],
+            engine_run_dir(_served, "{policy}"),
         output:
             held_out=[held_out_fit(_served, r) for r in _exp["rates"]],
             all_rates=held_out_fit(_served, None),
         log:
-            f"{RESULTS}/logs/fit/steptime/served/{_served}.log",
+            f"{RESULTS}/logs/fit/steptime/served/{_served}/{{policy}}_seed{{seed}}.log",
+        wildcard_constraints:
+            policy="|".join(_exp["policies"]),
+            seed="[0-9]+",
         conda:
             SIM_ENV
         params:
             rates=" ".join(rate_label(r) for r in _exp["rates"]),
         shell:
-            "schedlab fit engine-steps --steps {input} --held-out {params.rates} --out {output.held_out} "
-            "--out-all {output.all_rates} > {log} 2>&1"
+            "schedlab fit engine-steps --steps {input} --seed {wildcards.seed} --held-out {params.rates} "
+            "--out {output.held_out} --out-all {output.all_rates} > {log} 2>&1"
 
 
 rule calibrate:

@@ -111,9 +111,10 @@ def predict(model: StepTimeModel, profile: pd.DataFrame) -> np.ndarray:
     return np.asarray(model(*(profile[f].to_numpy(float) for f in STEP_FEATURES), pairs), dtype=float)
 
 
-def read_engine_steps(paths) -> pd.DataFrame:
+def read_engine_steps(paths, seed: int | None = None) -> pd.DataFrame:
     """Step tables of served runs (``*.steps.parquet`` files, or folders of them: one engine
-    job's runs), each checked as a profile, with their run's ``rate``."""
+    job's runs), each checked as a profile, with their run's ``rate``; with ``seed``, only the
+    steps of the server started with it."""
     from pathlib import Path
 
     from schedlab.validation import read_profile
@@ -127,14 +128,19 @@ def read_engine_steps(paths) -> pd.DataFrame:
         if "rate" not in t:
             raise SchedlabError(f"{f}: a step table needs its run's 'rate' column")
         tables.append(t)
-    return pd.concat(tables, ignore_index=True)
+    steps = pd.concat(tables, ignore_index=True)
+    if seed is not None:
+        steps = steps[steps["seed"] == seed] if "seed" in steps else steps.iloc[:0]
+        if steps.empty:
+            raise SchedlabError(f"no steps of seed {seed} in {', '.join(map(str, paths))}")
+    return steps
 
 
 def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     """The profile fit's model (:func:`fit_steptime`, the same terms: no prefill pairs; the knee
     of :func:`best_knee`) on the served steps of every rate except ``rate`` (None: every rate);
-    ``meta`` says which rates
-    it saw and which it held out. Where the step tables carry ``front_end_s`` (each replay's
+    ``meta`` says which rates it saw, which it held out and whose servers' steps (policy, seed)
+    they were. Where the step tables carry ``front_end_s`` (each replay's
     mean time per request outside the engine's scheduler), the model's ``frontend_s`` comes
     from those replays (:func:`front_end_at`): the served system's front end, which the steps
     do not hold."""
@@ -149,6 +155,8 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     seen = sorted(float(r) for r in kept["rate"].unique())
     held = {"held_out_rate": None if rate is None else float(rate), "rates": seen, "n_steps_by_rate":
             {f"{r:g}": int((kept["rate"].astype(float) == r).sum()) for r in seen}}
+    if {"policy", "seed"} <= set(kept):
+        held["servers"] = sorted([str(p), int(s)] for p, s in kept[["policy", "seed"]].drop_duplicates().itertuples(index=False))
     frontend_s = model.frontend_s
     if "front_end_s" in kept and kept["front_end_s"].notna().any():
         replays = kept.groupby([c for c in ("policy", "rate", "seed", "repeat") if c in kept]).first()
@@ -165,7 +173,7 @@ def front_end_at(replays: pd.DataFrame, rate: float | None) -> tuple[float, str]
     ``front_end_s``), and how it was found. The front end shares the machine with the engine,
     so its time grows with the offered load (whisper-tiny on 2 cores: about 90 ms a request at
     0.5 req/s, 280 ms at 3): with replays at two rates or more, a least-squares line in the rate
-    through each rate's median (one slow server's replays do not tilt it), at ``rate`` (never
+    through each rate's median (one slow replay does not tilt it), at ``rate`` (never
     below 0); otherwise (one rate, or no rate to predict at) their median."""
     if rate is None or replays["rate"].nunique() < 2:
         return float(replays["front_end_s"].median()), "median"
