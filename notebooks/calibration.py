@@ -262,11 +262,12 @@ engine_fid, engine_errs = engine_study(fid[fid["model"] == engine_model], "Decod
 # the residual standard deviation by 2% or more. Each fit is checked on the steps of the rate
 # it left out, beside the profile's fit.
 # Each held-out fit also carries the front end its steps do not hold: each of its server's other
-# rates' replays gives the mean time a request spent outside the engine's scheduler (see above), and
-# a least-squares line in the offered rate through each rate's median (the front end shares the
-# machine with the engine, so its time grows with the load; the median keeps one slow replay
-# from tilting it), at the held-out rate, is the model's fixed per-request delay before the
-# scheduler sees a request (`frontend_s`). The profile's fit has none.
+# rates' replays gives the mean time a request spent outside the engine's scheduler (see above),
+# and their median is the model's fixed per-request delay before the scheduler sees a request
+# (`frontend_s`), unless the replays show a trend in the offered rate (Kendall's tau, p < 0.05):
+# the front end shares the machine with the engine, and Whisper's grows with the load. Then a
+# least-squares line through each rate's median, read at the held-out rate, gives it. A line
+# through replays that show no trend would extrapolate their noise. The profile's fit has none.
 
 # %%
 served_steps = {}

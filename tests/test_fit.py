@@ -236,20 +236,24 @@ def test_held_out_fit_leaves_out_the_held_out_rates_steps(tmp_path):
 def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     """Each replay's mean time per request outside the scheduler is one point (whatever its step
     count); ``frontend_s`` at the held-out rate is the least-squares line through the other
-    rates' medians, never the held-out replay's own."""
+    rates' medians where they show a trend (here 20 ms a request per req/s), never the
+    held-out replay's own."""
     rows = []
-    # 20 ms a request per req/s offered (rate 1's two replays average 20 ms); rate 3's is wild.
-    for rate, repeat, front_end_s, n in ((1.0, 0, 0.010, 50), (1.0, 1, 0.030, 10), (2.0, 0, 0.040, 10),
+    # 20 ms a request per req/s offered (each rate's median; rate 1's first replay has the most
+    # steps, and counts once); rate 3's is wild.
+    for rate, repeat, front_end_s, n in ((1.0, 0, 0.010, 50), (1.0, 1, 0.020, 10), (1.0, 2, 0.030, 10),
+                                         (2.0, 0, 0.035, 10), (2.0, 1, 0.040, 10), (2.0, 2, 0.045, 10),
                                          (3.0, 0, 5.0, 10), (4.0, 0, 0.080, 10)):
         rows.append(_profile(n=n, seed=n + repeat).assign(rate=rate, policy="fcfs", seed=0, repeat=repeat,
                                                           front_end_s=front_end_s))
     steps = pd.concat(rows, ignore_index=True)
     model = fit_held_out(steps, 3.0)
     assert model.frontend_s == pytest.approx(0.060)
-    assert model.meta["frontend_s_from"].startswith("a line in the offered rate through each rate's median, at 3 req/s over 4 replays")
+    assert model.meta["frontend_s_from"].startswith("a line in the offered rate through each rate's median (trend p = ")
+    assert "at 3 req/s over 7 replays" in model.meta["frontend_s_from"]
     one_rate = fit_held_out(steps[steps["rate"].isin([1.0, 3.0])], 3.0)
-    assert one_rate.frontend_s == pytest.approx(0.020)  # one other rate: the median of 10 and 30 ms
-    assert fit_held_out(steps, None).frontend_s == pytest.approx(0.040)  # no rate to predict: the median
+    assert one_rate.frontend_s == pytest.approx(0.020)  # one other rate: the median of 10, 20 and 30 ms
+    assert fit_held_out(steps, None).frontend_s == pytest.approx(0.0375)  # no rate to predict: the median
     assert fit_held_out(steps.drop(columns="front_end_s"), 3.0).frontend_s == 0.0  # no record: none
     # A replay whose front end lagged (more than 25% of its time outside the scheduler) is no
     # measure of the front end's usual delay: left out, unless every kept replay lagged.
@@ -262,18 +266,29 @@ def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     assert fit_held_out(lagging.assign(outside_engine_share=0.9), 3.0).frontend_s > 1.0  # all lagged: all kept
 
 
-def test_one_slow_replay_does_not_tilt_the_front_end_line():
-    """The line runs through each rate's median: a replay whose front end ran slow (90 ms
-    against 10-12 ms) moves the prediction by nothing."""
-    replays = pd.DataFrame({"rate": [1.0, 1.0, 1.0, 2.0, 2.0, 2.0],
-                            "front_end_s": [0.010, 0.012, 0.090, 0.020, 0.022, 0.021]})
-    assert front_end_at(replays, 3.0)[0] == pytest.approx(0.030)  # medians 12 and 21 ms: +9 ms per req/s
+def test_the_front_end_follows_the_rate_only_where_the_replays_show_a_trend():
+    """Whisper's front end grows with the load; a decoder's stays within its noise. A line is
+    read off only where the replays' ranks show a trend (Kendall's tau), through each rate's
+    median, so a slow replay (60 ms among 20-22) neither hides the trend nor tilts the line; noise gives the replays' median, never an
+    extrapolated line."""
+    grows = pd.DataFrame({"rate": [1.0] * 3 + [2.0] * 3 + [3.0] * 3,
+                          "front_end_s": [0.010, 0.011, 0.012, 0.020, 0.021, 0.060, 0.030, 0.031, 0.032]})
+    value, how = front_end_at(grows, 4.0)
+    assert value == pytest.approx(0.041)  # medians 11, 21, 31 ms: +10 ms per req/s
+    assert how.startswith("a line in the offered rate through each rate's median (trend p = ")
+    noise = pd.DataFrame({"rate": [5.0] * 3 + [15.0] * 2 + [25.0],
+                          "front_end_s": [0.032, 0.054, 0.025, 0.036, 0.056, 0.025]})
+    value, how = front_end_at(noise[noise["rate"] > 5], 5.0)  # a line through 15 and 25 would give 67 ms
+    assert value == pytest.approx(0.036) and how.startswith("median (no trend in the offered rate, p = ")
+    two = pd.DataFrame({"rate": [2.0, 3.0], "front_end_s": [0.010, 0.030]})  # two points: no evidence of a trend
+    assert front_end_at(two, 1.0) == (pytest.approx(0.020), "median (no trend in the offered rate, p = 1)")
 
 
 def test_the_front_end_line_never_goes_below_zero():
-    replays = pd.DataFrame({"rate": [2.0, 3.0], "front_end_s": [0.010, 0.030]})
-    assert front_end_at(replays, 2.5) == (pytest.approx(0.020), "a line in the offered rate through each rate's median, at 2.5 req/s")
-    assert front_end_at(replays, 1.0)[0] == 0.0  # the line is at -10 ms there
+    replays = pd.DataFrame({"rate": [2.0, 2.0, 3.0, 3.0, 4.0, 4.0],
+                            "front_end_s": [0.010, 0.011, 0.030, 0.031, 0.050, 0.051]})
+    assert front_end_at(replays, 2.5)[0] == pytest.approx(0.0205)
+    assert front_end_at(replays, 1.0)[0] == 0.0  # the line is at -9.5 ms there
 
 
 def test_fit_engine_steps_cli_writes_one_fit_per_held_out_rate(tmp_path):

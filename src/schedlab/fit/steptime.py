@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
+from scipy.stats import kendalltau
 
 from schedlab.backends.step_log import front_end_lagged
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
@@ -168,16 +169,28 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     return replace(model, frontend_s=frontend_s, meta={**model.meta, **held})
 
 
+#: The p-value under which the replays' front-end times count as a trend in the offered rate.
+TREND_P = 0.05
+
+
 def front_end_at(replays: pd.DataFrame, rate: float | None) -> tuple[float, str]:
     """The front end's time per request at ``rate``, from ``replays`` (one row each: ``rate``,
     ``front_end_s``), and how it was found. The front end shares the machine with the engine,
-    so its time grows with the offered load (whisper-tiny on 2 cores: about 90 ms a request at
-    0.5 req/s, 280 ms at 3): with replays at two rates or more, a least-squares line in the rate
-    through each rate's median (one slow replay does not tilt it), at ``rate`` (never
-    below 0); otherwise (one rate, or no rate to predict at) their median."""
+    so its time may grow with the offered load (whisper-tiny on 2 cores: about 90 ms a request
+    at 0.5 req/s, 280 ms at 3) or stay within its noise (small-llama: 17-75 ms a replay at 5,
+    15 and 25 req/s alike). Where the replays show a trend (``front_end_s`` against the
+    rate: Kendall's tau over the replays, p < :data:`TREND_P`, a rank test that one slow replay
+    does not sway), a least-squares line through each rate's median (which one slow replay
+    does not tilt), at ``rate`` (never below 0); otherwise (no trend, one
+    rate, or no rate to predict at) their median: a line through noise extrapolates the noise."""
+    median = float(replays["front_end_s"].median())
     if rate is None or replays["rate"].nunique() < 2:
-        return float(replays["front_end_s"].median()), "median"
-    medians = replays.astype({"rate": float, "front_end_s": float}).groupby("rate")["front_end_s"].median()
+        return median, "median"
+    data = replays.astype({"rate": float, "front_end_s": float})
+    p = float(kendalltau(data["rate"], data["front_end_s"]).pvalue)
+    if not p < TREND_P:
+        return median, f"median (no trend in the offered rate, p = {p:.2g})"
+    medians = data.groupby("rate")["front_end_s"].median()
     slope, intercept = np.polyfit(medians.index, medians.to_numpy(), 1)
     return (max(0.0, float(intercept + slope * float(rate))),
-            f"a line in the offered rate through each rate's median, at {float(rate):g} req/s")
+            f"a line in the offered rate through each rate's median (trend p = {p:.2g}), at {float(rate):g} req/s")
