@@ -102,13 +102,28 @@ def words(x):
     return [METRIC_WORDS.get(m, m) for m in x] if isinstance(x, list) else x.rename(columns=METRIC_WORDS)
 
 
+# What each overloaded FCFS row alone implies (calibration record): the engine speed at which
+# FCFS's median E2E latency matches that row, and that engine's saturation throughput.
+implied = {r["rate"]: r for r in calibration.get("implied_saturation", [])}
+saturation_target = calibration["targets"]["saturation_rps"]
+
+
+def overload_why(rate):
+    i = implied.get(float(rate))
+    if i is None:
+        return "Fitted: no engine within 4x of the fit's speed matches this row's median E2E latency."
+    return (f"Fitted: this row's median E2E latency alone needs an engine saturating at {i['saturation_rps']:.1f} "
+            f"req/s (compute costs x{i['compute_scale']:.2f} of the fit's), against the paper's {saturation_target:g} req/s "
+            f"saturation point: one engine of fixed step costs cannot match every overloaded row.")
+
+
 WHY = {
-    "fcfs@1": "Fitted: one front-end delay cannot give both the paper's light-load TTFT and its TTFT rise at 10-15 req/s; the fit splits the difference.",
+    "fcfs@1": f"Fitted: one front-end delay ({calibration['frontend_s'] * 1e3:.0f} ms) cannot give both the paper's light-load TTFT and its TTFT rise at 10-15 req/s; the fit splits the difference.",
     "fcfs@5": "Fitted: as at 1 req/s, the front-end delay is shared with the 10-15 req/s rows.",
     "fcfs@10": "Fitted: the paper's tail at moderate load is heavier than a fixed step-cost engine with its light-load speed gives.",
     "fcfs@15": "Fitted: as at 10 req/s, the paper's queueing before saturation is heavier than the model's.",
-    "fcfs@20": "Fitted: with 1,000 requests the paper's 20 and 25 req/s rows imply capacities of about 19 and 21 req/s; one fixed-speed engine settles between them.",
-    "fcfs@25": "Fitted: the paper's 25 req/s row implies a capacity of about 21 req/s, above its own 18 req/s saturation; ours stays at 18.",
+    "fcfs@20": overload_why(20),
+    "fcfs@25": overload_why(25),
     "saturation": "Fitted: the saturation point trades against the Table 1 rows above.",
     "treatment": "Predicted: carries the FCFS error at that rate plus the policy's own.",
     "change": "Predicted: at overload the change follows FCFS's queue, whose length at 20-25 req/s the model gets within the FCFS rows' errors.",

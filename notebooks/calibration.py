@@ -212,8 +212,8 @@ def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
     print(interference_note(summary[summary["backend"] == "vllm"], label))
     print(front_end_note(summary[summary["backend"] == "vllm"], label))
     if len(bad):
-        display(bad[["policy", "rate", "repeat", "left_out", "foreign_cpu_share", "outside_engine_share",
-                     "p50_e2el_ms", "throughput_rps"]].round(3))
+        display(bad[[c for c in ("policy", "rate", "repeat", "left_out", "foreign_cpu_share", "outside_engine_share",
+                                 "send_lag_max_ms", "response_max_ms", "p50_e2el_ms", "throughput_rps") if c in bad]].round(3))
     errs = fit_errors(view)
     if len(errs) and figure:
         long = errs.reset_index().melt(["workload", "model", "policy", "rate", "seed", "reference", "candidate", "fit"],
@@ -289,7 +289,9 @@ def server_steps(name: str, policy: str, seed: int) -> pd.DataFrame:
 
 
 # The profile fit each served study's simulations used beside its own steps: the decoder's
-# engine profile, Whisper's torch profile.
+# engine profile, Whisper's torch profile; and what each profile times.
+PROFILED = {"fidelity-engine": "a vLLM engine inside the profiling process (scheduler and model in one process)",
+            "torch": "the model's forward passes in torch alone, without vLLM"}
 profile_fit = {name: fits.get(("vllm" if name == "fidelity-engine" else "torch", "local", steps["model"].iloc[0]))
                for name, steps in served_steps.items()}
 
@@ -333,6 +335,11 @@ for name, steps in served_steps.items():
             print(f"  On the rate each fit left out, the mean step is predicted within "
                   f"{h['mean step, this fit (% error)'].abs().max():.1f}% by the held-out fits and within "
                   f"{h['mean step, profile fit (% error)'].abs().max():.1f}% by the profile's fit.")
+            off = h["mean step, profile fit (% error)"].median()
+            print(f"  The profile's fit prices the served steps {abs(off):.1f}% {'below' if off < 0 else 'above'} their "
+                  f"measured time (median over servers and held-out rates). The profile times "
+                  f"{PROFILED[name] if name in PROFILED else PROFILED['torch']}; a server runs three processes on "
+                  "the same cores (API server, engine core, model worker) beside the client.")
 
 # %%
 if "fidelity-engine" in served_steps:

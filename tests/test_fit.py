@@ -9,7 +9,7 @@ from scipy import stats
 
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
-from schedlab.fit.calibrate import BASELINE_METRICS, baseline_rows, calibrate
+from schedlab.fit.calibrate import BASELINE_METRICS, baseline_rows, calibrate, implied_saturation
 from schedlab.fit.kappa import fit_kappa, fit_languages, kappas
 from schedlab.fit.steptime import best_knee, fit_held_out, fit_steptime, front_end_at, predict, read_engine_steps
 from schedlab.engine import Arena, EngineConfig
@@ -415,6 +415,27 @@ def test_joint_fit_recovers_known_parameters():
     for name, value in BASE.coefficients.items():
         factor = record["compute"] if name in COMPUTE_TERMS else record["memory"]
         assert model.coefficients[name] == pytest.approx(factor * value, rel=1e-12)
+
+
+def test_implied_saturation_finds_the_engine_each_overloaded_row_needs():
+    """Two overloaded rows, each simulated by an engine of its own speed (compute costs x1.0
+    and x0.8 of the fit's): each row alone gives back its engine's speed and that engine's
+    saturation, so a reader sees that no single engine matches both."""
+    pool = _pool()
+    model = BASE.scaled(4.0, 2.5, 0.02)
+    traces = {r: _trace(pool, r, 300, 3) for r in (20.0, 25.0)}
+    overload = _trace(pool, 60.0, 400, 1)
+    speeds = {20.0: 1.0, 25.0: 0.8}
+    rows = pd.DataFrame({"p50_e2el_ms": [_fcfs(traces[r], model.scaled(k))["p50_e2el_ms"] for r, k in speeds.items()]},
+                        index=pd.Index(list(speeds), name="rate"))
+    out = implied_saturation(Arena(BASE, ENGINE, KAPPA), model, rows, traces, overload)
+    assert [o["rate"] for o in out] == [20.0, 25.0]
+    for o in out:
+        assert o["compute_scale"] == pytest.approx(speeds[o["rate"]], rel=0.02)
+        assert o["saturation_rps"] == pytest.approx(_fcfs(overload, model.scaled(speeds[o["rate"]]))["throughput_rps"], rel=0.02)
+    assert out[1]["saturation_rps"] > out[0]["saturation_rps"]
+    far = rows.assign(p50_e2el_ms=rows["p50_e2el_ms"] * 1e4)  # no engine within 4x of the fit: no row
+    assert implied_saturation(Arena(BASE, ENGINE, KAPPA), model, far, traces, overload) == []
 
 
 def test_calibration_reads_no_treatment_column():

@@ -210,6 +210,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     cal = json.loads((results / "fit" / "calibration" / "A100-40GB.json").read_text())["meta"]["calibration"]
     # 150 requests per rate make a weak fit: check its record, not its accuracy.
     assert len(cal["residuals"]) == 18 and set(cal["uncertainty"]) == {"compute", "memory", "frontend_s"}
+    assert {r["rate"] for r in cal["implied_saturation"]} <= {20.0, 25.0}  # what each overloaded row alone implies
     assert {b["bound"] for b in cal["bounds"]} == {"150 requests", "10 s, at most 20 in flight", "10 s, open"}
     assert cal["achieved"]["saturation_rps"] == pytest.approx(cal["targets"]["saturation_rps"], rel=0.3)
     assert not list(results.rglob("*.tmp"))

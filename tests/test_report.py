@@ -113,3 +113,9 @@ def test_the_front_end_note_names_where_requests_waited_outside_the_engine():
     assert "In 2 of 6 replays (fcfs at 25 req/s) it was above 25%" in note and "left out" in note
     assert "at most 25% everywhere" in front_end_note(runs[runs["rate"] == 5.0], "x")
     assert "do not record" in front_end_note(runs.drop(columns="outside_engine_share"), "x")
+    assert "the client sent" not in note  # runs from before the client recorded its timing
+    timed = runs.assign(send_lag_max_ms=[1, 2, 3, 40, 1, 1], response_p50_ms=[9, 10, 12, 30, 8, 11],
+                        response_max_ms=[20, 20, 25, 3100, 20, 30])
+    note = front_end_note(timed, "Decoder engine")
+    assert ("the client sent each request at most 40 ms after its arrival, and the server began its answer at most "
+            "3100 ms after it was sent (median 21 ms; 10 ms in the other replays)") in note

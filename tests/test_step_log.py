@@ -64,3 +64,16 @@ def test_the_share_of_time_outside_the_engine_follows_littles_law():
     assert outside_engine_share(requests, steps) == pytest.approx(0.5)
     busy = steps.assign(n_running=[2, 2, 2], n_waiting=[0, 0, 0], time_s=[1.0, 1.0, 0.0])
     assert outside_engine_share(requests, busy) == 0.0  # never negative
+
+
+def test_the_front_end_timing_splits_client_lag_from_the_servers_answer():
+    """Three requests: the client sent the last one 2 s late; the server began answering the
+    second one after 1.5 s (its HTTP and API front end held it)."""
+    import pandas as pd
+
+    from schedlab.backends.step_log import front_end_timing
+
+    requests = pd.DataFrame({"arrival_s": [0.0, 1.0, 2.0], "sent_s": [0.001, 1.002, 4.0],
+                             "response_s": [0.011, 2.502, 4.02]})
+    assert front_end_timing(requests) == pytest.approx(
+        {"send_lag_p50_ms": 2.0, "send_lag_max_ms": 2000.0, "response_p50_ms": 20.0, "response_max_ms": 1500.0})

@@ -154,6 +154,11 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
             res = pd.read_parquet(out / f"rate{label}_seed0_rep{rep}.parquet")
             assert tuple(res.columns[: len(RESULT_COLUMNS)]) == RESULT_COLUMNS
             assert (res["first_token_s"] >= res["arrival_s"]).all() and res["finish_s"].notna().all()
+            # Sent at (never before) its arrival; the response begins before the first token.
+            assert (res["sent_s"] >= res["arrival_s"]).all() and (res["response_s"] >= res["sent_s"]).all()
+            assert (res["first_token_s"] >= res["response_s"]).all()
+            assert 0 <= summary["send_lag_p50_ms"] <= summary["send_lag_max_ms"]
+            assert 0 < summary["response_p50_ms"] <= summary["response_max_ms"]
             steps = pd.read_parquet(out / f"rate{label}_seed0_rep{rep}.steps.parquet")
             trace = traces[label]
             assert len(steps) == summary["steps"] and np.isfinite(summary["mean_step_ms"])

@@ -181,7 +181,7 @@ def cmd_fit_calibrate(args) -> None:
 
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
-    from schedlab.fit.calibrate import baseline_rows, bound_study, calibrate, sensitivity
+    from schedlab.fit.calibrate import baseline_rows, bound_study, calibrate, implied_saturation, sensitivity
     from schedlab.report import reported_asr_table1
     from schedlab.workload.arrivals import arrival_times
     from schedlab.workload.asr import asr_trace, librispeech_pool
@@ -210,6 +210,10 @@ def cmd_fit_calibrate(args) -> None:
         f"{args.alt_duration_s:g} s, open": ({r: trace(r, duration_s=args.alt_duration_s) for r in top}, None),
     })
     record["bounds"] = study.to_dict(orient="records")  # the model's meta holds this record
+    overloaded = baseline.loc[top]
+    record["implied_saturation"] = implied_saturation(
+        arena, model, overloaded, {r: trace(r, n_requests=args.requests_per_rate) for r in top},
+        trace(args.overload_rate, n_requests=args.n_requests))
     record["sensitivity"] = sensitivity(arena, record, trace(top[-1], n_requests=args.requests_per_rate)).assign(
         rate=float(top[-1])).to_dict(orient="records")
     model.save(args.out)

@@ -168,9 +168,17 @@ def front_end_note(engine_runs: pd.DataFrame, label: str, threshold: float = FRO
     if lagged.empty:
         return head + f"; at most {threshold:.0%} everywhere, so the engine's steps set the latencies."
     where = ", ".join(f"{p} at {r:g} req/s" for p, r in lagged.groupby(["policy", "rate"]).size().index)
-    return (head + f". In {len(lagged)} of {len(share)} replays ({where}) it was above {threshold:.0%}: there the "
+    note = (head + f". In {len(lagged)} of {len(share)} replays ({where}) it was above {threshold:.0%}: there the "
             "served system's bottleneck was its front end, which no step-time model holds, so they are left out "
             "of the comparison and of the held-out fits' front-end time (listed below).")
+    if {"send_lag_max_ms", "response_max_ms"} <= set(lagged) and lagged["send_lag_max_ms"].notna().any():
+        note += (f" In those replays the client sent each request at most {lagged['send_lag_max_ms'].max():.0f} ms "
+                 f"after its arrival, and the server began its answer at most {lagged['response_max_ms'].max():.0f} ms "
+                 f"after it was sent (median {lagged['response_p50_ms'].median():.0f} ms; "
+                 f"{engine_runs.loc[share <= threshold, 'response_p50_ms'].median():.0f} ms in the other replays); "
+                 "vLLM answers a streamed request before it hands it to the engine, so the rest of their time outside "
+                 "the scheduler fell between that answer and the scheduler, or after the engine's last token.")
+    return note
 
 
 def fidelity_reading(errs: pd.DataFrame, saturation: float, label: str, candidate: str = "sim") -> str:

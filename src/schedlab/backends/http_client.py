@@ -46,11 +46,20 @@ def speech_wav(duration_s: float, *, offset_s: float = 0.0) -> bytes:
 
 @dataclass
 class ReplayResult:
-    """What a replay measured: the results log and the client's wall time."""
+    """What a replay measured: the results log, the client's wall time, and per request when
+    the client sent it and when the server's response began (its status and headers: vLLM
+    answers a streamed request before handing it to the engine), both from the replay's start."""
 
     log: RequestLog
     wall_s: float
     errors: list[str]
+    sent_s: np.ndarray
+    response_s: np.ndarray
+
+    def frame(self) -> pd.DataFrame:
+        """The per-request results table with ``sent_s`` and ``response_s``: where a request's
+        time before its first token went (client, HTTP and API server, or engine)."""
+        return self.log.frame().assign(sent_s=self.sent_s, response_s=self.response_s)
 
 
 def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool) -> list[dict]:
@@ -88,9 +97,10 @@ def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool) -> list[dict
     return out
 
 
-async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors: list[str]) -> None:
+async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors: list[str], response_s: np.ndarray) -> None:
     seen = 0
     async with client.stream("POST", **kwargs) as resp:
+        response_s[i] = time.monotonic() - t0
         if resp.status_code != 200:
             errors.append(f"request {i}: HTTP {resp.status_code}: {(await resp.aread())[:300]!r}")
             return
@@ -119,6 +129,7 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
     log = RequestLog(trace, warmup_s)
     errors: list[str] = []
     arrival = trace["arrival_s"].to_numpy(float)
+    sent, response = np.full(len(trace), np.nan), np.full(len(trace), np.nan)
     # An idle connection is dropped well before the server's keep-alive timeout (uvicorn's 5 s,
     # also httpx's default expiry): a request sent on a connection the server is closing at that
     # moment fails with a ReadError, which a low-rate replay's gaps of 5 s and more did hit.
@@ -128,11 +139,12 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
 
         async def at_arrival(i: int) -> None:
             await asyncio.sleep(max(0.0, arrival[i] - (time.monotonic() - t0)))
-            await _one(client, i, kwargs[i], log, t0, errors)
+            sent[i] = time.monotonic() - t0
+            await _one(client, i, kwargs[i], log, t0, errors, response)
 
         await asyncio.gather(*(at_arrival(i) for i in range(len(trace))))
         wall = time.monotonic() - t0
-    return ReplayResult(log, wall, errors)
+    return ReplayResult(log, wall, errors, sent, response)
 
 
 def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, timeout_s: float = 600.0,

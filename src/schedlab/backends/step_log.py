@@ -136,3 +136,15 @@ def outside_engine_share(requests: pd.DataFrame, steps: pd.DataFrame) -> float:
     client = float((requests["finish_s"] - requests["arrival_s"]).sum()) / span
     engine = float(((steps["n_running"] + steps["n_waiting"]) * steps["time_s"]).sum()) / span
     return max(0.0, 1.0 - engine / client) if client > 0 else float("nan")
+
+
+def front_end_timing(requests: pd.DataFrame) -> dict[str, float]:
+    """Where a served replay's requests waited before the engine had them, from the client's
+    side (``sent_s``, ``response_s``: see :class:`~schedlab.backends.http_client.ReplayResult`):
+    the client's lag sending them after their arrival (``send_lag``), and the time from sending
+    to the start of the server's response (``response``: the HTTP server and the API server's
+    handler, before vLLM hands the request to its engine); median and largest, in ms."""
+    lag = (requests["sent_s"] - requests["arrival_s"]) * 1e3
+    response = (requests["response_s"] - requests["sent_s"]) * 1e3
+    return {"send_lag_p50_ms": float(lag.median()), "send_lag_max_ms": float(lag.max()),
+            "response_p50_ms": float(response.median()), "response_max_ms": float(response.max())}

@@ -239,7 +239,7 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
     started = time.time()
     res = replay_http(server.url, trace, model=model, whisper=whisper, warmup_s=warmup_s)
     return ServedRun(
-        res.log.frame(), res.log.gaps, res.log.class_gaps, res.wall_s,
+        res.frame(), res.log.gaps, res.log.class_gaps, res.wall_s,
         server_cpu_s=server.cpu_seconds() - server0,
         client_cpu_s=time.process_time() - client0,
         machine_cpu_s=machine_busy_cpu_s() - machine0,
@@ -279,7 +279,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     per-request results), ``.json`` (the run summary) and ``.steps.parquet`` (every engine
     step of the replay, :func:`schedlab.backends.step_log.step_table`, with the run's policy,
     rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log."""
-    from schedlab.backends.step_log import outside_engine_share, step_table, steps_between, wait_for_idle
+    from schedlab.backends.step_log import front_end_timing, outside_engine_share, step_table, steps_between, wait_for_idle
     from schedlab.backends.vllm_profile import device_label
     from schedlab.io import write_json, write_parquet
     from schedlab.metrics import summarize
@@ -308,6 +308,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                 steps["front_end_s"] = outside * float(e2el.mean())  # per request, outside the scheduler
                 summary.update(
                     outside_engine_share=outside,
+                    **front_end_timing(run.requests),
                     repeat=rep,
                     preemptions=0,
                     kv_capacity_blocks=-1,

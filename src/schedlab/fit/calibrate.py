@@ -149,6 +149,29 @@ def calibrate(
     return base.scaled(*est, calibration=record), record
 
 
+def implied_saturation(arena: Arena, model: StepTimeModel, rows: pd.DataFrame, traces: dict[float, pd.DataFrame],
+                       overload_trace: pd.DataFrame) -> list[dict]:
+    """For each reported baseline row of ``rows`` (indexed by rate, ``p50_e2el_ms``), the speed
+    the calibrated ``model`` would need to match that row's median E2E latency alone: its
+    compute costs scaled (Brent's method) until FCFS's median on the rate's trace is the
+    reported one, and the saturation throughput FCFS then reaches on the overloaded trace.
+    Rows past saturation that imply different engines show why one fit cannot match them all."""
+    out = []
+    for rate, row in rows.iterrows():
+        target = float(row["p50_e2el_ms"])
+
+        def gap(log_scale: float) -> float:
+            return np.log(_fcfs(traces[rate], arena, model.scaled(float(np.exp(log_scale))))["p50_e2el_ms"] / target)
+
+        lo, hi = np.log(0.25), np.log(4.0)
+        if gap(lo) > 0 or gap(hi) < 0:
+            continue  # not within a factor of 4 of the fit's speed
+        scale = float(np.exp(brentq(gap, lo, hi, xtol=1e-3)))
+        out.append({"rate": float(rate), "paper_p50_e2el_ms": target, "compute_scale": scale,
+                    "saturation_rps": float(_fcfs(overload_trace, arena, model.scaled(scale))["throughput_rps"])})
+    return out
+
+
 def bound_study(arena: Arena, bounds: dict[str, tuple[dict[float, pd.DataFrame], int | None]],
                 policies=("fcfs", "sjf", "hrrn")) -> pd.DataFrame:
     """Every policy on each way of bounding a run: ``bounds`` maps a label to (trace per rate,
