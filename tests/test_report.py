@@ -119,3 +119,17 @@ def test_the_front_end_note_names_where_requests_waited_outside_the_engine():
     note = front_end_note(timed, "Decoder engine")
     assert ("the client sent each request at most 40 ms after its arrival, and the server began its answer at most "
             "3100 ms after it was sent (median 21 ms; 10 ms in the other replays)") in note
+
+
+def test_seed_changes_are_each_seeds_own_change_vs_fcfs():
+    """Two seeds: SJF's change is taken against FCFS on the same seed and rate, never another."""
+    from schedlab.report import seed_changes
+
+    runs = [{"bound": f"seed {k}", "rate": r, "policy": p, "p50_e2el_ms": v, "p90_e2el_ms": 2 * v}
+            for k, r, p, v in [(0, 20.0, "fcfs", 100.0), (0, 20.0, "sjf", 50.0), (1, 20.0, "fcfs", 200.0),
+                               (1, 20.0, "sjf", 150.0), (0, 25.0, "fcfs", 400.0), (0, 25.0, "sjf", 100.0),
+                               (1, 25.0, "fcfs", 400.0), (1, 25.0, "sjf", 300.0)]]
+    out = seed_changes(runs)
+    assert out.loc[("sjf", "p50_e2el_ms", 20.0)].tolist() == [-50.0, -37.5, -25.0, 2]
+    assert out.loc[("sjf", "p90_e2el_ms", 25.0), ["min", "max"]].tolist() == [-75.0, -25.0]
+    assert set(out.index.get_level_values("policy")) == {"sjf"}

@@ -257,6 +257,22 @@ def within_count(table: pd.DataFrame, tolerance: float = TOLERANCE) -> str:
     return f"{int((table['within'] == 'yes').sum())} of {len(table)} within {tolerance:g} %"
 
 
+def change_group(policy: str, metric: str, rate: float) -> str:
+    """The ``group`` (see :func:`paper_vs_ours`) of one change vs FCFS of :func:`asr_rows`."""
+    return f"change {policy} {metric} {rate:g}"
+
+
+def seed_changes(runs: pd.DataFrame, metrics=("p50_e2el_ms", "p90_e2el_ms")) -> pd.DataFrame:
+    """Each policy's change vs FCFS (%) per trace seed and rate, from the calibration record's
+    ``seed_spread`` rows (``bound`` names the seed), then its min, median and max over seeds,
+    indexed by (policy, metric, rate)."""
+    runs = pd.DataFrame(runs).set_index(["rate", "policy"])
+    per_seed = pd.concat({b: pct_change_vs(g.drop(columns="bound"), list(metrics)) for b, g in runs.groupby("bound")},
+                         names=["bound"])
+    long = per_seed.reset_index().melt(["bound", "rate", "policy"], var_name="metric")
+    return long.groupby(["policy", "metric", "rate"])["value"].agg(["min", "median", "max", "count"])
+
+
 def asr_rows(table: pd.DataFrame, reported: pd.DataFrame | None = None, saturation_rps: float = 18.0,
              change_rates=(20, 25)) -> list[dict]:
     """Paper A: every cell of Table 1, SJF's and HRRN's changes vs FCFS at ``change_rates``, and
@@ -282,7 +298,7 @@ def asr_rows(table: pd.DataFrame, reported: pd.DataFrame | None = None, saturati
                 rows.append({"quantity": f"{policy.upper()} {METRIC_WORDS[m]} change vs FCFS at {rate:g} req/s",
                              "unit": "% vs FCFS", "paper": paper_change.loc[key, m],
                              "ours": ours_change.loc[key, m] if key in ours_change.index else np.nan,
-                             "role": "predicted", "group": "change"})
+                             "role": "predicted", "group": change_group(policy, m, rate)})
     fcfs = table.xs("fcfs", level="policy")["throughput_rps"] if len(table) else pd.Series(dtype=float)
     rows.append({"quantity": "FCFS saturation throughput (highest rate)", "unit": "req/s", "paper": saturation_rps,
                  "ours": fcfs.max() if len(fcfs) else np.nan, "role": "fitted", "group": "saturation"})
