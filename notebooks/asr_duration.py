@@ -109,13 +109,12 @@ implied = {r["rate"]: r for r in calibration.get("implied_saturation", [])}
 saturation_target = calibration["targets"]["saturation_rps"]
 
 
-def overload_why(rate):
-    i = implied.get(float(rate))
-    if i is None:
-        return "Fitted: no engine within 4x of the fit's speed matches this row's median E2E latency."
-    return (f"Fitted: this row's median E2E latency alone needs an engine saturating at {i['saturation_rps']:.1f} "
-            f"req/s (compute costs x{i['compute_scale']:.2f} of the fit's), against the paper's {saturation_target:g} req/s "
-            f"saturation point: one engine of fixed step costs cannot match every overloaded row.")
+def overload_why():
+    if not implied:
+        return "Fitted: no engine within 4x of the fit's speed matches these rows' median E2E latency."
+    each = ", ".join(f"at {r:g} req/s one saturating at {i['saturation_rps']:.1f} req/s" for r, i in sorted(implied.items()))
+    return (f"Fitted: the paper's median E2E latency alone needs, {each} (its saturation point: "
+            f"{saturation_target:g} req/s): one engine of fixed step costs cannot match every overloaded row.")
 
 
 WHY = {
@@ -123,8 +122,8 @@ WHY = {
     "fcfs@5": "Fitted: as at 1 req/s, the front-end delay is shared with the 10-15 req/s rows.",
     "fcfs@10": "Fitted: the paper's tail at moderate load is heavier than a fixed step-cost engine with its light-load speed gives.",
     "fcfs@15": "Fitted: as at 10 req/s, the paper's queueing before saturation is heavier than the model's.",
-    "fcfs@20": overload_why(20),
-    "fcfs@25": overload_why(25),
+    "fcfs@20": overload_why(),
+    "fcfs@25": overload_why(),
     "saturation": "Fitted: the saturation point trades against the Table 1 rows above.",
     "treatment": "Predicted: carries the FCFS error at that rate plus the policy's own.",
 }
