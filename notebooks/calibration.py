@@ -261,13 +261,17 @@ engine_fid, engine_errs = engine_study(fid[fid["model"] == engine_model], "Decod
 # of the range and too fast at its ends. The knee with the least residual is kept when it cuts
 # the residual standard deviation by 2% or more. Each fit is checked on the steps of the rate
 # it left out, beside the profile's fit.
-# Each held-out fit also carries the front end its steps do not hold: each of its server's other
-# rates' replays gives the mean time a request spent outside the engine's scheduler (see above),
-# and their median is the model's fixed per-request delay before the scheduler sees a request
-# (`frontend_s`), unless the replays show a trend in the offered rate (Kendall's tau, p < 0.05):
-# the front end shares the machine with the engine, and Whisper's grows with the load. Then a
-# least-squares line through each rate's median, read at the held-out rate, gives it. A line
-# through replays that show no trend would extrapolate their noise. The profile's fit has none.
+# Each held-out fit also carries the front end its steps do not hold, on both sides of the
+# scheduler. The scheduler logs when each request reached it and when it finished, under the
+# request id the client sent (`X-Request-Id`), so each replay gives its median request's **way
+# in** (arrival at the client to the scheduler: HTTP, the API server's handling, audio decoding
+# and features for Whisper, the engine core's input) and **way out** (the engine's last token
+# to the client's). The model's delay before the scheduler sees a request (`frontend_s`) and
+# after each token it makes (`output_s`) are the median over the server's other rates'
+# replays, unless those replays show a trend in the offered rate (Kendall's tau, p < 0.05): the
+# front end shares the machine with the engine. Then a least-squares line through each rate's
+# median, read at the held-out rate, gives it. A line through replays that show no trend would
+# extrapolate their noise. The profile's fit has neither.
 
 # %%
 served_steps = {}
@@ -301,7 +305,8 @@ for (name, policy, seed, stem), m in held_out.items():
     row = {"experiment": name, "server": f"{policy}, seed {seed}", "fit": stem, "R²": m.meta["r2"],
            "resid sd (ms)": m.meta["resid_sd_s"] * 1e3, "steps fitted": m.meta["n_rows"],
            **{f"{k} (ms)": v * 1e3 for k, v in m.coefficients.items()},
-           "knee (tokens)": m.knee, "past the knee (ms/token)": m.knee_tokens * 1e3, "front end (ms)": m.frontend_s * 1e3}
+           "knee (tokens)": m.knee, "past the knee (ms/token)": m.knee_tokens * 1e3,
+           "way in (ms)": m.frontend_s * 1e3, "way out (ms)": m.output_s * 1e3}
     if name in served_steps and rate is not None:
         steps = server_steps(name, policy, seed)
         out = steps[steps["rate"] == rate]

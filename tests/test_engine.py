@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +142,18 @@ def test_toy_frontend_delay_shifts_every_time():
     np.testing.assert_allclose(req["first_scheduled_s"], np.add(TOY_EXPECTED["sjf"]["first_scheduled_s"], 0.5), atol=1e-9)
     np.testing.assert_allclose(req["finish_s"], np.add(TOY_EXPECTED["sjf"]["finish_s"], 0.5), atol=1e-9)
     np.testing.assert_array_equal(req["arrival_s"], 0.0)
+
+
+def test_toy_output_delay_moves_what_the_client_sees_and_nothing_else():
+    """``output_s`` is the way out to the client: first token and finish move by it, the
+    scheduler's times and the token gaps do not."""
+    trace = toy_trace()
+    base = simulate(trace, "sjf", TOY_STEP, TOY_ENGINE, [40, 20, 10])
+    late = simulate(trace, "sjf", replace(TOY_STEP, output_s=0.25), TOY_ENGINE, [40, 20, 10])
+    np.testing.assert_allclose(late.requests["first_token_s"], base.requests["first_token_s"] + 0.25, atol=1e-12)
+    np.testing.assert_allclose(late.requests["finish_s"], np.add(TOY_EXPECTED["sjf"]["finish_s"], 0.25), atol=1e-9)
+    pd.testing.assert_series_equal(late.requests["first_scheduled_s"], base.requests["first_scheduled_s"])
+    pd.testing.assert_series_equal(late.requests["mean_gap_s"], base.requests["mean_gap_s"])
 
 
 def test_toy_without_size_estimates_falls_back_to_max_tokens():

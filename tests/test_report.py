@@ -119,6 +119,11 @@ def test_the_front_end_note_names_where_requests_waited_outside_the_engine():
     note = front_end_note(timed, "Decoder engine")
     assert ("the client sent each request at most 40 ms after its arrival, and the server began its answer at most "
             "3100 ms after it was sent (median 21 ms; 10 ms in the other replays)") in note
+    assert "way in" not in note  # no scheduler times recorded
+    both = timed.assign(front_in_p50_ms=[20, 22, 900, 1500, 21, 19], front_in_max_ms=[30, 30, 2500, 4000, 30, 30],
+                        way_out_p50_ms=[5, 5, 6, 7, 5, 5], way_out_max_ms=[9, 9, 12, 14, 9, 9])
+    assert ("way in to the scheduler took up to 4000 ms (median 1200 ms; 20 ms in the other replays), their way out "
+            "from its last token up to 14 ms (median 6 ms; 5 ms)") in front_end_note(both, "x")
 
 
 def test_seed_changes_are_each_seeds_own_change_vs_fcfs():

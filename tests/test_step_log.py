@@ -77,3 +77,30 @@ def test_the_front_end_timing_splits_client_lag_from_the_servers_answer():
                              "response_s": [0.011, 2.502, 4.02]})
     assert front_end_timing(requests) == pytest.approx(
         {"send_lag_p50_ms": 2.0, "send_lag_max_ms": 2000.0, "response_p50_ms": 20.0, "response_max_ms": 1500.0})
+
+
+def test_finished_requests_are_logged_beside_the_steps_and_joined_to_the_trace(tmp_path):
+    """The scheduler's request rows go to `<x>.requests.csv`, written before the steps when the
+    engine idles; each is found again by the client's X-Request-Id inside vLLM's request id."""
+    import pandas as pd
+
+    from schedlab.backends.step_log import front_end_timing, read_request_log, request_log_path, request_timeline
+
+    log = StepLog(tmp_path / "server.steps.csv")
+    assert log.requests_path == request_log_path(tmp_path / "server.steps.csv") == tmp_path / "server.requests.csv"
+    log.request("cmpl-ab12-1-0-1f2e3d4c", 100.10, 100.12, 100.50)
+    log.request("transcription-ab12-0-9a8b7c6d", 100.02, 100.03, 100.40)
+    log.request("cmpl-zz99-0-0-00000000", 90.0, 90.1, 90.2)  # another replay's
+    assert read_request_log(log.requests_path).empty  # buffered until the steps are written
+    log.record(100.0, 100.01, (0, 4, 0, 0, 10), 1, 1, 0, False)
+    rows = read_request_log(log.requests_path)
+    assert rows["request_id"].tolist()[:2] == ["cmpl-ab12-1-0-1f2e3d4c", "transcription-ab12-0-9a8b7c6d"]
+    requests = pd.DataFrame({"arrival_s": [0.0, 0.05, 0.3], "sent_s": [0.001, 0.051, 0.301],
+                             "response_s": [0.01, 0.06, 0.31], "finish_s": [0.45, 0.56, 0.9]})
+    joined = request_timeline(requests, rows, "ab12", wall_t0=100.0)
+    np.testing.assert_allclose(joined["admitted_s"], [0.02, 0.10, np.nan])
+    np.testing.assert_allclose(joined["first_scheduled_s"], [0.03, 0.12, np.nan])
+    np.testing.assert_allclose(joined["engine_finish_s"], [0.40, 0.50, np.nan])  # request 2 never reached it
+    timing = front_end_timing(joined)
+    assert timing["front_in_p50_ms"] == pytest.approx(35.0) and timing["front_in_max_ms"] == pytest.approx(50.0)
+    assert timing["way_out_mean_ms"] == pytest.approx(55.0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -151,7 +153,8 @@ def test_vllm_sim_equals_sim_on_whisper(policy):
     """Same trace, policy and step model: identical per-request times, up to overload."""
     trace = _whisper_trace(rate=25.0, n=250)
     engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
-    arena = Arena(WHISPER_STEP, engine, {"en": 3.0})
+    # with a served engine's front end on both sides of the scheduler
+    arena = Arena(replace(WHISPER_STEP, frontend_s=0.03, output_s=0.01), engine, {"en": 3.0})
     sim = run_policy(trace, policy, arena, identity={})[0].requests
     vs = run_policy(trace, policy, arena, identity={}, backend="vllm-sim", model="whisper-large-v3")[0].requests
     for col in ("first_scheduled_s", "first_token_s", "finish_s"):

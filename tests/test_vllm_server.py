@@ -159,6 +159,14 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
             assert (res["first_token_s"] >= res["response_s"]).all()
             assert 0 <= summary["send_lag_p50_ms"] <= summary["send_lag_max_ms"]
             assert 0 < summary["response_p50_ms"] <= summary["response_max_ms"]
+            # The scheduler's own times of every request, found by the X-Request-Id the client sent:
+            # it reached the scheduler after its arrival, was scheduled, and its last token reached
+            # the client after the engine produced it.
+            assert res[["admitted_s", "first_scheduled_s", "engine_finish_s"]].notna().all().all()
+            assert (res["admitted_s"] >= res["sent_s"]).all() and (res["first_scheduled_s"] >= res["admitted_s"]).all()
+            assert (res["first_token_s"] >= res["first_scheduled_s"]).all()
+            assert (res["finish_s"] >= res["engine_finish_s"]).all() and (res["engine_finish_s"] > res["first_scheduled_s"]).all()
+            assert 0 < summary["front_in_p50_ms"] <= summary["front_in_max_ms"] and summary["way_out_mean_ms"] > 0
             steps = pd.read_parquet(out / f"rate{label}_seed0_rep{rep}.steps.parquet")
             trace = traces[label]
             assert len(steps) == summary["steps"] and np.isfinite(summary["mean_step_ms"])
@@ -172,7 +180,8 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
             assert steps["time_s"].sum() < summary["wall_s"] and steps["t_s"].between(0, summary["wall_s"] + 1).all()
             assert (steps[["policy", "rate", "repeat"]].drop_duplicates().values.tolist()
                     == [["sjf", float(label), rep]])
-    assert (tmp_path / "server.steps.csv").exists()  # the server's raw log, beside its log
+    assert (tmp_path / "server.steps.csv").exists()  # the server's raw logs, beside its log
+    assert len(pd.read_csv(tmp_path / "server.requests.csv")) >= 2 * 2 * 12  # warm-up requests too
 
 
 def test_the_vllm_command_runs_on_this_install():

@@ -176,8 +176,13 @@ def front_end_note(engine_runs: pd.DataFrame, label: str, threshold: float = FRO
                  f"after its arrival, and the server began its answer at most {lagged['response_max_ms'].max():.0f} ms "
                  f"after it was sent (median {lagged['response_p50_ms'].median():.0f} ms; "
                  f"{engine_runs.loc[share <= threshold, 'response_p50_ms'].median():.0f} ms in the other replays); "
-                 "vLLM answers a streamed request before it hands it to the engine, so the rest of their time outside "
-                 "the scheduler fell between that answer and the scheduler, or after the engine's last token.")
+                 "vLLM answers a streamed request before it hands it to the engine.")
+    if {"front_in_max_ms", "way_out_max_ms"} <= set(lagged) and lagged["front_in_max_ms"].notna().any():
+        clean = engine_runs[share <= threshold]
+        note += (f" Their requests' way in to the scheduler took up to {lagged['front_in_max_ms'].max():.0f} ms (median "
+                 f"{lagged['front_in_p50_ms'].median():.0f} ms; {clean['front_in_p50_ms'].median():.0f} ms in the other "
+                 f"replays), their way out from its last token up to {lagged['way_out_max_ms'].max():.0f} ms (median "
+                 f"{lagged['way_out_p50_ms'].median():.0f} ms; {clean['way_out_p50_ms'].median():.0f} ms).")
     return note
 
 

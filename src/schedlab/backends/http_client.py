@@ -6,8 +6,11 @@ carries new tokens (``usage.completion_tokens`` of vLLM's continuous usage stats
 for each of those tokens, so TTFT, token gaps and E2EL are what this client saw. Whisper
 requests go to ``/v1/audio/transcriptions`` (a WAV of the clip's duration, the duration hint
 as ``vllm_xargs``, a JSON string form field); decoder requests to ``/v1/completions``
-(placeholder token ids, ``ignore_eos``). A client cannot see when the engine first scheduled a
-request, so ``first_scheduled_s`` stays empty.
+(placeholder token ids, ``ignore_eos``). Each request carries ``X-Request-Id: <token>-<position>``
+(``token`` new for each replay), which vLLM puts in its own request id, so the scheduler's
+request log can be joined back to the trace
+(:func:`schedlab.backends.step_log.request_timeline`); the client alone cannot see when the
+engine first scheduled a request.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import io
 import json
 import time
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +59,9 @@ class ReplayResult:
     errors: list[str]
     sent_s: np.ndarray
     response_s: np.ndarray
+    #: This replay's ``X-Request-Id`` prefix, and the wall-clock time of its zero.
+    token: str = ""
+    wall_t0: float = float("nan")
 
     def frame(self) -> pd.DataFrame:
         """The per-request results table with ``sent_s`` and ``response_s``: where a request's
@@ -62,7 +69,7 @@ class ReplayResult:
         return self.log.frame().assign(sent_s=self.sent_s, response_s=self.response_s)
 
 
-def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool) -> list[dict]:
+def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool, token: str) -> list[dict]:
     """Per request, the ``httpx`` arguments of its POST (built before the clock starts)."""
     hints = size_hints(trace)
     out = []
@@ -81,7 +88,7 @@ def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool) -> list[dict
             }
             wav = speech_wav(float(row.audio_duration_s), offset_s=1.7 * i)
             out.append({"url": "/v1/audio/transcriptions", "data": data,
-                        "files": {"file": (f"{i}.wav", wav, "audio/wav")}})
+                        "files": {"file": (f"{i}.wav", wav, "audio/wav")}, "headers": {"X-Request-Id": f"{token}-{i}"}})
         else:
             body = {
                 "model": model,
@@ -93,7 +100,7 @@ def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool) -> list[dict
                 "stream_options": {"include_usage": True, "continuous_usage_stats": True},
                 "vllm_xargs": hint,
             }
-            out.append({"url": "/v1/completions", "json": body})
+            out.append({"url": "/v1/completions", "json": body, "headers": {"X-Request-Id": f"{token}-{i}"}})
     return out
 
 
@@ -125,7 +132,8 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
                   warmup_s: float) -> ReplayResult:
     import httpx
 
-    kwargs = _request_kwargs(trace, model, whisper)
+    token = uuid.uuid4().hex[:16]
+    kwargs = _request_kwargs(trace, model, whisper, token)
     log = RequestLog(trace, warmup_s)
     errors: list[str] = []
     arrival = trace["arrival_s"].to_numpy(float)
@@ -135,7 +143,7 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
     # moment fails with a ReadError, which a low-rate replay's gaps of 5 s and more did hit.
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=1.0)
     async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as client:
-        t0 = time.monotonic()
+        t0, wall_t0 = time.monotonic(), time.time()
 
         async def at_arrival(i: int) -> None:
             await asyncio.sleep(max(0.0, arrival[i] - (time.monotonic() - t0)))
@@ -144,7 +152,7 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
 
         await asyncio.gather(*(at_arrival(i) for i in range(len(trace))))
         wall = time.monotonic() - t0
-    return ReplayResult(log, wall, errors, sent, response)
+    return ReplayResult(log, wall, errors, sent, response, token, wall_t0)
 
 
 def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, timeout_s: float = 600.0,

@@ -10,6 +10,13 @@ waiting as it was scheduled (a request finishing in it counts as running), and w
 buffered in memory and written when the engine runs out of work (the end of a replay) or
 after :data:`FLUSH_ROWS` rows, so logging costs a tuple per step.
 
+Beside it (:func:`request_log_path`) the scheduler writes one row per finished request
+(:data:`REQUEST_COLUMNS`): the wall-clock times at which the request reached the scheduler
+(``add_request``), was first scheduled and finished, under vLLM's request id, which holds the
+``X-Request-Id`` the client sent. Joined with the client's own times (:func:`request_timeline`)
+they split a request's time outside the scheduler into the way in (client, HTTP and API server,
+engine core input) and the way out (the last token back to the client).
+
 A step's time (:func:`step_table`) is the period from its ``schedule()`` to the next one
 while the engine stays busy (synchronous scheduling: schedule, execute, update, then the
 engine loop's input and output handling, as a served request sees it); a step after which
@@ -20,7 +27,9 @@ requests never counts as a step. The table has the profile columns
 
 from __future__ import annotations
 
+import csv
 import os
+import re
 import time
 from pathlib import Path
 
@@ -34,20 +43,31 @@ RAW_COLUMNS = (
     "t_schedule", "t_update", "n_encoder", "n_prefill_tokens", "n_decode", "ctx_tokens", "prefill_pairs",
     "n_scheduled", "n_running", "n_waiting", "busy_after",
 )
+#: One row per finished request, as the scheduler writes it (wall-clock times).
+REQUEST_COLUMNS = ("request_id", "t_added", "t_scheduled", "t_finished")
 #: Rows buffered before a write while the engine stays busy.
 FLUSH_ROWS = 4096
 
 
+def request_log_path(step_log: str | os.PathLike) -> Path:
+    """The per-request log beside a step log (``x.steps.csv`` -> ``x.requests.csv``)."""
+    path = Path(step_log)
+    return path.with_name(path.name.removesuffix(".csv").removesuffix(".steps") + ".requests.csv")
+
+
 class StepLog:
-    """The scheduler's side: buffered rows appended to a CSV file (created, with its header,
-    when the scheduler starts)."""
+    """The scheduler's side: buffered step rows and finished-request rows appended to two CSV
+    files (created, with their headers, when the scheduler starts)."""
 
     def __init__(self, path: str | os.PathLike, flush_rows: int = FLUSH_ROWS) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(",".join(RAW_COLUMNS) + "\n")
+        self.requests_path = request_log_path(self.path)
+        self.requests_path.write_text(",".join(REQUEST_COLUMNS) + "\n")
         self.flush_rows = flush_rows
         self.rows: list[tuple] = []
+        self.request_rows: list[tuple] = []
 
     def record(self, t_schedule: float, t_update: float, composition, n_scheduled: int, n_running: int,
                n_waiting: int, busy_after: bool) -> None:
@@ -55,15 +75,23 @@ class StepLog:
         if not busy_after or len(self.rows) >= self.flush_rows:
             self.flush()
 
+    def request(self, request_id: str, t_added: float, t_scheduled: float, t_finished: float) -> None:
+        """A finished request's times (written with the next flush of the steps)."""
+        self.request_rows.append((request_id, t_added, t_scheduled, t_finished))
+
     def flush(self) -> None:
-        if not self.rows:
-            return
-        lines = "".join(
-            f"{r[0]:.6f},{r[1]:.6f}," + ",".join(str(int(v)) for v in r[2:]) + "\n" for r in self.rows
-        )
-        with open(self.path, "a") as f:
-            f.write(lines)
-        self.rows.clear()
+        # The requests first: a reader waits for the steps' idle row, then reads both.
+        if self.request_rows:
+            with open(self.requests_path, "a", newline="") as f:
+                csv.writer(f).writerows((rid, f"{a:.6f}", f"{s:.6f}", f"{e:.6f}") for rid, a, s, e in self.request_rows)
+            self.request_rows.clear()
+        if self.rows:
+            lines = "".join(
+                f"{r[0]:.6f},{r[1]:.6f}," + ",".join(str(int(v)) for v in r[2:]) + "\n" for r in self.rows
+            )
+            with open(self.path, "a") as f:
+                f.write(lines)
+            self.rows.clear()
 
 
 def read_step_log(path: str | os.PathLike) -> pd.DataFrame:
@@ -73,6 +101,32 @@ def read_step_log(path: str | os.PathLike) -> pd.DataFrame:
     from io import StringIO
 
     return pd.read_csv(StringIO(complete)) if complete else pd.DataFrame(columns=list(RAW_COLUMNS))
+
+
+def request_timeline(requests: pd.DataFrame, log: pd.DataFrame, token: str, wall_t0: float) -> pd.DataFrame:
+    """``requests`` (a replay's results, by trace position) with the scheduler's times of each
+    from its request log (rows whose vLLM request id holds ``<token>-<position>``, the
+    ``X-Request-Id`` the client sent), in seconds from the replay's start (``wall_t0``, the
+    wall-clock time of the client's zero): ``admitted_s`` (reached the scheduler),
+    ``first_scheduled_s`` (the contract's column) and ``engine_finish_s`` (its last token)."""
+    pattern = re.compile(rf"(?:^|-){re.escape(token)}-(\d+)(?:-|$)")
+    pos = log["request_id"].astype(str).map(lambda rid: (m := pattern.search(rid)) and int(m.group(1)))
+    mine = log.assign(pos=pos).dropna(subset=["pos"]).astype({"pos": int}).set_index("pos")
+    mine = mine[~mine.index.duplicated()].reindex(range(len(requests)))
+    return requests.assign(admitted_s=(mine["t_added"] - wall_t0).to_numpy(),
+                           first_scheduled_s=(mine["t_scheduled"] - wall_t0).to_numpy(),
+                           engine_finish_s=(mine["t_finished"] - wall_t0).to_numpy())
+
+
+def read_request_log(path: str | os.PathLike) -> pd.DataFrame:
+    """The scheduler's finished-request rows written so far (a line being written is left out)."""
+    text = Path(path).read_text() if Path(path).exists() else ""
+    complete = text[: text.rfind("\n") + 1]
+    from io import StringIO
+
+    if complete.count("\n") < 2:
+        return pd.DataFrame(columns=list(REQUEST_COLUMNS))
+    return pd.read_csv(StringIO(complete), dtype={"request_id": str})
 
 
 def step_table(raw: pd.DataFrame, *, hardware: str, model: str, source: str = "vllm-served") -> pd.DataFrame:
@@ -139,12 +193,20 @@ def outside_engine_share(requests: pd.DataFrame, steps: pd.DataFrame) -> float:
 
 
 def front_end_timing(requests: pd.DataFrame) -> dict[str, float]:
-    """Where a served replay's requests waited before the engine had them, from the client's
-    side (``sent_s``, ``response_s``: see :class:`~schedlab.backends.http_client.ReplayResult`):
-    the client's lag sending them after their arrival (``send_lag``), and the time from sending
-    to the start of the server's response (``response``: the HTTP server and the API server's
-    handler, before vLLM hands the request to its engine); median and largest, in ms."""
-    lag = (requests["sent_s"] - requests["arrival_s"]) * 1e3
-    response = (requests["response_s"] - requests["sent_s"]) * 1e3
-    return {"send_lag_p50_ms": float(lag.median()), "send_lag_max_ms": float(lag.max()),
-            "response_p50_ms": float(response.median()), "response_max_ms": float(response.max())}
+    """Where a served replay's requests spent their time outside the scheduler, in ms: the
+    client's lag sending them after their arrival (``send_lag``, from ``sent_s``); the time from
+    sending to the start of the server's answer (``response``, from ``response_s``: the HTTP
+    server and the API server's handler, before vLLM hands a request to its engine); with the
+    scheduler's times (:func:`request_timeline`), the way in, arrival to the scheduler
+    (``front_in``), and the way out, the engine's last token to the client's (``way_out``).
+    Median and largest of each, and the way in's and out's means."""
+    out = {}
+    parts = {"send_lag": ("arrival_s", "sent_s"), "response": ("sent_s", "response_s"),
+             "front_in": ("arrival_s", "admitted_s"), "way_out": ("engine_finish_s", "finish_s")}
+    for name, (start, end) in parts.items():
+        if {start, end} <= set(requests) and requests[end].notna().any():
+            ms = (requests[end] - requests[start]) * 1e3
+            out |= {f"{name}_p50_ms": float(ms.median()), f"{name}_max_ms": float(ms.max())}
+            if name in ("front_in", "way_out"):
+                out[f"{name}_mean_ms"] = float(ms.mean())
+    return out

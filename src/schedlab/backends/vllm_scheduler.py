@@ -14,7 +14,8 @@ The victim rule uses vLLM's priority path: with ``SchedulingPolicy.PRIORITY`` vL
 ranked by the policy's ``victim_key``. Policies without a key keep vLLM's default (the newest).
 
 With ``"step_log": "<path>"`` in the same section, every step that runs the model is logged
-(its composition and wall-clock time stamps; :mod:`schedlab.backends.step_log`).
+(its composition and wall-clock time stamps), and every finished request (when it reached the
+scheduler, was first scheduled and finished; :mod:`schedlab.backends.step_log`).
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ class SchedlabMixin:
         self._step_now: float | None = None
         self.step_log = StepLog(opts.step_log) if opts.step_log else None
         self._logged: dict[int, tuple] = {}  # id(scheduler output) -> (schedule time, composition)
+        self._timeline: dict[str, list[float]] = {}  # request id -> [added, first scheduled] (wall clock)
         self.waiting = PolicyQueue(self.schedlab_policy, self._job, self._policy_clock)
         if self.schedlab_policy.ranks_victims:
             self.policy = SchedulingPolicy.PRIORITY
@@ -167,6 +169,11 @@ class SchedlabMixin:
         batch when the reading moves); the live clock between steps."""
         return self.clock() if self._step_now is None else self._step_now
 
+    def add_request(self, request: Request) -> None:
+        super().add_request(request)
+        if self.step_log is not None and request.request_id not in self._timeline:
+            self._timeline[request.request_id] = [time.time(), float("nan")]
+
     def schedule(self, *args, **kwargs):
         wall = time.time()
         self._step_now = now = self.clock()
@@ -184,15 +191,27 @@ class SchedlabMixin:
         if self.step_log is not None and self.last_output.total_num_scheduled_tokens > 0:
             # The queues as the step starts: a request finishing in it still counts as running.
             self._logged[id(self.last_output)] = (wall, self.last_composition, len(self.running), len(self.waiting))
+            for new in self.last_output.scheduled_new_reqs:
+                times = self._timeline.get(new.req_id)
+                if times is not None and times[1] != times[1]:  # first scheduled (NaN until then)
+                    times[1] = wall
         return self.last_output
 
     def update_from_output(self, scheduler_output, model_runner_output):
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         logged = self._logged.pop(id(scheduler_output), None) if self.step_log is not None else None
         if logged is not None:
+            now = time.time()
+            for out in (o for batch in outputs.values() for o in batch.outputs if o.finish_reason is not None):
+                times = self._timeline.pop(out.request_id, None)
+                if times is not None:
+                    self.step_log.request(out.request_id, times[0], times[1], now)
             wall, composition, n_running, n_waiting = logged
-            self.step_log.record(wall, time.time(), composition, len(scheduler_output.num_scheduled_tokens),
-                                 n_running, n_waiting, self.has_unfinished_requests())
+            busy = self.has_unfinished_requests()
+            if not busy:  # requests that ended without output (aborted) leave no timeline behind
+                self._timeline.clear()
+            self.step_log.record(wall, now, composition, len(scheduler_output.num_scheduled_tokens),
+                                 n_running, n_waiting, busy)
         return outputs
 
     def shutdown(self) -> None:

@@ -207,6 +207,10 @@ class ServedRun:
     machine_cpu_s: float
     started: float = float("nan")
     ended: float = float("nan")
+    #: The replay's ``X-Request-Id`` prefix and the wall-clock time of its zero (to join the
+    #: scheduler's request log).
+    token: str = ""
+    wall_t0: float = float("nan")
 
     def result(self):
         """As a :class:`~schedlab.engine.RunResult`; what a client cannot see (steps, busy
@@ -245,6 +249,8 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
         machine_cpu_s=machine_busy_cpu_s() - machine0,
         started=started,
         ended=time.time(),
+        token=res.token,
+        wall_t0=res.wall_t0,
     )
 
 
@@ -279,7 +285,16 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     per-request results), ``.json`` (the run summary) and ``.steps.parquet`` (every engine
     step of the replay, :func:`schedlab.backends.step_log.step_table`, with the run's policy,
     rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log."""
-    from schedlab.backends.step_log import front_end_timing, outside_engine_share, step_table, steps_between, wait_for_idle
+    from schedlab.backends.step_log import (
+        front_end_timing,
+        outside_engine_share,
+        read_request_log,
+        request_log_path,
+        request_timeline,
+        step_table,
+        steps_between,
+        wait_for_idle,
+    )
     from schedlab.backends.vllm_profile import device_label
     from schedlab.io import write_json, write_parquet
     from schedlab.metrics import summarize
@@ -297,18 +312,23 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                     step_table(wait_for_idle(steps_csv, run.started), hardware=device_label(spec), model=spec.model),
                     run.started, run.ended,
                 ).assign(policy=policy, rate=float(label), seed=seed, repeat=rep)
+                run.requests = request_timeline(run.requests, read_request_log(request_log_path(steps_csv)),
+                                                run.token, run.wall_t0)
                 summary = summarize(
                     run.requests, run.gaps, policy=policy, backend="vllm", rate=float(label),
                     model=spec.model, hardware=spec.device, seed=seed, **identity,
                 )
                 outside = outside_engine_share(run.requests, steps) if len(steps) else float("nan")
-                e2el = run.requests["finish_s"] - run.requests["arrival_s"]
+                timing = front_end_timing(run.requests)
                 steps["foreign_cpu_share"] = run.foreign_cpu_share()
                 steps["outside_engine_share"] = outside
-                steps["front_end_s"] = outside * float(e2el.mean())  # per request, outside the scheduler
+                # The median request's way to the scheduler and back from it (s): the held-out fits'
+                # front end (schedlab.fit.steptime.fit_held_out).
+                steps["front_in_s"] = timing.get("front_in_p50_ms", float("nan")) / 1e3
+                steps["way_out_s"] = timing.get("way_out_p50_ms", float("nan")) / 1e3
                 summary.update(
                     outside_engine_share=outside,
-                    **front_end_timing(run.requests),
+                    **timing,
                     repeat=rep,
                     preemptions=0,
                     kv_capacity_blocks=-1,

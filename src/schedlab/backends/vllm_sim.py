@@ -107,7 +107,7 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
         next_sample += sample_s
     log.preemptions[:] = [r.num_preemptions for r in requests]
     return RunResult(
-        requests=log.frame(),
+        requests=log.frame(step_time.output_s),
         gaps=log.gaps,
         class_gaps=log.class_gaps,
         steps=steps,

@@ -160,7 +160,7 @@ class Engine(EngineView):
             samples.append((next_sample, self.kv_frac, sched.n_waiting(), len(self.running)))
             next_sample += self.sample_s
         return RunResult(
-            requests=self.log.frame(),
+            requests=self.log.frame(self.step_time.output_s),
             gaps=self.log.gaps,
             class_gaps=self.log.class_gaps,
             steps=self.steps,

@@ -67,8 +67,9 @@ class RequestLog:
         for k in np.flatnonzero(per_slot):
             self._gaps.add_repeated(dts[1:], int(per_slot[k]), int(k))
 
-    def frame(self) -> pd.DataFrame:
-        """The per-request results table of the contract (see :mod:`schedlab.contracts`)."""
+    def frame(self, output_s: float = 0.0) -> pd.DataFrame:
+        """The per-request results table of the contract (see :mod:`schedlab.contracts`), each
+        token ``output_s`` later than it was logged (the way out to the client)."""
         trace = self.trace
         output = trace["output_tokens"].to_numpy(np.int64)
         out = pd.DataFrame(
@@ -76,8 +77,8 @@ class RequestLog:
                 "request_id": trace["request_id"].to_numpy(np.int64),
                 "arrival_s": trace["arrival_s"].to_numpy(float),
                 "first_scheduled_s": self.first_sched,
-                "first_token_s": self.first_tok,
-                "finish_s": self.finish,
+                "first_token_s": self.first_tok + output_s,
+                "finish_s": self.finish + output_s,
                 "prompt_tokens": trace["prompt_tokens"].to_numpy(np.int64),
                 "output_tokens": output,
                 "preemptions": self.preemptions,

@@ -4,7 +4,9 @@
 :data:`schedlab.contracts.STEP_FEATURES`. Coefficients come from the fit stage (OLS on a
 profile table) and, for paper figures, from its calibration. ``frontend_s`` is a fixed
 per-request delay outside the engine loop (HTTP, audio decoding, feature extraction) before a
-request reaches the scheduler; it is 0 unless calibrated.
+request reaches the scheduler, and ``output_s`` one after it, from each token the engine makes
+to the client that receives it (first token and finish move by it; gaps do not; a client's
+in-flight cap frees its slot when the engine finishes); both are 0 unless fitted.
 
 Three optional terms (off by default, leaving every other model unchanged): ``prefill_pairs``
 seconds per prefill attention (query, key) pair, for chunked prefills over a context; the
@@ -54,6 +56,7 @@ class StepTimeModel:
     ctx_tokens: float = 0.0
     frontend_s: float = 0.0
     meta: dict = field(default_factory=dict, compare=False)
+    output_s: float = 0.0
     prefill_pairs: float = 0.0
     tile_tokens: float = 0.0
     tile: int = 0
@@ -93,6 +96,7 @@ class StepTimeModel:
             tile=self.tile,
             knee=self.knee,
             frontend_s=self.frontend_s if frontend_s is None else frontend_s,
+            output_s=self.output_s,
             meta={**self.meta, **meta},
         )
 

@@ -141,10 +141,10 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     """The profile fit's model (:func:`fit_steptime`, the same terms: no prefill pairs; the knee
     of :func:`best_knee`) on the served steps of every rate except ``rate`` (None: every rate);
     ``meta`` says which rates it saw, which it held out and whose servers' steps (policy, seed)
-    they were. Where the step tables carry ``front_end_s`` (each replay's
-    mean time per request outside the engine's scheduler), the model's ``frontend_s`` comes
-    from those replays (:func:`front_end_at`): the served system's front end, which the steps
-    do not hold."""
+    they were. Where the step tables carry each replay's median way in to the scheduler and way
+    out from it (``front_in_s``, ``way_out_s``: the client's and the scheduler's times of each
+    request), the model's ``frontend_s`` and ``output_s`` come from those replays
+    (:func:`front_end_at`): the served system's front end, which the steps do not hold."""
     rates = sorted(float(r) for r in steps["rate"].unique())
     if rate is not None and float(rate) not in rates:
         raise SchedlabError(f"no steps at rate {rate:g} (the steps' rates: {', '.join(f'{r:g}' for r in rates)})")
@@ -158,39 +158,41 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
             {f"{r:g}": int((kept["rate"].astype(float) == r).sum()) for r in seen}}
     if {"policy", "seed"} <= set(kept):
         held["servers"] = sorted([str(p), int(s)] for p, s in kept[["policy", "seed"]].drop_duplicates().itertuples(index=False))
-    frontend_s = model.frontend_s
-    if "front_end_s" in kept and kept["front_end_s"].notna().any():
-        replays = kept.groupby([c for c in ("policy", "rate", "seed", "repeat") if c in kept]).first()
-        lagged = front_end_lagged(replays)
-        use = replays[~lagged] if (~lagged).any() else replays
-        frontend_s, how = front_end_at(use.reset_index(), rate)
-        held["frontend_s_from"] = (f"{how} over {len(use)} replays of their mean time per request outside the"
-                                   f" scheduler ({int(lagged.sum())} whose front end lagged left out)")
-    return replace(model, frontend_s=frontend_s, meta={**model.meta, **held})
+    delays = {"frontend_s": model.frontend_s, "output_s": model.output_s}
+    for field, column in (("frontend_s", "front_in_s"), ("output_s", "way_out_s")):
+        if column in kept and kept[column].notna().any():
+            replays = kept.groupby([c for c in ("policy", "rate", "seed", "repeat") if c in kept]).first()
+            replays = replays[replays[column].notna()]
+            lagged = front_end_lagged(replays)
+            use = replays[~lagged] if (~lagged).any() else replays
+            delays[field], how = front_end_at(use.reset_index(), rate, column)
+            held[f"{field}_from"] = (f"{how} over {len(use)} replays of their median request's {column}"
+                                     f" ({int(lagged.sum())} whose front end lagged left out)")
+    return replace(model, **delays, meta={**model.meta, **held})
 
 
 #: The p-value under which the replays' front-end times count as a trend in the offered rate.
 TREND_P = 0.05
 
 
-def front_end_at(replays: pd.DataFrame, rate: float | None) -> tuple[float, str]:
+def front_end_at(replays: pd.DataFrame, rate: float | None, column: str = "front_in_s") -> tuple[float, str]:
     """The front end's time per request at ``rate``, from ``replays`` (one row each: ``rate``,
-    ``front_end_s``), and how it was found. The front end shares the machine with the engine,
+    and a time per request in ``column``), and how it was found. The front end shares the machine with the engine,
     so its time may grow with the offered load (whisper-tiny on 2 cores: about 90 ms a request
     at 0.5 req/s, 280 ms at 3) or stay within its noise (small-llama: 17-75 ms a replay at 5,
-    15 and 25 req/s alike). Where the replays show a trend (``front_end_s`` against the
+    15 and 25 req/s alike). Where the replays show a trend (``column`` against the
     rate: Kendall's tau over the replays, p < :data:`TREND_P`, a rank test that one slow replay
     does not sway), a least-squares line through each rate's median (which one slow replay
     does not tilt), at ``rate`` (never below 0); otherwise (no trend, one
     rate, or no rate to predict at) their median: a line through noise extrapolates the noise."""
-    median = float(replays["front_end_s"].median())
+    median = float(replays[column].median())
     if rate is None or replays["rate"].nunique() < 2:
         return median, "median"
-    data = replays.astype({"rate": float, "front_end_s": float})
-    p = float(kendalltau(data["rate"], data["front_end_s"]).pvalue)
+    data = replays.astype({"rate": float, column: float})
+    p = float(kendalltau(data["rate"], data[column]).pvalue)
     if not p < TREND_P:
         return median, f"median (no trend in the offered rate, p = {p:.2g})"
-    medians = data.groupby("rate")["front_end_s"].median()
+    medians = data.groupby("rate")[column].median()
     slope, intercept = np.polyfit(medians.index, medians.to_numpy(), 1)
     return (max(0.0, float(intercept + slope * float(rate))),
             f"a line in the offered rate through each rate's median (trend p = {p:.2g}), at {float(rate):g} req/s")

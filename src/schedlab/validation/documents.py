@@ -57,6 +57,7 @@ class StepTimeTerms(Strict):
     n_decode: NonNegative = 0.0
     ctx_tokens: NonNegative = 0.0
     frontend_s: NonNegative = 0.0
+    output_s: NonNegative = 0.0
     prefill_pairs: NonNegative = 0.0
     tile_tokens: NonNegative = 0.0
     tile: NonNegativeInt = 0
