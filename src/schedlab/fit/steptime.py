@@ -177,13 +177,13 @@ TREND_P = 0.05
 
 def front_end_at(replays: pd.DataFrame, rate: float | None, column: str = "front_in_s") -> tuple[float, str]:
     """The front end's time per request at ``rate``, from ``replays`` (one row each: ``rate``,
-    and a time per request in ``column``), and how it was found. The front end shares the machine with the engine,
-    so its time may grow with the offered load (whisper-tiny on 2 cores: about 90 ms a request
-    at 0.5 req/s, 280 ms at 3) or stay within its noise (small-llama: 17-75 ms a replay at 5,
-    15 and 25 req/s alike). Where the replays show a trend (``column`` against the
-    rate: Kendall's tau over the replays, p < :data:`TREND_P`, a rank test that one slow replay
-    does not sway), a least-squares line through each rate's median (which one slow replay
-    does not tilt), at ``rate`` (never below 0); otherwise (no trend, one
+    and a time per request in ``column``), and how it was found. The front end shares the machine
+    with the engine, so its time may grow with the offered load (Whisper's API server decodes
+    audio and extracts features on the engine's cores) or stay within its noise (a small
+    decoder's way in: 8-33 ms at 5, 15 and 25 req/s alike). Where the replays show a trend
+    (``column`` against the rate: Kendall's tau over the replays, p < :data:`TREND_P`, a rank
+    test that one slow replay does not sway), a least-squares line through each rate's median
+    (which one slow replay does not tilt), at ``rate`` (never below 0); otherwise (no trend, one
     rate, or no rate to predict at) their median: a line through noise extrapolates the noise."""
     median = float(replays[column].median())
     if rate is None or replays["rate"].nunique() < 2:
