@@ -194,7 +194,10 @@ print(f"largest |error| of median TTFT/E2EL: {worst:.3f}% (target: within 5%)")
 # that takes requests in and streams every token out; where that share is large, the served
 # system's bottleneck is its front end and no step-time model can follow it. A replay above 25%
 # is therefore left out of the comparison (and of the held-out fits' front-end time) like an
-# interfered one, and listed with its reason.
+# interfered one, and listed with its reason. For those replays the note below also says where
+# the time went: how late the client sent its requests, how long the server took to begin its
+# answers, and how long the requests took to reach the scheduler and to come back from it (the
+# scheduler logs each request it finishes under the `X-Request-Id` the client sent).
 
 # %%
 def error_tables(errs: pd.DataFrame) -> None:
