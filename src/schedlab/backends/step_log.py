@@ -94,13 +94,20 @@ class StepLog:
             self.rows.clear()
 
 
-def read_step_log(path: str | os.PathLike) -> pd.DataFrame:
-    """The raw rows written so far (a line being written is left out)."""
-    text = Path(path).read_text()
-    complete = text[: text.rfind("\n") + 1]
+def _written(path: str | os.PathLike, columns, **read) -> pd.DataFrame:
+    """The complete rows of a log written so far (a line being written is left out)."""
     from io import StringIO
 
-    return pd.read_csv(StringIO(complete)) if complete else pd.DataFrame(columns=list(RAW_COLUMNS))
+    text = Path(path).read_text() if Path(path).exists() else ""
+    complete = text[: text.rfind("\n") + 1]
+    if complete.count("\n") < 2:
+        return pd.DataFrame(columns=list(columns))
+    return pd.read_csv(StringIO(complete), **read)
+
+
+def read_step_log(path: str | os.PathLike) -> pd.DataFrame:
+    """The raw step rows written so far."""
+    return _written(path, RAW_COLUMNS)
 
 
 def request_timeline(requests: pd.DataFrame, log: pd.DataFrame, token: str, wall_t0: float) -> pd.DataFrame:
@@ -119,14 +126,8 @@ def request_timeline(requests: pd.DataFrame, log: pd.DataFrame, token: str, wall
 
 
 def read_request_log(path: str | os.PathLike) -> pd.DataFrame:
-    """The scheduler's finished-request rows written so far (a line being written is left out)."""
-    text = Path(path).read_text() if Path(path).exists() else ""
-    complete = text[: text.rfind("\n") + 1]
-    from io import StringIO
-
-    if complete.count("\n") < 2:
-        return pd.DataFrame(columns=list(REQUEST_COLUMNS))
-    return pd.read_csv(StringIO(complete), dtype={"request_id": str})
+    """The scheduler's finished-request rows written so far."""
+    return _written(path, REQUEST_COLUMNS, dtype={"request_id": str})
 
 
 def step_table(raw: pd.DataFrame, *, hardware: str, model: str, source: str = "vllm-served") -> pd.DataFrame:
