@@ -159,10 +159,10 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     if {"policy", "seed"} <= set(kept):
         held["servers"] = sorted([str(p), int(s)] for p, s in kept[["policy", "seed"]].drop_duplicates().itertuples(index=False))
     delays = {"frontend_s": model.frontend_s, "output_s": model.output_s}
+    every = kept.groupby([c for c in ("policy", "rate", "seed", "repeat") if c in kept]).first()  # one row a replay
     for field, column in (("frontend_s", "front_in_s"), ("output_s", "way_out_s")):
-        if column in kept and kept[column].notna().any():
-            replays = kept.groupby([c for c in ("policy", "rate", "seed", "repeat") if c in kept]).first()
-            replays = replays[replays[column].notna()]
+        if column in every and every[column].notna().any():
+            replays = every[every[column].notna()]
             lagged = front_end_lagged(replays)
             use = replays[~lagged] if (~lagged).any() else replays
             delays[field], how = front_end_at(use.reset_index(), rate, column)
