@@ -194,34 +194,29 @@ def cmd_fit_calibrate(args) -> None:
 
     baseline = baseline_rows(reported_asr_table1())
     arena = Arena(StepTimeModel.load(args.base), _engine(args), _kappa(args.kappa))
-    model, record = calibrate(
-        arena,
-        baseline=baseline,
-        traces={r: trace(r, n_requests=args.requests_per_rate) for r in baseline.index},
-        overload_trace=trace(args.overload_rate, n_requests=args.n_requests),
-        saturation_rps=args.saturation_rps,
-    )
+    # Each trace is built once: the fit, the bounds, the seed spread and the sensitivity share them.
+    traces = {r: trace(r, n_requests=args.requests_per_rate) for r in baseline.index}
+    overload = trace(args.overload_rate, n_requests=args.n_requests)
+    model, record = calibrate(arena, baseline=baseline, traces=traces, overload_trace=overload,
+                              saturation_rps=args.saturation_rps)
     top = sorted(baseline.index)[-2:]
-    fixed = f"{args.requests_per_rate} requests"
-    capped = f"{args.alt_duration_s:g} s, at most {args.alt_max_in_flight} in flight"
+    fixed = {r: traces[r] for r in top}
+    timed = {r: trace(r, duration_s=args.alt_duration_s) for r in top}
     study = bound_study(replace(arena, step_time=model), {
-        fixed: ({r: trace(r, n_requests=args.requests_per_rate) for r in top}, None),
-        capped: ({r: trace(r, duration_s=args.alt_duration_s) for r in top}, args.alt_max_in_flight),
-        f"{args.alt_duration_s:g} s, open": ({r: trace(r, duration_s=args.alt_duration_s) for r in top}, None),
+        f"{args.requests_per_rate} requests": (fixed, None),
+        f"{args.alt_duration_s:g} s, at most {args.alt_max_in_flight} in flight": (timed, args.alt_max_in_flight),
+        f"{args.alt_duration_s:g} s, open": (timed, None),
     })
     record["bounds"] = study.to_dict(orient="records")  # the model's meta holds this record
     # Every policy on other trace seeds at the overloaded rates: how much one run's arrivals move
     # the treatments' changes vs FCFS there (the paper reports one run).
     seeds = range(args.seed, args.seed + args.spread_seeds)
     record["seed_spread"] = bound_study(replace(arena, step_time=model), {
-        f"seed {k}": ({r: trace(r, seed=k, n_requests=args.requests_per_rate) for r in top}, None) for k in seeds
+        f"seed {k}": (fixed if k == args.seed else {r: trace(r, seed=k, n_requests=args.requests_per_rate) for r in top},
+                      None) for k in seeds
     }).to_dict(orient="records")
-    overloaded = baseline.loc[top]
-    record["implied_saturation"] = implied_saturation(
-        arena, model, overloaded, {r: trace(r, n_requests=args.requests_per_rate) for r in top},
-        trace(args.overload_rate, n_requests=args.n_requests))
-    record["sensitivity"] = sensitivity(arena, record, trace(top[-1], n_requests=args.requests_per_rate)).assign(
-        rate=float(top[-1])).to_dict(orient="records")
+    record["implied_saturation"] = implied_saturation(arena, model, baseline.loc[top], fixed, overload)
+    record["sensitivity"] = sensitivity(arena, record, fixed[top[-1]]).assign(rate=float(top[-1])).to_dict(orient="records")
     model.save(args.out)
 
 

@@ -88,7 +88,7 @@ def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool, token: str) 
             }
             wav = speech_wav(float(row.audio_duration_s), offset_s=1.7 * i)
             out.append({"url": "/v1/audio/transcriptions", "data": data,
-                        "files": {"file": (f"{i}.wav", wav, "audio/wav")}, "headers": {"X-Request-Id": f"{token}-{i}"}})
+                        "files": {"file": (f"{i}.wav", wav, "audio/wav")}})
         else:
             body = {
                 "model": model,
@@ -100,7 +100,8 @@ def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool, token: str) 
                 "stream_options": {"include_usage": True, "continuous_usage_stats": True},
                 "vllm_xargs": hint,
             }
-            out.append({"url": "/v1/completions", "json": body, "headers": {"X-Request-Id": f"{token}-{i}"}})
+            out.append({"url": "/v1/completions", "json": body})
+        out[-1]["headers"] = {"X-Request-Id": f"{token}-{i}"}
     return out
 
 
