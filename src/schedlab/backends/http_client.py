@@ -10,7 +10,9 @@ as ``vllm_xargs``, a JSON string form field); decoder requests to ``/v1/completi
 (``token`` new for each replay), which vLLM puts in its own request id, so the scheduler's
 request log can be joined back to the trace
 (:func:`schedlab.backends.step_log.request_timeline`); the client alone cannot see when the
-engine first scheduled a request.
+engine first scheduled a request. A request whose connection is lost (the server closed it
+before answering, a transport error) fails the replay with :class:`ConnectionLost`, which a
+caller may replay again: the others' results are still complete, but not those of the replay.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from schedlab.data.vad import speech_sample
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_hints
 from schedlab.engine.log import RequestLog
+
+class ConnectionLost(SchedlabError):
+    """A replay in which at least one request lost its connection before its answer ended."""
+
 
 #: Whisper's window: vLLM splits longer audio into several engine requests; the clip sent is
 #: capped at it (the duration hint keeps the clip's real length).
@@ -62,6 +68,8 @@ class ReplayResult:
     #: This replay's ``X-Request-Id`` prefix, and the wall-clock time of its zero.
     token: str = ""
     wall_t0: float = float("nan")
+    #: How many of ``errors`` are lost connections.
+    lost: int = 0
 
     def frame(self) -> pd.DataFrame:
         """The per-request results table with ``sent_s`` and ``response_s``: where a request's
@@ -105,7 +113,17 @@ def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool, token: str) 
     return out
 
 
-async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors: list[str], response_s: np.ndarray) -> None:
+async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors: list[str], response_s: np.ndarray,
+               lost: list[str]) -> None:
+    import httpx
+
+    try:
+        await _stream(client, i, kwargs, log, t0, errors, response_s)
+    except httpx.TransportError as exc:
+        lost.append(f"request {i}: connection lost ({type(exc).__name__})")
+
+
+async def _stream(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors: list[str], response_s: np.ndarray) -> None:
     seen = 0
     async with client.stream("POST", **kwargs) as resp:
         response_s[i] = time.monotonic() - t0
@@ -137,6 +155,7 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
     kwargs = _request_kwargs(trace, model, whisper, token)
     log = RequestLog(trace, warmup_s)
     errors: list[str] = []
+    lost: list[str] = []
     arrival = trace["arrival_s"].to_numpy(float)
     sent, response = np.full(len(trace), np.nan), np.full(len(trace), np.nan)
     # An idle connection is dropped well before the server's keep-alive timeout (uvicorn's 5 s,
@@ -149,11 +168,11 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
         async def at_arrival(i: int) -> None:
             await asyncio.sleep(max(0.0, arrival[i] - (time.monotonic() - t0)))
             sent[i] = time.monotonic() - t0
-            await _one(client, i, kwargs[i], log, t0, errors, response)
+            await _one(client, i, kwargs[i], log, t0, errors, response, lost)
 
         await asyncio.gather(*(at_arrival(i) for i in range(len(trace))))
         wall = time.monotonic() - t0
-    return ReplayResult(log, wall, errors, sent, response, token, wall_t0)
+    return ReplayResult(log, wall, errors + lost, sent, response, token, wall_t0, lost=len(lost))
 
 
 def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, timeout_s: float = 600.0,
@@ -164,5 +183,6 @@ def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, tim
         raise SchedlabError("a Whisper replay needs the trace's audio_duration_s")
     result = asyncio.run(_replay(url, trace, model, whisper, timeout_s, warmup_s))
     if result.errors:
-        raise SchedlabError(f"{len(result.errors)} request(s) failed; first: {result.errors[0]}")
+        kind = ConnectionLost if result.lost == len(result.errors) else SchedlabError
+        raise kind(f"{len(result.errors)} request(s) failed; first: {result.errors[0]}")
     return result

@@ -21,6 +21,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,6 +212,8 @@ class ServedRun:
     #: scheduler's request log).
     token: str = ""
     wall_t0: float = float("nan")
+    #: Replays it took (a replay that lost a connection is run again).
+    attempts: int = 1
 
     def result(self):
         """As a :class:`~schedlab.engine.RunResult`; what a client cannot see (steps, busy
@@ -224,7 +227,8 @@ class ServedRun:
     def figures(self) -> dict:
         """The replay's wall time, CPU times and interference, for a run summary."""
         return {"via": "server", "wall_s": self.wall_s, "server_cpu_s": self.server_cpu_s,
-                "client_cpu_s": self.client_cpu_s, "foreign_cpu_share": self.foreign_cpu_share()}
+                "client_cpu_s": self.client_cpu_s, "foreign_cpu_share": self.foreign_cpu_share(),
+                "attempts": self.attempts}
 
     def foreign_cpu_share(self, cores: int | None = None) -> float:
         """Share of the machine's cores that processes other than this server and client kept
@@ -234,24 +238,40 @@ class ServedRun:
         return max(0.0, other) / (self.wall_s * cores)
 
 
-def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s: float = 0.0) -> ServedRun:
-    """Replay ``trace`` against ``server`` through :func:`~schedlab.backends.http_client.replay_http`,
-    measuring the CPU time of the server, of this client and of the whole machine."""
-    from schedlab.backends.http_client import replay_http
+#: Times a replay is run before a lost connection fails it (:class:`~schedlab.backends.http_client.ConnectionLost`).
+REPLAY_ATTEMPTS = 3
 
-    server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
-    started = time.time()
-    res = replay_http(server.url, trace, model=model, whisper=whisper, warmup_s=warmup_s)
-    return ServedRun(
-        res.frame(), res.log.gaps, res.log.class_gaps, res.wall_s,
-        server_cpu_s=server.cpu_seconds() - server0,
-        client_cpu_s=time.process_time() - client0,
-        machine_cpu_s=machine_busy_cpu_s() - machine0,
-        started=started,
-        ended=time.time(),
-        token=res.token,
-        wall_t0=res.wall_t0,
-    )
+
+def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s: float = 0.0,
+                  attempts: int = REPLAY_ATTEMPTS) -> ServedRun:
+    """Replay ``trace`` against ``server`` through :func:`~schedlab.backends.http_client.replay_http`,
+    measuring the CPU time of the server, of this client and of the whole machine; a replay in
+    which a connection was lost is run again, up to ``attempts`` times in all (the run's
+    ``attempts`` says how many it took)."""
+    from schedlab.backends.http_client import ConnectionLost, replay_http
+
+    for attempt in range(1, attempts + 1):
+        server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
+        started = time.time()
+        try:
+            res = replay_http(server.url, trace, model=model, whisper=whisper, warmup_s=warmup_s)
+        except ConnectionLost as exc:
+            if attempt == attempts:
+                raise
+            print(f"replay {attempt} of {attempts} lost a connection, replaying again: {exc}", file=sys.stderr)
+            continue
+        return ServedRun(
+            res.frame(), res.log.gaps, res.log.class_gaps, res.wall_s,
+            server_cpu_s=server.cpu_seconds() - server0,
+            client_cpu_s=time.process_time() - client0,
+            machine_cpu_s=machine_busy_cpu_s() - machine0,
+            started=started,
+            ended=time.time(),
+            token=res.token,
+            wall_t0=res.wall_t0,
+            attempts=attempt,
+        )
+    raise SchedlabError("attempts must be at least 1")
 
 
 #: Seconds of a trace's arrivals replayed, unmeasured, when a server has just started.
@@ -263,11 +283,14 @@ def warm_up(server: Server, trace: pd.DataFrame, *, model: str, whisper: bool, s
     first requests take first-time paths in its front end (in one run, 38-44% of the first
     replay's time in the system was spent outside the engine's scheduler, against 8-12% in
     the repeats that followed)."""
-    from schedlab.backends.http_client import replay_http
+    from schedlab.backends.http_client import ConnectionLost, replay_http
 
     head = trace[trace["arrival_s"] < trace["arrival_s"].min() + seconds]
     if len(head):
-        replay_http(server.url, head, model=model, whisper=whisper)
+        try:
+            replay_http(server.url, head, model=model, whisper=whisper)
+        except ConnectionLost:  # its results are discarded either way
+            pass
 
 
 def step_log_path(server_log: str | Path) -> Path:

@@ -1,0 +1,105 @@
+"""The HTTP client against a real local server that drops connections: a lost connection fails
+the replay with ConnectionLost, and a served replay is run again until one keeps them all."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from schedlab.backends.http_client import ConnectionLost, replay_http
+from schedlab.backends.vllm_server import Server, replay_served
+from schedlab.errors import SchedlabError
+from traces import two_class_trace
+
+#: An OpenAI-style streaming completions server (stdlib asyncio, HTTP/1.1 keep-alive) that
+#: closes the connection of the first request of each of the first ``drops`` replays (their
+#: ``X-Request-Id`` tokens) without answering, answers HTTP 500 to the first ``fails`` requests
+#: it keeps, and streams every other request's ``max_tokens`` tokens, one usage chunk per token.
+SERVER = r"""
+import asyncio, json, re, sys
+drops, fails = int(sys.argv[1]), int(sys.argv[2])
+dropped, seen = set(), 0
+
+async def handle(reader, writer):
+    global seen
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            body = json.loads(await reader.readexactly(int(re.search(rb"(?i)content-length: (\d+)", head).group(1))))
+            token, position = re.search(rb"(?i)x-request-id: (\S+)-(\d+)", head).groups()
+            if position == b"0" and len(dropped) < drops:
+                dropped.add(token)
+                return
+            seen += 1
+            if seen <= fails:
+                writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\nboom")
+            else:
+                chunks = [f"data: {json.dumps({'usage': {'completion_tokens': k}})}\n\n" for k in range(1, body["max_tokens"] + 1)]
+                payload = ("".join(chunks) + "data: [DONE]\n\n").encode()
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % len(payload) + payload)
+            await writer.drain()
+    except asyncio.IncompleteReadError:
+        pass
+    finally:
+        writer.close()
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+@pytest.fixture
+def dropping_server(tmp_path):
+    """Start the server above with ``(drops, fails)``; a :class:`Server` of its process."""
+    procs = []
+
+    def start(drops: int, fails: int = 0) -> Server:
+        proc = subprocess.Popen([sys.executable, "-c", SERVER, str(drops), str(fails)], stdout=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        procs.append(proc)
+        port = int(proc.stdout.readline())
+        return Server(proc, f"http://127.0.0.1:{port}", tmp_path / "server.log", time.monotonic())
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def _trace():
+    return two_class_trace(n=12, rate=50.0, output=(1, 6), prompt=(1, 8))
+
+
+def test_a_lost_connection_fails_the_replay_as_connection_lost(dropping_server):
+    server = dropping_server(drops=1)
+    with pytest.raises(ConnectionLost, match="1 request\\(s\\) failed.*connection lost"):
+        replay_http(server.url, _trace(), model="m", whisper=False)
+
+
+def test_a_server_error_is_not_a_lost_connection(dropping_server):
+    server = dropping_server(drops=0, fails=1)
+    with pytest.raises(SchedlabError, match="HTTP 500") as err:
+        replay_http(server.url, _trace(), model="m", whisper=False)
+    assert not isinstance(err.value, ConnectionLost)
+
+
+def test_a_served_replay_that_lost_a_connection_is_run_again(dropping_server, capsys):
+    trace = _trace()
+    run = replay_served(dropping_server(drops=2), trace, model="m", whisper=False)
+    # Each drop fails one whole replay: the third keeps every connection.
+    assert run.attempts == 3 and run.figures()["attempts"] == 3
+    assert capsys.readouterr().err.count("lost a connection, replaying again") == 2
+    assert run.requests["finish_s"].notna().all()
+    assert (run.requests["request_id"].to_numpy() == trace["request_id"].to_numpy()).all()
+
+
+def test_a_served_replay_gives_up_after_its_attempts(dropping_server):
+    with pytest.raises(ConnectionLost):
+        replay_served(dropping_server(drops=2), _trace(), model="m", whisper=False, attempts=2)
