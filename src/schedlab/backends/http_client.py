@@ -34,6 +34,7 @@ from schedlab.errors import SchedlabError
 from schedlab.estimate import size_hints
 from schedlab.engine.log import RequestLog
 
+
 class ConnectionLost(SchedlabError):
     """A replay in which at least one request lost its connection before its answer ended."""
 
@@ -113,17 +114,7 @@ def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool, token: str) 
     return out
 
 
-async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors: list[str], response_s: np.ndarray,
-               lost: list[str]) -> None:
-    import httpx
-
-    try:
-        await _stream(client, i, kwargs, log, t0, errors, response_s)
-    except httpx.TransportError as exc:
-        lost.append(f"request {i}: connection lost ({type(exc).__name__})")
-
-
-async def _stream(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors: list[str], response_s: np.ndarray) -> None:
+async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors: list[str], response_s: np.ndarray) -> None:
     seen = 0
     async with client.stream("POST", **kwargs) as resp:
         response_s[i] = time.monotonic() - t0
@@ -168,7 +159,10 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
         async def at_arrival(i: int) -> None:
             await asyncio.sleep(max(0.0, arrival[i] - (time.monotonic() - t0)))
             sent[i] = time.monotonic() - t0
-            await _one(client, i, kwargs[i], log, t0, errors, response, lost)
+            try:
+                await _one(client, i, kwargs[i], log, t0, errors, response)
+            except httpx.TransportError as exc:
+                lost.append(f"request {i}: connection lost ({type(exc).__name__})")
 
         await asyncio.gather(*(at_arrival(i) for i in range(len(trace))))
         wall = time.monotonic() - t0
