@@ -265,7 +265,7 @@ def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     lagging["outside_engine_share"] = np.where(lagging["repeat"].eq(1) & lagging["rate"].eq(4.0), 0.9, 0.05)
     model = fit_held_out(lagging, 3.0)
     assert model.frontend_s == pytest.approx(0.060)
-    assert "(1 whose front end lagged left out)" in model.meta["frontend_s_from"]
+    assert "(1 left out as not measuring the engine)" in model.meta["frontend_s_from"]
     assert fit_held_out(lagging.assign(outside_engine_share=0.9), 3.0).frontend_s > 1.0  # all lagged: all kept
 
 

@@ -103,3 +103,28 @@ def test_a_served_replay_that_lost_a_connection_is_run_again(dropping_server, ca
 def test_a_served_replay_gives_up_after_its_attempts(dropping_server):
     with pytest.raises(ConnectionLost):
         replay_served(dropping_server(drops=2), _trace(), model="m", whisper=False, attempts=2)
+
+
+def test_a_served_replay_judged_not_to_measure_the_engine_is_run_again(dropping_server, capsys):
+    """Attempt 1 loses a connection, attempt 2 is judged flawed, attempt 3 is kept; the kept
+    run says why the others were set aside."""
+    judged = []
+
+    def flaw(run):
+        judged.append(run.token)
+        return "client late" if len(judged) == 1 else ""
+
+    run = replay_served(dropping_server(drops=1), _trace(), model="m", whisper=False, flaw=flaw)
+    assert run.attempts == 3 and run.rejected == ("connection lost", "client late")
+    assert run.figures()["replayed_for"] == "connection lost; client late"
+    assert len(set(judged)) == 2 and run.token == judged[-1]  # each attempt a replay of its own
+    assert "does not measure the engine (client late), replaying again" in capsys.readouterr().err
+
+
+def test_a_replay_flawed_at_every_attempt_keeps_the_last(dropping_server):
+    run = replay_served(dropping_server(drops=0), _trace(), model="m", whisper=False, attempts=2,
+                        flaw=lambda run: "front end lagged")
+    assert run.attempts == 2 and run.rejected == ("front end lagged",)
+    assert run.requests["finish_s"].notna().all()
+    with pytest.raises(SchedlabError, match="at least 1"):
+        replay_served(dropping_server(drops=0), _trace(), model="m", whisper=False, attempts=0)

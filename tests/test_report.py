@@ -103,6 +103,38 @@ def test_replays_whose_front_end_lagged_are_left_out_of_the_comparison():
     np.testing.assert_allclose(own["p50_e2el_ms"], [0.95 * 110 / 105 * 100 - 100, -5.0] * 2)  # rate 1: 100, 110
 
 
+def test_a_replay_whose_client_fell_behind_is_left_out_and_interference_names_first():
+    """A replay whose client sent a request more than 100 ms late did not offer the trace's
+    arrivals: left out as "client late"; of several flaws the comparison names interference,
+    then the front end, then the client."""
+    from schedlab.backends.step_log import replay_flaws
+    from schedlab.report import engine_view
+
+    summary = _engine_summary().assign(outside_engine_share=0.05, send_lag_max_ms=4.0)
+    engine = summary["backend"] == "vllm"
+    summary.loc[engine & (summary["rate"] == 1.0) & (summary["repeat"] == 0), "send_lag_max_ms"] = 250.0
+    _, _, bad = engine_view(summary)
+    assert sorted(zip(bad["rate"], bad["repeat"], bad["left_out"])) == [(1.0, 0, "client late"), (2.0, 2, "interference")]
+    runs = pd.DataFrame({"foreign_cpu_share": [0.5, 0.0, 0.0, 0.0, 0.0], "outside_engine_share": [0.9, 0.9, 0.1, 0.1, 0.1],
+                         "send_lag_max_ms": [900.0, 900.0, 900.0, 100.0, float("nan")]})
+    assert replay_flaws(runs).tolist() == ["interference", "front end lagged", "client late", "", ""]
+    assert replay_flaws(runs, client_lag_ms=50.0).tolist()[3] == "client late"
+    assert (replay_flaws(pd.DataFrame({"rate": [1.0]})) == "").all()  # nothing recorded: nothing flawed
+
+
+def test_the_replayed_note_counts_attempts_set_aside_and_why():
+    from schedlab.report import replayed_note
+
+    runs = pd.DataFrame({"policy": ["fcfs", "fcfs", "sjf", "sjf"], "rate": [5.0, 15.0, 15.0, 15.0],
+                         "attempts": [1, 3, 2, 1],
+                         "replayed_for": ["", "front end lagged; client late", "front end lagged", ""]})
+    note = replayed_note(runs, "Decoder engine")
+    assert note == ("Decoder engine: 2 of 4 replays were run again (fcfs at 15 req/s, sjf at 15 req/s); the 3 "
+                    "attempts set aside: 2 front end lagged, 1 client late.")
+    assert "first attempt" in replayed_note(runs.assign(attempts=1, replayed_for=""), "x")
+    assert "do not record" in replayed_note(runs.drop(columns="attempts"), "x")
+
+
 def test_the_front_end_note_names_where_requests_waited_outside_the_engine():
     from schedlab.report import front_end_note
 

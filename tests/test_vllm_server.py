@@ -20,7 +20,8 @@ pytest.importorskip("vllm")
 
 from schedlab.backends.http_client import replay_http  # noqa: E402
 from schedlab.backends.vllm_engine import EngineSpec  # noqa: E402
-from schedlab.backends.vllm_server import serve_command, server_env, start_server  # noqa: E402
+from schedlab.backends.step_log import replay_flaws  # noqa: E402
+from schedlab.backends.vllm_server import REPLAY_ATTEMPTS, serve_command, server_env, start_server  # noqa: E402
 from schedlab.contracts import RESULT_COLUMNS  # noqa: E402
 from schedlab.data.whisper_files import write_model_folder  # noqa: E402
 
@@ -158,6 +159,10 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
             assert (res["sent_s"] >= res["arrival_s"]).all() and (res["response_s"] >= res["sent_s"]).all()
             assert (res["first_token_s"] >= res["response_s"]).all()
             assert 0 <= summary["send_lag_p50_ms"] <= summary["send_lag_max_ms"]
+            # A kept replay is the first attempt that measured the engine, or the last.
+            flaws = replay_flaws(pd.DataFrame([summary])).iloc[0]
+            assert summary["attempts"] == len([r for r in summary["replayed_for"].split("; ") if r]) + 1
+            assert not flaws or summary["attempts"] == REPLAY_ATTEMPTS
             assert 0 < summary["response_p50_ms"] <= summary["response_max_ms"]
             # The scheduler's own times of every request, found by the X-Request-Id the client sent:
             # it reached the scheduler after its arrival, was scheduled, and its last token reached

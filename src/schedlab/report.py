@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from schedlab.backends.step_log import FRONT_END_LAG, front_end_lagged
+from schedlab.backends.step_log import FRONT_END_LAG, INTERFERENCE, replay_flaws
 from schedlab.io import atomic_path
 
 POLICY_ORDER = ["fcfs", "sjf", "hrrn"]
@@ -95,9 +95,6 @@ def speed_ratio(summary: pd.DataFrame, fast: str = "sim", slow: str = "vllm-sim"
 
 
 # -- the simulators against a real engine ----------------------------------------------------
-#: A served run is interfered when other processes kept more than this share of the machine's
-#: cores busy while it ran (``foreign_cpu_share`` in its summary).
-INTERFERENCE = 0.10
 #: The step-time fits the simulators run beside a served engine (``steptime_fit`` in their
 #: summaries): a separate profile of the device, and the engine's own steps at the other rates.
 STEP_FITS = ("profile", "own steps, rate held out")
@@ -105,22 +102,12 @@ RUN_KEYS = ["workload", "model", "policy", "rate", "seed"]
 READING_METRICS = ["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]
 
 
-def left_out(engine_runs: pd.DataFrame, threshold: float = INTERFERENCE, lag: float = FRONT_END_LAG) -> pd.Series:
-    """Why each engine run is left out of the comparison ("" when it is not): other processes
-    kept more than ``threshold`` of the cores busy, or its requests spent more than ``lag`` of
-    their time outside the engine's scheduler (the served system's front end, no engine's step)."""
-    why = pd.Series("", index=engine_runs.index)
-    why[front_end_lagged(engine_runs, lag)] = "front end lagged"
-    why[engine_runs["foreign_cpu_share"] > threshold] = "interference"
-    return why
-
-
 def engine_view(summary: pd.DataFrame, threshold: float = INTERFERENCE):
     """Clean engine runs' medians over repeats (one row per run key, like the simulators'), the
-    min / median / max of every repeat, and the runs left out of the medians (:func:`left_out`,
-    its reason in column ``left_out``)."""
+    min / median / max of every repeat, and the runs left out of the medians
+    (:func:`~schedlab.backends.step_log.replay_flaws`, its reason in column ``left_out``)."""
     eng = summary[summary["backend"] == "vllm"]
-    why = left_out(eng, threshold)
+    why = replay_flaws(eng, threshold)
     bad = eng[why != ""].assign(left_out=why[why != ""])
     clean = eng[why == ""]
     med = clean.groupby(RUN_KEYS, as_index=False)[FIDELITY_METRICS].median().assign(backend="vllm")
@@ -152,6 +139,22 @@ def interference_note(engine_runs: pd.DataFrame, label: str, threshold: float = 
                else "they are left out of the comparison")
     return (f"{label}: {len(bad)} of {len(share)} engine runs ran beside other CPU-heavy processes (up to "
             f"{share.max():.0%} of the cores busy, limit {threshold:.0%}): {verdict}.")
+
+
+def replayed_note(engine_runs: pd.DataFrame, label: str) -> str:
+    """How many replays were run again because an attempt did not measure the engine
+    (:func:`~schedlab.backends.step_log.replay_flaws`, or a lost connection), why, and where,
+    from the kept replays' ``attempts`` and ``replayed_for``."""
+    if "attempts" not in engine_runs:
+        return f"{label}: the runs do not record their attempts."
+    again = engine_runs[engine_runs["attempts"] > 1]
+    if again.empty:
+        return f"{label}: every replay measured the engine at its first attempt."
+    reasons = pd.Series([r for s in again["replayed_for"].fillna("") for r in s.split("; ") if r]).value_counts()
+    why = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
+    where = ", ".join(f"{p} at {r:g} req/s" for p, r in again.groupby(["policy", "rate"]).size().index)
+    return (f"{label}: {len(again)} of {len(engine_runs)} replays were run again ({where}); the "
+            f"{int((again['attempts'] - 1).sum())} attempts set aside: {why}.")
 
 
 def front_end_note(engine_runs: pd.DataFrame, label: str, threshold: float = FRONT_END_LAG) -> str:

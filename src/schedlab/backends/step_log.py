@@ -180,6 +180,32 @@ def front_end_lagged(runs: pd.DataFrame, lag: float = FRONT_END_LAG) -> pd.Serie
     return runs["outside_engine_share"] > lag
 
 
+#: A served replay was interfered with when other processes kept more than this share of the
+#: machine's cores busy while it ran (``foreign_cpu_share``).
+INTERFERENCE = 0.10
+#: The client fell behind the trace when it sent a request more than this long after the
+#: request's arrival offset (``send_lag_max_ms``): the replay then did not offer the trace's
+#: arrivals. Clean replays on a 2-core CPU send every request within 13 ms (decoder) and 19 ms
+#: (Whisper, after the warm-up); replays whose front end stalled, 500 ms to 2 s late.
+CLIENT_LAG_MS = 100.0
+
+
+def replay_flaws(runs: pd.DataFrame, interference: float = INTERFERENCE, lag: float = FRONT_END_LAG,
+                 client_lag_ms: float = CLIENT_LAG_MS) -> pd.Series:
+    """Why each served replay (a row of ``runs``: replay summaries or step tables) does not
+    measure the engine, "" where it does: other processes kept more than ``interference`` of the
+    cores busy ("interference"), its requests spent more than ``lag`` of their time outside the
+    engine's scheduler ("front end lagged", :func:`front_end_lagged`), or the client sent a
+    request more than ``client_lag_ms`` late ("client late"). A check left unrecorded passes."""
+    why = pd.Series("", index=runs.index)
+    if "send_lag_max_ms" in runs:
+        why[runs["send_lag_max_ms"] > client_lag_ms] = "client late"
+    why[front_end_lagged(runs, lag)] = "front end lagged"
+    if "foreign_cpu_share" in runs:
+        why[runs["foreign_cpu_share"] > interference] = "interference"
+    return why
+
+
 def outside_engine_share(requests: pd.DataFrame, steps: pd.DataFrame) -> float:
     """Share of the requests' time in the system (arrival at the client to the last token
     received) that they spent outside the engine's scheduler: in the client, the HTTP server,

@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,8 +213,9 @@ class ServedRun:
     #: scheduler's request log).
     token: str = ""
     wall_t0: float = float("nan")
-    #: Replays it took (a replay that lost a connection is run again).
+    #: Replays it took, and why each one before it was run again (:func:`replay_served`).
     attempts: int = 1
+    rejected: tuple[str, ...] = ()
 
     def result(self):
         """As a :class:`~schedlab.engine.RunResult`; what a client cannot see (steps, busy
@@ -228,7 +230,7 @@ class ServedRun:
         """The replay's wall time, CPU times and interference, for a run summary."""
         return {"via": "server", "wall_s": self.wall_s, "server_cpu_s": self.server_cpu_s,
                 "client_cpu_s": self.client_cpu_s, "foreign_cpu_share": self.foreign_cpu_share(),
-                "attempts": self.attempts}
+                "attempts": self.attempts, "replayed_for": "; ".join(self.rejected)}
 
     def foreign_cpu_share(self, cores: int | None = None) -> float:
         """Share of the machine's cores that processes other than this server and client kept
@@ -238,19 +240,25 @@ class ServedRun:
         return max(0.0, other) / (self.wall_s * cores)
 
 
-#: Times a replay is run before a lost connection fails it (:class:`~schedlab.backends.http_client.ConnectionLost`).
+#: Times a replay is run at most (:func:`replay_served`).
 REPLAY_ATTEMPTS = 3
 
 
 def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s: float = 0.0,
-                  attempts: int = REPLAY_ATTEMPTS) -> ServedRun:
+                  attempts: int = REPLAY_ATTEMPTS, flaw: Callable[[ServedRun], str] | None = None) -> ServedRun:
     """Replay ``trace`` against ``server`` through :func:`~schedlab.backends.http_client.replay_http`,
-    measuring the CPU time of the server, of this client and of the whole machine; a replay in
-    which a connection was lost is run again, up to ``attempts`` times in all (the run's
-    ``attempts`` says how many it took)."""
+    measuring the CPU time of the server, of this client and of the whole machine. A replay that
+    is not a measurement is run again, up to ``attempts`` times in all: one in which a connection
+    was lost (the last such attempt raises :class:`~schedlab.backends.http_client.ConnectionLost`),
+    or one for which ``flaw`` gives a reason (the last attempt is returned whatever it gives).
+    The run's ``attempts`` says how many it took, ``rejected`` why the others were run again."""
     from schedlab.backends.http_client import ConnectionLost, replay_http
 
-    for attempt in range(1, attempts + 1):
+    if attempts < 1:
+        raise SchedlabError("attempts must be at least 1")
+    rejected: list[str] = []
+    while True:
+        attempt = len(rejected) + 1
         server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
         started = time.time()
         try:
@@ -258,20 +266,26 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
         except ConnectionLost as exc:
             if attempt == attempts:
                 raise
+            why = "connection lost"
             print(f"replay {attempt} of {attempts} lost a connection, replaying again: {exc}", file=sys.stderr)
-            continue
-        return ServedRun(
-            res.frame(), res.log.gaps, res.log.class_gaps, res.wall_s,
-            server_cpu_s=server.cpu_seconds() - server0,
-            client_cpu_s=time.process_time() - client0,
-            machine_cpu_s=machine_busy_cpu_s() - machine0,
-            started=started,
-            ended=time.time(),
-            token=res.token,
-            wall_t0=res.wall_t0,
-            attempts=attempt,
-        )
-    raise SchedlabError("attempts must be at least 1")
+        else:
+            run = ServedRun(
+                res.frame(), res.log.gaps, res.log.class_gaps, res.wall_s,
+                server_cpu_s=server.cpu_seconds() - server0,
+                client_cpu_s=time.process_time() - client0,
+                machine_cpu_s=machine_busy_cpu_s() - machine0,
+                started=started,
+                ended=time.time(),
+                token=res.token,
+                wall_t0=res.wall_t0,
+                attempts=attempt,
+                rejected=tuple(rejected),
+            )
+            why = flaw(run) if flaw else ""
+            if not why or attempt == attempts:
+                return run
+            print(f"replay {attempt} of {attempts} does not measure the engine ({why}), replaying again", file=sys.stderr)
+        rejected.append(why)
 
 
 #: Seconds of a trace's arrivals replayed, unmeasured, when a server has just started.
@@ -307,11 +321,16 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     ``repeats`` times, in that order; write ``rate<label>_seed<seed>_rep<k>.parquet`` (the
     per-request results), ``.json`` (the run summary) and ``.steps.parquet`` (every engine
     step of the replay, :func:`schedlab.backends.step_log.step_table`, with the run's policy,
-    rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log."""
+    rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log.
+    A replay that does not measure the engine (:func:`schedlab.backends.step_log.replay_flaws`:
+    interference, a lagging front end, a late client) is run again, :data:`REPLAY_ATTEMPTS`
+    times in all at most; the attempt kept is the first without a flaw, or the last, and its
+    summary's ``attempts`` and ``replayed_for`` say how many it took and why."""
     from schedlab.backends.step_log import (
         front_end_timing,
         outside_engine_share,
         read_request_log,
+        replay_flaws,
         request_log_path,
         request_timeline,
         step_table,
@@ -325,42 +344,58 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     whisper = model_arch(spec.model).encoder_frames > 0
     steps_csv = step_log_path(server_log)
     cmd = serve_command(folder, spec, policy=policy, kappa=kappa, step_log=steps_csv)
+    measured: dict[str, tuple[pd.DataFrame, dict]] = {}
+
+    def measure(run: ServedRun, label: str, rep: int) -> tuple[pd.DataFrame, dict]:
+        """The replay's engine steps (from the server's step log) and its summary, with the
+        scheduler's times joined to its requests."""
+        steps = steps_between(
+            step_table(wait_for_idle(steps_csv, run.started), hardware=device_label(spec), model=spec.model),
+            run.started, run.ended,
+        ).assign(policy=policy, rate=float(label), seed=seed, repeat=rep)
+        run.requests = request_timeline(run.requests, read_request_log(request_log_path(steps_csv)),
+                                        run.token, run.wall_t0)
+        summary = summarize(
+            run.requests, run.gaps, policy=policy, backend="vllm", rate=float(label),
+            model=spec.model, hardware=spec.device, seed=seed, **identity,
+        )
+        outside = outside_engine_share(run.requests, steps) if len(steps) else float("nan")
+        timing = front_end_timing(run.requests)
+        # What the replay's flaws are judged on, and the median request's way to the scheduler
+        # and back from it (s): the held-out fits' front end (schedlab.fit.steptime.fit_held_out).
+        steps["foreign_cpu_share"] = run.foreign_cpu_share()
+        steps["outside_engine_share"] = outside
+        steps["send_lag_max_ms"] = timing.get("send_lag_max_ms", float("nan"))
+        steps["front_in_s"] = timing.get("front_in_p50_ms", float("nan")) / 1e3
+        steps["way_out_s"] = timing.get("way_out_p50_ms", float("nan")) / 1e3
+        summary.update(
+            outside_engine_share=outside,
+            **timing,
+            repeat=rep,
+            preemptions=0,
+            kv_capacity_blocks=-1,
+            steps=len(steps),
+            mean_step_ms=float(steps["time_s"].mean() * 1e3) if len(steps) else float("nan"),
+            sched_overhead_us_per_req=float("nan"),
+            server_ready_s=server.ready_s,
+            **run.figures(),
+        )
+        return steps, summary
+
+    def flaw(label: str, rep: int):
+        def why(run: ServedRun) -> str:
+            measured[run.token] = measure(run, label, rep)
+            return replay_flaws(pd.DataFrame([measured[run.token][1]])).iloc[0]
+        return why
+
     written = []
     with start_server(cmd, log=server_log, env=server_env(spec)) as server:
         warm_up(server, next(iter(traces.values())), model=spec.model, whisper=whisper)
         for rep in range(repeats):
             for label, trace in traces.items():
-                run = replay_served(server, trace, model=spec.model, whisper=whisper)
-                steps = steps_between(
-                    step_table(wait_for_idle(steps_csv, run.started), hardware=device_label(spec), model=spec.model),
-                    run.started, run.ended,
-                ).assign(policy=policy, rate=float(label), seed=seed, repeat=rep)
-                run.requests = request_timeline(run.requests, read_request_log(request_log_path(steps_csv)),
-                                                run.token, run.wall_t0)
-                summary = summarize(
-                    run.requests, run.gaps, policy=policy, backend="vllm", rate=float(label),
-                    model=spec.model, hardware=spec.device, seed=seed, **identity,
-                )
-                outside = outside_engine_share(run.requests, steps) if len(steps) else float("nan")
-                timing = front_end_timing(run.requests)
-                steps["foreign_cpu_share"] = run.foreign_cpu_share()
-                steps["outside_engine_share"] = outside
-                # The median request's way to the scheduler and back from it (s): the held-out fits'
-                # front end (schedlab.fit.steptime.fit_held_out).
-                steps["front_in_s"] = timing.get("front_in_p50_ms", float("nan")) / 1e3
-                steps["way_out_s"] = timing.get("way_out_p50_ms", float("nan")) / 1e3
-                summary.update(
-                    outside_engine_share=outside,
-                    **timing,
-                    repeat=rep,
-                    preemptions=0,
-                    kv_capacity_blocks=-1,
-                    steps=len(steps),
-                    mean_step_ms=float(steps["time_s"].mean() * 1e3) if len(steps) else float("nan"),
-                    sched_overhead_us_per_req=float("nan"),
-                    server_ready_s=server.ready_s,
-                    **run.figures(),
-                )
+                run = replay_served(server, trace, model=spec.model, whisper=whisper, flaw=flaw(label, rep))
+                steps, summary = measured[run.token]  # the kept attempt's (its summary says why others were not)
+                measured.clear()
                 # (a rate label may hold a '.': no with_suffix)
                 stem = Path(out_dir) / f"rate{label}_seed{seed}_rep{rep}"
                 write_parquet(run.requests, f"{stem}.parquet")

@@ -10,7 +10,7 @@ import pandas as pd
 import statsmodels.api as sm
 from scipy.stats import kendalltau
 
-from schedlab.backends.step_log import front_end_lagged
+from schedlab.backends.step_log import replay_flaws
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel, beyond_knee, padded_tokens
@@ -163,11 +163,11 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     for field, column in (("frontend_s", "front_in_s"), ("output_s", "way_out_s")):
         if column in every and every[column].notna().any():
             replays = every[every[column].notna()]
-            lagged = front_end_lagged(replays)
-            use = replays[~lagged] if (~lagged).any() else replays
+            flawed = replay_flaws(replays) != ""
+            use = replays[~flawed] if (~flawed).any() else replays
             delays[field], how = front_end_at(use.reset_index(), rate, column)
             held[f"{field}_from"] = (f"{how} over {len(use)} replays of their median request's {column}"
-                                     f" ({int(lagged.sum())} whose front end lagged left out)")
+                                     f" ({int(flawed.sum())} left out as not measuring the engine)")
     return replace(model, **delays, meta={**model.meta, **held})
 
 
