@@ -267,6 +267,12 @@ def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     assert model.frontend_s == pytest.approx(0.060)
     assert "(1 left out as not measuring the engine)" in model.meta["frontend_s_from"]
     assert fit_held_out(lagging.assign(outside_engine_share=0.9), 3.0).frontend_s > 1.0  # all lagged: all kept
+    # So is one that other processes interfered with, or whose client fell behind its trace.
+    for flaw in ({"foreign_cpu_share": 0.5}, {"send_lag_max_ms": 900.0}):
+        column, value = next(iter(flaw.items()))
+        flawed = lagging.assign(outside_engine_share=0.05)
+        flawed[column] = np.where(flawed["repeat"].eq(1) & flawed["rate"].eq(4.0), value, 0.0)
+        assert fit_held_out(flawed, 3.0).frontend_s == pytest.approx(0.060), column
 
 
 def test_the_front_end_follows_the_rate_only_where_the_replays_show_a_trend():

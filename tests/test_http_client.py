@@ -3,6 +3,7 @@ the replay with ConnectionLost, and a served replay is run again until one keeps
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
@@ -128,3 +129,28 @@ def test_a_replay_flawed_at_every_attempt_keeps_the_last(dropping_server):
     assert run.requests["finish_s"].notna().all()
     with pytest.raises(SchedlabError, match="at least 1"):
         replay_served(dropping_server(drops=0), _trace(), model="m", whisper=False, attempts=0)
+
+
+def test_a_served_replay_records_how_long_tasks_waited_for_a_core_io_and_memory(dropping_server, monkeypatch):
+    from pathlib import Path
+
+    from schedlab.backends.vllm_server import PRESSURE, machine_stall_s
+
+    before = machine_stall_s()
+    run = replay_served(dropping_server(drops=0), _trace(), model="m", whisper=False)
+    after = machine_stall_s()
+    figures = run.figures()
+    for resource in PRESSURE:
+        if Path(f"/proc/pressure/{resource}").exists():  # Linux with pressure stall information
+            assert before[resource] <= before[resource] + run.stall_s[resource] <= after[resource]
+            assert 0.0 <= figures[f"{resource}_wait_share"] <= 1.0 + 1e-9
+    # Without the kernel's figures: NaN, never an error.
+    real = Path.read_text
+
+    def no_pressure(self, *args, **kwargs):
+        if "pressure" in str(self):
+            raise FileNotFoundError(self)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", no_pressure)
+    assert all(math.isnan(v) for v in machine_stall_s().values())

@@ -133,6 +133,8 @@ def test_the_replayed_note_counts_attempts_set_aside_and_why():
                     "attempts set aside: 2 front end lagged, 1 client late.")
     assert "first attempt" in replayed_note(runs.assign(attempts=1, replayed_for=""), "x")
     assert "do not record" in replayed_note(runs.drop(columns="attempts"), "x")
+    # Summaries that counted attempts before they kept the reasons.
+    assert replayed_note(runs.drop(columns="replayed_for"), "x").endswith("the 3 attempts set aside: reasons not recorded.")
 
 
 def test_the_front_end_note_names_where_requests_waited_outside_the_engine():

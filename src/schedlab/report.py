@@ -150,8 +150,9 @@ def replayed_note(engine_runs: pd.DataFrame, label: str) -> str:
     again = engine_runs[engine_runs["attempts"] > 1]
     if again.empty:
         return f"{label}: every replay measured the engine at its first attempt."
-    reasons = pd.Series([r for s in again["replayed_for"].fillna("") for r in s.split("; ") if r]).value_counts()
-    why = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
+    recorded = again["replayed_for"].fillna("") if "replayed_for" in again else pd.Series("", index=again.index)
+    reasons = pd.Series([r for s in recorded for r in s.split("; ") if r], dtype=str).value_counts()
+    why = ", ".join(f"{n} {reason}" for reason, n in reasons.items()) or "reasons not recorded"
     where = ", ".join(f"{p} at {r:g} req/s" for p, r in again.groupby(["policy", "rate"]).size().index)
     return (f"{label}: {len(again)} of {len(engine_runs)} replays were run again ({where}); the "
             f"{int((again['attempts'] - 1).sum())} attempts set aside: {why}.")

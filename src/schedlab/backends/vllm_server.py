@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -194,6 +194,24 @@ def machine_busy_cpu_s() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+#: Linux's pressure stall information: the time, since boot, during which some task waited for
+#: a core (``cpu``), for IO (``io``) or for memory (``memory``).
+PRESSURE = ("cpu", "io", "memory")
+
+
+def machine_stall_s() -> dict[str, float]:
+    """Seconds since boot during which at least one task on the machine waited for a core, for
+    IO and for memory (``/proc/pressure``, "some"; NaN where the kernel does not keep them)."""
+    out = {}
+    for resource in PRESSURE:
+        try:
+            some = Path(f"/proc/pressure/{resource}").read_text().split("\n", 1)[0]
+            out[resource] = int(some.rsplit("total=", 1)[1]) / 1e6
+        except (OSError, IndexError, ValueError):
+            out[resource] = float("nan")
+    return out
+
+
 @dataclass
 class ServedRun:
     """One replay's results table, token gaps (all, and per class), and what the machine did
@@ -213,6 +231,9 @@ class ServedRun:
     #: scheduler's request log).
     token: str = ""
     wall_t0: float = float("nan")
+    #: Seconds during the replay in which some task waited for a core, for IO, for memory
+    #: (:func:`machine_stall_s`).
+    stall_s: dict = field(default_factory=dict)
     #: Replays it took, and why each one before it was run again (:func:`replay_served`).
     attempts: int = 1
     rejected: tuple[str, ...] = ()
@@ -227,10 +248,13 @@ class ServedRun:
                          wall_s=self.wall_s)
 
     def figures(self) -> dict:
-        """The replay's wall time, CPU times and interference, for a run summary."""
+        """The replay's wall time, CPU times and interference, the share of it in which some
+        task waited for a core, IO or memory (``cpu_wait_share``, ...), and its attempts and why
+        the others were set aside (``replayed_for``), for a run summary."""
         return {"via": "server", "wall_s": self.wall_s, "server_cpu_s": self.server_cpu_s,
                 "client_cpu_s": self.client_cpu_s, "foreign_cpu_share": self.foreign_cpu_share(),
-                "attempts": self.attempts, "replayed_for": "; ".join(self.rejected)}
+                "attempts": self.attempts, "replayed_for": "; ".join(self.rejected),
+                **{f"{r}_wait_share": self.stall_s.get(r, float("nan")) / self.wall_s for r in PRESSURE}}
 
     def foreign_cpu_share(self, cores: int | None = None) -> float:
         """Share of the machine's cores that processes other than this server and client kept
@@ -260,7 +284,7 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
     while True:
         attempt = len(rejected) + 1
         server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
-        started = time.time()
+        stall0, started = machine_stall_s(), time.time()
         try:
             res = replay_http(server.url, trace, model=model, whisper=whisper, warmup_s=warmup_s)
         except ConnectionLost as exc:
@@ -274,6 +298,7 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
                 server_cpu_s=server.cpu_seconds() - server0,
                 client_cpu_s=time.process_time() - client0,
                 machine_cpu_s=machine_busy_cpu_s() - machine0,
+                stall_s={r: t - stall0[r] for r, t in machine_stall_s().items()},
                 started=started,
                 ended=time.time(),
                 token=res.token,
