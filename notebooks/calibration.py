@@ -195,8 +195,9 @@ print(f"largest |error| of median TTFT/E2EL: {worst:.3f}% (target: within 5%)")
 # system's bottleneck is its front end and no step-time model can follow it. A replay above 25%
 # is therefore left out of the comparison (and of the held-out fits' front-end time) like an
 # interfered one, and so is a replay whose client sent a request more than 100 ms after its
-# arrival (it did not offer the trace's arrivals; clean replays send within 13 ms for the decoder
-# and 19 ms for Whisper, stalled ones 0.5 to 2 s late). Each such
+# arrival (it did not offer the trace's arrivals; clean replays sent within 13 ms for the decoder
+# and 19 ms for Whisper in one quiet run and within 68 ms in two later ones, stalled ones 0.5 to
+# 2 s late). Each such
 # replay is run again as it is measured, three attempts in all at most; a replay still flawed at
 # its third attempt is kept, left out and listed with its reason. For replays above 25% the note below also says where
 # the time went: how late the client sent its requests, how long the server took to begin its

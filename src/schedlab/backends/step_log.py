@@ -185,8 +185,9 @@ def front_end_lagged(runs: pd.DataFrame, lag: float = FRONT_END_LAG) -> pd.Serie
 INTERFERENCE = 0.10
 #: The client fell behind the trace when it sent a request more than this long after the
 #: request's arrival offset (``send_lag_max_ms``): the replay then did not offer the trace's
-#: arrivals. Clean replays on a 2-core CPU send every request within 13 ms (decoder) and 19 ms
-#: (Whisper, after the warm-up); replays whose front end stalled, 500 ms to 2 s late.
+#: arrivals. On a 2-core CPU clean replays sent every request within 13 ms (decoder) and 19 ms
+#: (Whisper, after the warm-up) in one quiet run and the decoder's within 68 ms in two later
+#: ones; replays whose front end stalled, 500 ms to 2 s late.
 CLIENT_LAG_MS = 100.0
 
 
