@@ -12,6 +12,7 @@ report: "workflow/report/workflow.rst"
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
+include: "workflow/rules/scheduler.smk"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/profile.smk"

@@ -131,6 +131,35 @@ def test_a_replay_flawed_at_every_attempt_keeps_the_last(dropping_server):
         replay_served(dropping_server(drops=0), _trace(), model="m", whisper=False, attempts=0)
 
 
+def test_the_last_attempt_after_two_flawed_runs_on_a_fresh_server(dropping_server, capsys):
+    """Two flawed attempts on the first server, the third on the server `restart` started
+    (the old one stopped); one flawed attempt and a clean one restart nothing."""
+    first, restarted = dropping_server(drops=0), []
+
+    def restart(old):
+        old.stop()
+        restarted.append(dropping_server(drops=0))
+        return restarted[-1]
+
+    on = []
+
+    def flaw(run):
+        on.append(run.server)
+        return "front end lagged" if run.server is first else ""
+
+    run = replay_served(first, _trace(), model="m", whisper=False, flaw=flaw, restart=restart)
+    assert len(restarted) == 1 and first.proc.poll() is not None
+    assert on == [first, first, restarted[0]] and run.server is restarted[0]
+    assert run.attempts == 3 and run.rejected == ("front end lagged", "front end lagged (server restarted)")
+    assert "replay 3 of 3 on a fresh server" in capsys.readouterr().err
+    assert run.requests["finish_s"].notna().all()
+
+    once = []
+    run = replay_served(restarted[0], _trace(), model="m", whisper=False, restart=restart,
+                        flaw=lambda run: "client late" if not once.append(run) and len(once) == 1 else "")
+    assert len(restarted) == 1 and run.attempts == 2 and run.server is restarted[0]
+
+
 def test_a_served_replay_records_how_long_tasks_waited_for_a_core_io_and_memory(dropping_server, monkeypatch):
     from pathlib import Path
 

@@ -136,16 +136,16 @@ class Server:
 
 def start_server(cmd: list[str], *, log: str | Path, env: dict[str, str] | None = None,
                  port: int | None = None, cwd: str | Path | None = None,
-                 timeout_s: float = READY_TIMEOUT_S) -> Server:
-    """Start ``cmd`` (a ``vllm serve`` line) on ``port`` with its output in ``log``, and
-    wait until ``/health`` answers 200; on a timeout or an early exit the server is stopped
-    and the log's tail is in the error."""
+                 timeout_s: float = READY_TIMEOUT_S, append: bool = False) -> Server:
+    """Start ``cmd`` (a ``vllm serve`` line) on ``port`` with its output in ``log`` (after
+    what the log holds, with ``append``), and wait until ``/health`` answers 200; on a timeout
+    or an early exit the server is stopped and the log's tail is in the error."""
     import httpx
 
     port = port or free_port()
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as out:
+    with open(log, "a" if append else "w") as out:
         out.write("$ " + shlex.join(cmd) + f" --port {port}\n")
         out.flush()
         proc = subprocess.Popen(
@@ -237,6 +237,8 @@ class ServedRun:
     #: Replays it took, and why each one before it was run again (:func:`replay_served`).
     attempts: int = 1
     rejected: tuple[str, ...] = ()
+    #: The server that served it (a fresh one when :func:`replay_served` restarted it).
+    server: Server | None = field(default=None, repr=False, compare=False)
 
     def result(self):
         """As a :class:`~schedlab.engine.RunResult`; what a client cannot see (steps, busy
@@ -269,13 +271,17 @@ REPLAY_ATTEMPTS = 3
 
 
 def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s: float = 0.0,
-                  attempts: int = REPLAY_ATTEMPTS, flaw: Callable[[ServedRun], str] | None = None) -> ServedRun:
+                  attempts: int = REPLAY_ATTEMPTS, flaw: Callable[[ServedRun], str] | None = None,
+                  restart: Callable[[Server], Server] | None = None) -> ServedRun:
     """Replay ``trace`` against ``server`` through :func:`~schedlab.backends.http_client.replay_http`,
     measuring the CPU time of the server, of this client and of the whole machine. A replay that
     is not a measurement is run again, up to ``attempts`` times in all: one in which a connection
     was lost (the last such attempt raises :class:`~schedlab.backends.http_client.ConnectionLost`),
     or one for which ``flaw`` gives a reason (the last attempt is returned whatever it gives).
-    The run's ``attempts`` says how many it took, ``rejected`` why the others were run again."""
+    With ``restart`` (given the server, it stops it and returns a fresh one), the last attempt
+    after two or more set aside runs on a fresh server: a server's front end, once it lags,
+    tends to lag in the replays that follow. The run's ``attempts`` says how many it took,
+    ``rejected`` why the others were run again, ``server`` which server served it."""
     from schedlab.backends.http_client import ConnectionLost, replay_http
 
     if attempts < 1:
@@ -283,6 +289,10 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
     rejected: list[str] = []
     while True:
         attempt = len(rejected) + 1
+        if restart is not None and attempt == attempts and attempt > 2:
+            print(f"replay {attempt} of {attempts} on a fresh server", file=sys.stderr)
+            server = restart(server)
+            rejected[-1] += " (server restarted)"
         server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
         stall0, started = machine_stall_s(), time.time()
         try:
@@ -305,6 +315,7 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
                 wall_t0=res.wall_t0,
                 attempts=attempt,
                 rejected=tuple(rejected),
+                server=server,
             )
             why = flaw(run) if flaw else ""
             if not why or attempt == attempts:
@@ -349,8 +360,9 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log.
     A replay that does not measure the engine (:func:`schedlab.backends.step_log.replay_flaws`:
     interference, a lagging front end, a late client) is run again, :data:`REPLAY_ATTEMPTS`
-    times in all at most; the attempt kept is the first without a flaw, or the last, and its
-    summary's ``attempts`` and ``replayed_for`` say how many it took and why."""
+    times in all at most, the last on a fresh server (:func:`replay_served`); the attempt kept
+    is the first without a flaw, or the last, and its summary's ``attempts`` and
+    ``replayed_for`` say how many it took and why."""
     from schedlab.backends.step_log import (
         front_end_timing,
         outside_engine_share,
@@ -402,7 +414,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
             steps=len(steps),
             mean_step_ms=float(steps["time_s"].mean() * 1e3) if len(steps) else float("nan"),
             sched_overhead_us_per_req=float("nan"),
-            server_ready_s=server.ready_s,
+            server_ready_s=servers[-1].ready_s,
             **run.figures(),
         )
         return steps, summary
@@ -413,12 +425,25 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
             return replay_flaws(pd.DataFrame([measured[run.token][1]])).iloc[0]
         return why
 
+    servers: list[Server] = []
+
+    def fresh(old: Server | None = None) -> Server:
+        """The job's first server or, given ``old`` (stopped here), the next one, its output
+        appended to the same log; warmed up."""
+        if old is not None:
+            old.stop()
+        servers.append(start_server(cmd, log=server_log, env=server_env(spec), append=old is not None))
+        warm_up(servers[-1], next(iter(traces.values())), model=spec.model, whisper=whisper)
+        return servers[-1]
+
     written = []
-    with start_server(cmd, log=server_log, env=server_env(spec)) as server:
-        warm_up(server, next(iter(traces.values())), model=spec.model, whisper=whisper)
+    try:
+        server = fresh()
         for rep in range(repeats):
             for label, trace in traces.items():
-                run = replay_served(server, trace, model=spec.model, whisper=whisper, flaw=flaw(label, rep))
+                run = replay_served(server, trace, model=spec.model, whisper=whisper, flaw=flaw(label, rep),
+                                    restart=fresh)
+                server = run.server
                 steps, summary = measured[run.token]  # the kept attempt's (its summary says why others were not)
                 measured.clear()
                 # (a rate label may hold a '.': no with_suffix)
@@ -427,4 +452,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                 write_parquet(steps, f"{stem}.steps.parquet")
                 write_json(summary, f"{stem}.json")
                 written.append(stem)
+    finally:
+        for server in servers:
+            server.stop()
     return written
