@@ -48,15 +48,30 @@ def readme_line(start: str) -> str:
     return lines[0]
 
 
+#: The cluster's daemons, by process name, and the service that runs each (stopped in this order).
+DAEMONS = {"slurmd": "slurmd", "slurmctld": "slurmctld", "munged": "munge"}
+
+
+def _running(process: str) -> bool:
+    return subprocess.run(["pgrep", "-x", process], capture_output=True).returncode == 0
+
+
 @pytest.fixture(scope="module")
-def slurm_cluster() -> None:
-    """The README's setup line, from the checkout: a single-node cluster, up and idle."""
+def slurm_cluster():
+    """The README's setup line, from the checkout: a single-node cluster, up and idle. The
+    daemons it started are stopped after the module's tests (a cluster found up stays up)."""
+    found_up = {process for process in DAEMONS if _running(process)}
     setup = readme_line("profiles/slurm/single-node.sh")
     r = subprocess.run(shlex.split(setup), cwd=REPO, capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
             pytest.skip(f"no SLURM cluster and none can be started here (needs root and apt-get): {r.stderr.strip()}")
         pytest.fail(f"{setup} failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
+    yield
+    for process, service in DAEMONS.items():
+        if process not in found_up:
+            subprocess.run(["service", service, "stop"], capture_output=True, timeout=120)
+    assert not [process for process in DAEMONS if process not in found_up and _running(process)]
 
 
 def test_the_tiny_chain_runs_through_slurm(slurm_cluster, tmp_path):

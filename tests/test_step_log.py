@@ -34,6 +34,20 @@ def test_the_log_is_written_when_the_engine_idles_or_the_buffer_fills(tmp_path):
     assert len(read_step_log(tmp_path / "s.csv")) == 2
 
 
+def test_a_scheduler_started_again_on_the_same_log_goes_on_after_its_rows(tmp_path):
+    from schedlab.backends.step_log import read_request_log
+
+    first = StepLog(tmp_path / "s.steps.csv", flush_rows=100)
+    first.record(1.0, 1.5, (0, 1, 0, 0, 1), 1, 1, 0, True)
+    first.request("r0", 0.9, 1.0, 2.5)
+    first.record(2.0, 2.5, (0, 0, 1, 1, 0), 1, 0, 0, False)
+    second = StepLog(tmp_path / "s.steps.csv", flush_rows=100)  # a restarted server
+    second.request("r1", 9.9, 10.0, 11.5)
+    second.record(10.0, 11.5, (0, 1, 0, 0, 1), 1, 0, 0, False)
+    assert read_step_log(tmp_path / "s.steps.csv")["t_schedule"].tolist() == [1.0, 2.0, 10.0]
+    assert read_request_log(tmp_path / "s.requests.csv")["request_id"].tolist() == ["r0", "r1"]
+
+
 def test_a_steps_time_runs_to_the_next_schedule_while_busy_and_never_spans_idle_time(tmp_path):
     _log(tmp_path / "s.csv")
     table = step_table(read_step_log(tmp_path / "s.csv"), hardware="cpu", model="tiny-llama")

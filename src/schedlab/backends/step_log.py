@@ -57,14 +57,16 @@ def request_log_path(step_log: str | os.PathLike) -> Path:
 
 class StepLog:
     """The scheduler's side: buffered step rows and finished-request rows appended to two CSV
-    files (created, with their headers, when the scheduler starts)."""
+    files (created, with their headers, when the scheduler starts; a server started again on
+    the same files goes on after its predecessor's rows)."""
 
     def __init__(self, path: str | os.PathLike, flush_rows: int = FLUSH_ROWS) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(",".join(RAW_COLUMNS) + "\n")
         self.requests_path = request_log_path(self.path)
-        self.requests_path.write_text(",".join(REQUEST_COLUMNS) + "\n")
+        for log, columns in ((self.path, RAW_COLUMNS), (self.requests_path, REQUEST_COLUMNS)):
+            if not log.exists() or log.stat().st_size == 0:
+                log.write_text(",".join(columns) + "\n")
         self.flush_rows = flush_rows
         self.rows: list[tuple] = []
         self.request_rows: list[tuple] = []

@@ -436,6 +436,8 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
         warm_up(servers[-1], next(iter(traces.values())), model=spec.model, whisper=whisper)
         return servers[-1]
 
+    for log in (steps_csv, request_log_path(steps_csv)):  # this job's servers append to them
+        log.unlink(missing_ok=True)
     written = []
     try:
         server = fresh()
