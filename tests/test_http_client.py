@@ -154,9 +154,9 @@ def test_the_last_attempt_after_two_flawed_runs_on_a_fresh_server(dropping_serve
     assert "replay 3 of 3 on a fresh server" in capsys.readouterr().err
     assert run.requests["finish_s"].notna().all()
 
-    once = []
+    verdicts = iter(["client late", ""])
     run = replay_served(restarted[0], _trace(), model="m", whisper=False, restart=restart,
-                        flaw=lambda run: "client late" if not once.append(run) and len(once) == 1 else "")
+                        flaw=lambda run: next(verdicts))
     assert len(restarted) == 1 and run.attempts == 2 and run.server is restarted[0]
 
 

@@ -414,7 +414,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
             steps=len(steps),
             mean_step_ms=float(steps["time_s"].mean() * 1e3) if len(steps) else float("nan"),
             sched_overhead_us_per_req=float("nan"),
-            server_ready_s=servers[-1].ready_s,
+            server_ready_s=run.server.ready_s,
             **run.figures(),
         )
         return steps, summary
@@ -455,6 +455,6 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                 write_json(summary, f"{stem}.json")
                 written.append(stem)
     finally:
-        for server in servers:
-            server.stop()
+        for started in servers:
+            started.stop()
     return written
