@@ -250,13 +250,15 @@ class ServedRun:
                          wall_s=self.wall_s)
 
     def figures(self) -> dict:
-        """The replay's wall time, CPU times and interference, the share of it in which some
-        task waited for a core, IO or memory (``cpu_wait_share``, ...), and its attempts and why
-        the others were set aside (``replayed_for``), for a run summary."""
+        """The replay's wall time, CPU times and interference, the share of its window
+        (``started`` to ``ended``) in which some task waited for a core, IO or memory
+        (``cpu_wait_share``, ...), and its attempts and why the others were set aside
+        (``replayed_for``), for a run summary."""
         return {"via": "server", "wall_s": self.wall_s, "server_cpu_s": self.server_cpu_s,
                 "client_cpu_s": self.client_cpu_s, "foreign_cpu_share": self.foreign_cpu_share(),
                 "attempts": self.attempts, "replayed_for": "; ".join(self.rejected),
-                **{f"{r}_wait_share": self.stall_s.get(r, float("nan")) / self.wall_s for r in PRESSURE}}
+                **{f"{r}_wait_share": self.stall_s.get(r, float("nan")) / (self.ended - self.started)
+                   for r in PRESSURE}}
 
     def foreign_cpu_share(self, cores: int | None = None) -> float:
         """Share of the machine's cores that processes other than this server and client kept
@@ -294,7 +296,7 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
             server = restart(server)
             rejected[-1] += " (server restarted)"
         server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
-        stall0, started = machine_stall_s(), time.time()
+        started, stall0 = time.time(), machine_stall_s()  # the stall window lies inside started..ended
         try:
             res = replay_http(server.url, trace, model=model, whisper=whisper, warmup_s=warmup_s)
         except ConnectionLost as exc:
