@@ -241,8 +241,9 @@ def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
     print("The engine's repeats (min / median / max):")
     display(spread[["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]].round(1))
     saturation = thr.max() if len(thr) else float("nan")
+    clean = summary[summary["backend"] == "vllm"].drop(bad.index)
     for fit in STEP_FITS:
-        print(fidelity_reading(errs[errs["fit"] == fit], saturation, f"{label}, {fit} fit"))
+        print(fidelity_reading(errs[errs["fit"] == fit], saturation, f"{label}, {fit} fit", repeats=clean))
     print(fit_comparison(errs, label))
     return view, errs
 

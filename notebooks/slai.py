@@ -410,5 +410,5 @@ findings(summary, capacity, share=shares[0])
 
 # %%
 print(within_count(vs_paper))
-with pd.option_context("display.max_colwidth", 200):
+with pd.option_context("display.max_colwidth", None):
     display(vs_paper.round(2))

@@ -300,5 +300,5 @@ pd.Series(checks, name="holds")
 
 # %%
 print(within_count(vs_paper))
-with pd.option_context("display.max_colwidth", 200):
+with pd.option_context("display.max_colwidth", None):
     display(vs_paper.round(4))

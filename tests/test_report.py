@@ -78,6 +78,13 @@ def test_engine_fidelity_is_read_per_fit_without_interfered_runs():
     assert "largest |error| is 5.0% on P50 E2EL" in text and "sim is faster than the engine" in text
     assert "above the engine's in 0% " in text
     assert "outside the 10% target" in fidelity_reading(errs[errs["fit"] == "profile"], 2.0, "x")
+    # A miss is set beside the engine's clean repeats there: rate 1's three (100, 110, 900 ms)
+    # at 1 req/s (80% of saturation 2 is 1.6); rate 2's interfered repeat is not among them.
+    clean = summary[summary["backend"] == "vllm"].drop(bad.index)
+    missed = fidelity_reading(errs[errs["fit"] == "profile"], 2.0, "x", repeats=clean)
+    assert "+50.0% on median E2E latency at 1 req/s under fcfs" in missed
+    assert "3 clean repeats there, which span 727% of their median (100 to 900)" in missed
+    assert "clean repeats" not in fidelity_reading(own, 2.0, "x", repeats=clean)  # within target: no span
     compared = fit_comparison(errs, "Decoder engine")
     assert "5.0% on P50 E2EL" in compared and "against 50.0%" in compared and ": closer to the engine" in compared
     note = interference_note(summary[summary["backend"] == "vllm"], "Decoder engine")

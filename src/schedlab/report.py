@@ -190,10 +190,13 @@ def front_end_note(engine_runs: pd.DataFrame, label: str, threshold: float = FRO
     return note
 
 
-def fidelity_reading(errs: pd.DataFrame, saturation: float, label: str, candidate: str = "sim") -> str:
+def fidelity_reading(errs: pd.DataFrame, saturation: float, label: str, candidate: str = "sim",
+                     repeats: pd.DataFrame | None = None) -> str:
     """Sentences about ``candidate``'s errors against the engine (one fit's rows of
     :func:`fit_errors`), computed from them: the largest errors below 80% of the engine's
-    highest throughput and at every rate, where P50 E2EL is off most and which way."""
+    highest throughput and at every rate, where P50 E2EL is off most and which way. With
+    ``repeats`` (the engine's clean runs, one row per repeat), a miss of the target below 80% is
+    set beside the span of the engine's own repeats at that run and metric."""
     e = errs[errs["candidate"] == candidate].reset_index()
     if e.empty:
         return f"{label}: no clean engine run to compare with."
@@ -214,7 +217,22 @@ def fidelity_reading(errs: pd.DataFrame, saturation: float, label: str, candidat
             f"{where['policy']}, where {candidate} is {sign} than the engine."
         )
     out.append(f"{candidate}'s P50 E2EL is above the engine's in {(e['p50_e2el_ms'] > 0).mean():.0%} of the compared runs.")
+    if repeats is not None and len(below) and below[READING_METRICS].abs().max().max() > 10:
+        out.append(repeat_span(below, repeats))
     return " ".join(out)
+
+
+def repeat_span(errs: pd.DataFrame, repeats: pd.DataFrame) -> str:
+    """One sentence: the largest |error| in ``errs`` (rows of :func:`fit_errors`) and how far
+    apart the engine's own ``repeats`` of that run lie on that metric (max - min, % of median)."""
+    cells = errs.melt(id_vars=RUN_KEYS, value_vars=READING_METRICS, var_name="metric", value_name="error")
+    worst = cells.loc[cells["error"].abs().idxmax()]
+    same = np.logical_and.reduce([repeats[k] == worst[k] for k in RUN_KEYS])
+    values = repeats.loc[same, worst["metric"]]
+    span = (values.max() - values.min()) / values.median() * 100
+    return (f"The largest miss, {worst['error']:+.1f}% on {METRIC_WORDS[worst['metric']]} at {worst['rate']:g} req/s "
+            f"under {worst['policy']}, sits beside the engine's own {len(values)} clean repeats there, which span "
+            f"{span:.0f}% of their median ({values.min():.4g} to {values.max():.4g}).")
 
 
 def fit_comparison(errs: pd.DataFrame, label: str, candidate: str = "sim") -> str:
