@@ -117,6 +117,10 @@ def overload_why():
             f"{saturation_target:g} req/s): one engine of fixed step costs cannot match every overloaded row.")
 
 
+#: Table 1 as the paper reports it, by (rate, policy).
+paper_rows = reported_asr_table1().set_index(["rate", "policy"])
+
+
 def from_light_load(table, metric, rate, ratio=False, light=1):
     """FCFS's ``metric`` at ``rate`` against its value at ``light`` req/s (a difference, or a
     ratio); NaN where either rate was not run."""
@@ -130,14 +134,11 @@ def from_light_load(table, metric, rate, ratio=False, light=1):
 def paper_and_model(metric, rate, ratio=False):
     """How FCFS's ``metric`` moved from 1 req/s to ``rate`` in the paper and in this run."""
     show = (lambda v: f"{v:.1f}x") if ratio else (lambda v: f"{v:+.0f} ms")
-    moved = [from_light_load(t, metric, rate, ratio) for t in (reported_asr_table1().set_index(["rate", "policy"]), libri)]
+    moved = [from_light_load(t, metric, rate, ratio) for t in (paper_rows, libri)]
     return f"{show(moved[0])} in the paper, " + (f"{show(moved[1])} in the model" if moved[1] == moved[1] else "not run here")
 
 
-def sjf_ttft(rate):
-    """The paper's SJF median TTFT against FCFS's at ``rate`` (% change)."""
-    ttft = reported_asr_table1().set_index(["rate", "policy"])["p50_ttft_ms"]
-    return (ttft[(rate, "sjf")] / ttft[(rate, "fcfs")] - 1) * 100
+paper_ttft_changes = pct_change_vs(paper_rows, ["p50_ttft_ms"])["p50_ttft_ms"]
 
 
 WHY = {
@@ -149,7 +150,7 @@ WHY = {
     "fcfs@10": (f"Fitted: P90 E2E latency at 10 req/s against 1 req/s: {paper_and_model('p90_e2el_ms', 10, ratio=True)}; "
                 "the paper's tail at moderate load is heavier than a fixed step-cost engine with its light-load speed gives. "
                 f"Its median TTFT there is not spent behind other waiting requests, whose order SJF changes: in the paper SJF moves it "
-                f"by {sjf_ttft(10):+.0f}% at 10 req/s, against {sjf_ttft(15):+.0f}% at 15 req/s, where a queue forms."),
+                f"by {paper_ttft_changes[(10, 'sjf')]:+.0f}% at 10 req/s, against {paper_ttft_changes[(15, 'sjf')]:+.0f}% at 15 req/s, where a queue forms."),
     "fcfs@15": (f"Fitted: P90 E2E latency at 15 req/s against 1 req/s: {paper_and_model('p90_e2el_ms', 15, ratio=True)}; "
                 "the paper's queueing before saturation is heavier than the model's."),
     "fcfs@20": overload_why(),
@@ -160,7 +161,7 @@ WHY = {
 # A change vs FCFS at overload rests on one run's arrivals (the paper reports one run): over the
 # calibration record's trace seeds, the range each change takes on the calibrated model.
 spread = seed_changes(calibration["seed_spread"]) if calibration.get("seed_spread") else None
-paper_changes = pct_change_vs(reported_asr_table1().set_index(["rate", "policy"]), ["p50_e2el_ms", "p90_e2el_ms"])
+paper_changes = pct_change_vs(paper_rows, ["p50_e2el_ms", "p90_e2el_ms"])
 for (rate, policy), row in paper_changes.loc[[20, 25]].iterrows():
     for m, paper_value in row.items():
         if spread is None or (policy, m, rate) not in spread.index:
@@ -228,7 +229,7 @@ plt.show()
 
 # %%
 e2el = ["p50_e2el_ms", "p90_e2el_ms"]
-table1 = None if backend == "vllm" else reported_asr_table1().set_index(["rate", "policy"])
+table1 = None if backend == "vllm" else paper_rows
 if not libri.empty:
     fig = plot_beside_paper(libri, e2el, table1, ylabel="E2E latency (ms)", title="LibriSpeech: E2E latency vs rate",
                             log=True, palette=palette)
@@ -284,8 +285,7 @@ names = {"compute": "compute factor", "memory": "memory factor", "frontend_s": "
 fig, ax = plt.subplots(figsize=(6, 3.6))
 for name, d in sens.groupby("parameter", sort=False):
     ax.plot(d["step_se"], d["change_pct"], marker="o", label=names[name])
-paper_gain = fcfs_paper.loc[25, "p50_e2el_ms"]
-paper_gain = (reported_asr_table1().set_index(["rate", "policy"]).loc[(25, "sjf"), "p50_e2el_ms"] / paper_gain - 1) * 100
+paper_gain = paper_changes.loc[(25, "sjf"), "p50_e2el_ms"]
 ax.axhline(paper_gain, color="k", ls="--", label="paper")
 ax.set(xlabel="parameter shift (standard errors)", ylabel="SJF change in median E2E latency (%)",
        title=f"SJF vs FCFS at {sens['rate'].iloc[0]:g} req/s under calibration uncertainty")
