@@ -183,3 +183,17 @@ def test_a_served_replay_records_how_long_tasks_waited_for_a_core_io_and_memory(
 
     monkeypatch.setattr(Path, "read_text", no_pressure)
     assert all(math.isnan(v) for v in machine_stall_s().values())
+
+
+def test_interference_is_a_share_of_the_window_the_counters_were_read_over():
+    """Other processes' CPU time (the machine's less the server's and the client's) over the
+    replay's window ``started..ended`` times the cores: 6 CPU-seconds of 10 s on 2 cores is 0.3,
+    whatever the replay's own (shorter) wall time; never above 1 for counters read inside it."""
+    from schedlab.backends.vllm_server import ServedRun
+
+    run = ServedRun(None, None, {}, wall_s=9.0, server_cpu_s=5.0, client_cpu_s=1.0, machine_cpu_s=12.0,
+                    started=100.0, ended=110.0)
+    assert run.window_s == 10.0
+    assert run.foreign_cpu_share(cores=2) == pytest.approx(0.3)
+    assert ServedRun(None, None, {}, 9.0, 0.0, 0.0, machine_cpu_s=20.0, started=100.0,
+                     ended=110.0).foreign_cpu_share(cores=2) == pytest.approx(1.0)

@@ -89,3 +89,17 @@ def test_engine_simulations_use_step_fits_that_held_their_rate_out(tmp_path):
         assert "--steptime-fit 'own steps, rate held out'" in line
     profile = [line for line in sims if re.search(r"--out-summary \S+-engine/", line)]
     assert profile and all("--steptime-fit profile" in line for line in profile)
+
+
+def test_each_served_study_replays_its_own_number_of_repeats(tmp_path):
+    """The decoder study replays every rate `fidelity.engine.repeats` times, paper A's Whisper
+    sweep `vllm.repeats` times (the shipped config: 5 and 3)."""
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    r = _snakemake(tmp_path, "-n", "-p", config=["backend=vllm"])
+    assert r.returncode == 0, r.output[-3000:]
+    serves = re.findall(r"schedlab vllm-serve --policy (\S+) .*?--out-dir \S+/runs/vllm/([^/]+)/", r.output)
+    repeats = [int(n) for n in re.findall(r"schedlab vllm-serve .*?--repeats (\d+)", r.output)]
+    assert len(serves) == len(repeats) == 2 + 4
+    want = {"fidelity-engine": cfg["fidelity"]["engine"]["repeats"], "librispeech-engine": cfg["vllm"]["repeats"]}
+    assert want == {"fidelity-engine": 5, "librispeech-engine": 3}
+    assert all(n == want[experiment] for (_, experiment), n in zip(serves, repeats))

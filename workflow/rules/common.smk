@@ -350,7 +350,7 @@ def vllm_serve_inputs(w):
 
 def vllm_serve_command(w, input, output):
     """One `schedlab vllm-serve` per seed: a server started with the policy, every rate
-    replayed `vllm.repeats` times, then the server stopped."""
+    replayed the experiment's `repeats` times (default `vllm.repeats`), then the server stopped."""
     exp = EXPERIMENTS[w.experiment]
     eng = exp["engine"]
     folder = input.folder[0] if input.folder else str(model_dir(exp["model"]))
@@ -361,7 +361,7 @@ def vllm_serve_command(w, input, output):
         cmds.append(
             f"schedlab vllm-serve --policy {w.policy} --kappa {input.kappa} --model {exp['model']} "
             f"--model-folder {folder} --traces {' '.join(traces)} --rates {' '.join(labels)} "
-            f"--workload {exp['workload']} --seed {s} --repeats {VLLM['repeats']} "
+            f"--workload {exp['workload']} --seed {s} --repeats {exp.get('repeats', VLLM['repeats'])} "
             f"{vllm_engine_flags(eng['max_num_seqs'], eng['max_num_batched_tokens'])} "
             f"--server-log {RESULTS}/logs/runs/vllm/{w.experiment}/{w.policy}.server_seed{s}.log --out-dir {output[0]}"
         )

@@ -215,8 +215,8 @@ def machine_stall_s() -> dict[str, float]:
 @dataclass
 class ServedRun:
     """One replay's results table, token gaps (all, and per class), and what the machine did
-    meanwhile (with the wall-clock time at which it started and ended, to find its engine
-    steps)."""
+    meanwhile: its counters (CPU times, stalls) are read inside the wall-clock window
+    ``started`` to ``ended``, which also finds the replay's engine steps."""
 
     requests: pd.DataFrame
     gaps: object
@@ -225,8 +225,8 @@ class ServedRun:
     server_cpu_s: float
     client_cpu_s: float
     machine_cpu_s: float
-    started: float = float("nan")
-    ended: float = float("nan")
+    started: float
+    ended: float
     #: The replay's ``X-Request-Id`` prefix and the wall-clock time of its zero (to join the
     #: scheduler's request log).
     token: str = ""
@@ -257,15 +257,19 @@ class ServedRun:
         return {"via": "server", "wall_s": self.wall_s, "server_cpu_s": self.server_cpu_s,
                 "client_cpu_s": self.client_cpu_s, "foreign_cpu_share": self.foreign_cpu_share(),
                 "attempts": self.attempts, "replayed_for": "; ".join(self.rejected),
-                **{f"{r}_wait_share": self.stall_s.get(r, float("nan")) / (self.ended - self.started)
-                   for r in PRESSURE}}
+                **{f"{r}_wait_share": self.stall_s.get(r, float("nan")) / self.window_s for r in PRESSURE}}
+
+    @property
+    def window_s(self) -> float:
+        """Seconds from ``started`` to ``ended``: what the counters were read over."""
+        return self.ended - self.started
 
     def foreign_cpu_share(self, cores: int | None = None) -> float:
         """Share of the machine's cores that processes other than this server and client kept
-        busy during the replay: interference, which a clean measurement keeps near 0."""
+        busy during the replay's window: interference, which a clean measurement keeps near 0."""
         cores = cores or os.cpu_count() or 1
         other = self.machine_cpu_s - self.server_cpu_s - self.client_cpu_s
-        return max(0.0, other) / (self.wall_s * cores)
+        return max(0.0, other) / (self.window_s * cores)
 
 
 #: Times a replay is run at most (:func:`replay_served`).
@@ -295,8 +299,9 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
             print(f"replay {attempt} of {attempts} on a fresh server", file=sys.stderr)
             server = restart(server)
             rejected[-1] += " (server restarted)"
-        server0, client0, machine0 = server.cpu_seconds(), time.process_time(), machine_busy_cpu_s()
-        started, stall0 = time.time(), machine_stall_s()  # the stall window lies inside started..ended
+        started = time.time()  # every counter is read inside started..ended
+        server0, client0, machine0, stall0 = (server.cpu_seconds(), time.process_time(), machine_busy_cpu_s(),
+                                              machine_stall_s())
         try:
             res = replay_http(server.url, trace, model=model, whisper=whisper, warmup_s=warmup_s)
         except ConnectionLost as exc:
