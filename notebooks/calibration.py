@@ -434,7 +434,14 @@ ax.set(title="CPU engine step periods (boxes) and the fitted model (x)", xlabel=
 save_figure(fig, figures_dir, "vllm_profile_steps")
 plt.show()
 
+# %% [markdown]
+# Wall time of `vllm-sim` over `sim` on the fidelity runs. They are short, and each job's first
+# run includes its process's one-time loading of `sim`'s compiled kernels, so the ratio here is
+# lower than on long runs; the speed goal (`sim` at least 25x faster on two minutes of
+# arrivals) is measured by `make bench` (`benchmarks/bench_backends.py`).
+
 # %%
 ratio = speed_ratio(fid[fid["steptime_fit"] != STEP_FITS[1]])
 display(ratio.describe().to_frame().T.round(1))
-print(f"sim is {ratio.median():.0f}x faster than vllm-sim on the same runs (median; target >= 20x)")
+print(f"sim is {ratio.median():.0f}x faster than vllm-sim on these {len(ratio)} runs (median; "
+      f"{ratio.min():.0f}x to {ratio.max():.0f}x)")
