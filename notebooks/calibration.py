@@ -178,7 +178,8 @@ print(f"largest |error| of median TTFT/E2EL: {worst:.3f}% (target: within 5%)")
 
 # %% [markdown]
 # The engine is served by `vllm serve` and measured by schedlab's HTTP client; each rate is
-# replayed several times on the one server (`vllm.repeats`). The simulators are compared with
+# replayed several times on the one server (`fidelity.engine.repeats` for the decoder,
+# `vllm.repeats` for Whisper). The simulators are compared with
 # the median of the repeats, and the repeats' spread is shown beside them. A run is
 # **interfered** when other processes kept more than 10% of the machine's cores busy while it
 # ran (the machine's busy CPU time from `/proc/stat` minus the server's and the client's own):

@@ -197,3 +197,26 @@ def test_interference_is_a_share_of_the_window_the_counters_were_read_over():
     assert run.foreign_cpu_share(cores=2) == pytest.approx(0.3)
     assert ServedRun(None, None, {}, 9.0, 0.0, 0.0, machine_cpu_s=20.0, started=100.0,
                      ended=110.0).foreign_cpu_share(cores=2) == pytest.approx(1.0)
+
+
+def test_a_served_replay_reads_its_counters_inside_its_window(dropping_server, monkeypatch):
+    """Every CPU and stall counter of a replay is read between ``started`` and ``ended``, so
+    the shares taken over that window are shares of what was counted."""
+    import schedlab.backends.vllm_server as vs
+
+    read_at = []
+
+    def timed(counter):
+        def read(*args, **kwargs):
+            read_at.append(time.time())
+            return counter(*args, **kwargs)
+        return read
+
+    monkeypatch.setattr(vs, "machine_busy_cpu_s", timed(vs.machine_busy_cpu_s))
+    monkeypatch.setattr(vs, "machine_stall_s", timed(vs.machine_stall_s))
+    server = dropping_server(drops=0)
+    monkeypatch.setattr(server, "cpu_seconds", timed(server.cpu_seconds))
+    run = replay_served(server, _trace(), model="m", whisper=False)
+    assert len(read_at) == 6  # machine CPU, stalls and the server's CPU, before and after
+    assert run.started <= min(read_at) and max(read_at) <= run.ended
+    assert 0.0 <= run.foreign_cpu_share() <= 1.0

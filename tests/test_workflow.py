@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,13 +61,20 @@ def test_dag_builds_without_vllm_or_torch(tmp_path):
     assert re.search(r"^vllm_serve\s+\d+\s*$", r.output, re.M)
 
 
-def test_engine_simulations_use_step_fits_that_held_their_rate_out(tmp_path):
+@pytest.fixture(scope="module")
+def engine_dry_run(tmp_path_factory):
+    """The shipped config's dry run with backend=vllm, its commands printed."""
+    r = _snakemake(tmp_path_factory.mktemp("engine"), "-n", "-p", config=["backend=vllm"])
+    assert r.returncode == 0, r.output[-3000:]
+    return r
+
+
+def test_engine_simulations_use_step_fits_that_held_their_rate_out(engine_dry_run):
     """Beside every served experiment (the decoder study; paper A's Whisper sweep with
     backend=vllm) the simulators run twice: with the profile's fit and, as `<name>-heldout`,
     each rate with the fit of its own server's steps of every other rate, fitted after the engine
     ran."""
-    r = _snakemake(tmp_path, "-n", "-p", config=["backend=vllm"])
-    assert r.returncode == 0, r.output[-3000:]
+    r = engine_dry_run
     fits = re.findall(r"schedlab fit engine-steps --steps (\S+) --seed (\d+) --held-out ([\d. ]+?) --out (.*?) --out-all",
                       r.output)
     served = {(m.group(1), m.group(2)) for f in fits for m in [re.search(r"runs/vllm/([^/]+)/([^/\s]+)$", f[0])]}
@@ -91,12 +99,11 @@ def test_engine_simulations_use_step_fits_that_held_their_rate_out(tmp_path):
     assert profile and all("--steptime-fit profile" in line for line in profile)
 
 
-def test_each_served_study_replays_its_own_number_of_repeats(tmp_path):
+def test_each_served_study_replays_its_own_number_of_repeats(engine_dry_run):
     """The decoder study replays every rate `fidelity.engine.repeats` times, paper A's Whisper
     sweep `vllm.repeats` times (the shipped config: 5 and 3)."""
     cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
-    r = _snakemake(tmp_path, "-n", "-p", config=["backend=vllm"])
-    assert r.returncode == 0, r.output[-3000:]
+    r = engine_dry_run
     serves = re.findall(r"schedlab vllm-serve --policy (\S+) .*?--out-dir \S+/runs/vllm/([^/]+)/", r.output)
     repeats = [int(n) for n in re.findall(r"schedlab vllm-serve .*?--repeats (\d+)", r.output)]
     assert len(serves) == len(repeats) == 2 + 4
