@@ -135,7 +135,7 @@ def paper_and_model(metric, rate, ratio=False):
     """How FCFS's ``metric`` moved from 1 req/s to ``rate`` in the paper and in this run."""
     show = (lambda v: f"{v:.1f}x") if ratio else (lambda v: f"{v:+.0f} ms")
     moved = [from_light_load(t, metric, rate, ratio) for t in (paper_rows, libri)]
-    return f"{show(moved[0])} in the paper, " + (f"{show(moved[1])} in the model" if moved[1] == moved[1] else "not run here")
+    return f"{show(moved[0])} in the paper, " + (f"{show(moved[1])} in the model" if pd.notna(moved[1]) else "not run here")
 
 
 paper_ttft_changes = pct_change_vs(paper_rows, ["p50_ttft_ms"])["p50_ttft_ms"]

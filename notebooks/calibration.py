@@ -217,7 +217,7 @@ def error_tables(errs: pd.DataFrame) -> None:
 def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
     """The comparison of one served study: interference, errors per fit, the repeats' spread,
     and the reading computed from them."""
-    view, spread, bad = engine_view(summary)
+    view, spread, bad, clean = engine_view(summary)
     print(interference_note(summary[summary["backend"] == "vllm"], label))
     print(front_end_note(summary[summary["backend"] == "vllm"], label))
     print(replayed_note(summary[summary["backend"] == "vllm"], label))
@@ -242,7 +242,6 @@ def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
     print("The engine's repeats (min / median / max):")
     display(spread[["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]].round(1))
     saturation = thr.max() if len(thr) else float("nan")
-    clean = summary[summary["backend"] == "vllm"].drop(bad.index)
     for fit in STEP_FITS:
         print(fidelity_reading(errs[errs["fit"] == fit], saturation, f"{label}, {fit} fit", repeats=clean))
     print(fit_comparison(errs, label))

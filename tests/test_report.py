@@ -66,8 +66,8 @@ def test_engine_fidelity_is_read_per_fit_without_interfered_runs():
     from schedlab.report import engine_view, fidelity_reading, fit_comparison, fit_errors, interference_note
 
     summary = _engine_summary()
-    view, spread, bad = engine_view(summary)
-    assert len(bad) == 1 and bad["rate"].tolist() == [2.0]
+    view, spread, bad, clean = engine_view(summary)
+    assert len(bad) == 1 and len(clean) == 5 and bad["rate"].tolist() == [2.0]
     assert spread.loc[("w", "m", "fcfs", 2.0, 0), ("p50_e2el_ms", "max")] == 900.0  # every repeat in the spread
     errs = fit_errors(view)
     assert len(errs) == 2 * 2 * 2  # fits x candidates x rates
@@ -80,7 +80,6 @@ def test_engine_fidelity_is_read_per_fit_without_interfered_runs():
     assert "outside the 10% target" in fidelity_reading(errs[errs["fit"] == "profile"], 2.0, "x")
     # A miss is set beside the engine's clean repeats there: rate 1's three (100, 110, 900 ms)
     # at 1 req/s (80% of saturation 2 is 1.6); rate 2's interfered repeat is not among them.
-    clean = summary[summary["backend"] == "vllm"].drop(bad.index)
     missed = fidelity_reading(errs[errs["fit"] == "profile"], 2.0, "x", repeats=clean)
     assert "+50.0% on median E2E latency at 1 req/s under fcfs" in missed
     assert "3 clean repeats there, which span 727% of their median (100 to 900)" in missed
@@ -90,7 +89,7 @@ def test_engine_fidelity_is_read_per_fit_without_interfered_runs():
     note = interference_note(summary[summary["backend"] == "vllm"], "Decoder engine")
     assert "1 of 6 engine runs" in note and "left out" in note
     everything = summary.assign(foreign_cpu_share=0.9)
-    v, _, b = engine_view(everything)
+    v, _, b, _ = engine_view(everything)
     assert "not a result" in interference_note(everything[everything["backend"] == "vllm"], "x")
     assert fidelity_reading(fit_errors(v), 2.0, "x") == "x: no clean engine run to compare with."
 
@@ -103,7 +102,7 @@ def test_replays_whose_front_end_lagged_are_left_out_of_the_comparison():
     summary = _engine_summary().assign(outside_engine_share=0.08)
     engine = summary["backend"] == "vllm"
     summary.loc[engine & (summary["rate"] == 1.0) & (summary["repeat"] == 2), "outside_engine_share"] = 0.6
-    view, spread, bad = engine_view(summary)
+    view, spread, bad, _ = engine_view(summary)
     assert sorted(zip(bad["rate"], bad["left_out"])) == [(1.0, "front end lagged"), (2.0, "interference")]
     assert spread.loc[("w", "m", "fcfs", 1.0, 0), ("p50_e2el_ms", "max")] == 900.0
     own = fit_errors(view).query("fit == 'own steps, rate held out'")
@@ -120,7 +119,7 @@ def test_a_replay_whose_client_fell_behind_is_left_out_and_interference_names_fi
     summary = _engine_summary().assign(outside_engine_share=0.05, send_lag_max_ms=4.0)
     engine = summary["backend"] == "vllm"
     summary.loc[engine & (summary["rate"] == 1.0) & (summary["repeat"] == 0), "send_lag_max_ms"] = 250.0
-    _, _, bad = engine_view(summary)
+    _, _, bad, _ = engine_view(summary)
     assert sorted(zip(bad["rate"], bad["repeat"], bad["left_out"])) == [(1.0, 0, "client late"), (2.0, 2, "interference")]
     runs = pd.DataFrame({"foreign_cpu_share": [0.5, 0.0, 0.0, 0.0, 0.0], "outside_engine_share": [0.9, 0.9, 0.1, 0.1, 0.1],
                          "send_lag_max_ms": [900.0, 900.0, 900.0, 100.0, float("nan")]})

@@ -104,15 +104,16 @@ READING_METRICS = ["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]
 
 def engine_view(summary: pd.DataFrame, threshold: float = INTERFERENCE):
     """Clean engine runs' medians over repeats (one row per run key, like the simulators'), the
-    min / median / max of every repeat, and the runs left out of the medians
-    (:func:`~schedlab.backends.step_log.replay_flaws`, its reason in column ``left_out``)."""
+    min / median / max of every repeat, the runs left out of the medians
+    (:func:`~schedlab.backends.step_log.replay_flaws`, its reason in column ``left_out``), and
+    the clean runs themselves (one row per repeat)."""
     eng = summary[summary["backend"] == "vllm"]
     why = replay_flaws(eng, threshold)
     bad = eng[why != ""].assign(left_out=why[why != ""])
     clean = eng[why == ""]
     med = clean.groupby(RUN_KEYS, as_index=False)[FIDELITY_METRICS].median().assign(backend="vllm")
     spread = eng.groupby(RUN_KEYS)[FIDELITY_METRICS].agg(["min", "median", "max"])
-    return pd.concat([summary[summary["backend"] != "vllm"], med], ignore_index=True), spread, bad
+    return pd.concat([summary[summary["backend"] != "vllm"], med], ignore_index=True), spread, bad, clean
 
 
 def fit_errors(view: pd.DataFrame) -> pd.DataFrame:
