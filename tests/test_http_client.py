@@ -3,6 +3,7 @@ the replay with ConnectionLost, and a served replay is run again until one keeps
 
 from __future__ import annotations
 
+import gc
 import math
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 
 import pytest
 
+from schedlab.backends import http_client
 from schedlab.backends.http_client import ConnectionLost, replay_http
 from schedlab.backends.vllm_server import Server, replay_served
 from schedlab.errors import SchedlabError
@@ -82,6 +84,23 @@ def test_a_lost_connection_fails_the_replay_as_connection_lost(dropping_server):
     server = dropping_server(drops=1)
     with pytest.raises(ConnectionLost, match="1 request\\(s\\) failed.*connection lost"):
         replay_http(server.url, _trace(), model="m", whisper=False)
+
+
+def test_a_replay_runs_with_the_heap_it_found_frozen(dropping_server, monkeypatch):
+    """The collector walks none of the objects alive before a replay while it runs (a walk of
+    the client's whole heap held its event loop for 200 ms), and all of them again after it."""
+    before = [[]]  # a container the collector tracks
+    reachable = []
+    replay = http_client._replay
+
+    async def watched(*args):
+        reachable.append(any(o is before for o in gc.get_objects()))
+        return await replay(*args)
+
+    monkeypatch.setattr(http_client, "_replay", watched)
+    replay_http(dropping_server(drops=0).url, _trace(), model="m", whisper=False)
+    assert reachable == [False]
+    assert any(o is before for o in gc.get_objects()) and gc.get_freeze_count() == 0
 
 
 def test_a_server_error_is_not_a_lost_connection(dropping_server):
