@@ -180,7 +180,8 @@ def frozen_heap() -> Iterator[None]:
     collection of the oldest generation then walks only what the replay made. Unfrozen, such a
     collection walked the client's whole heap (pandas, httpx, schedlab) and held the event loop
     for 200 ms on a busy 2-core machine, halfway into a replay at 25 req/s: eight requests went
-    out 245-365 ms late, and the tokens of every stream open then were read as late."""
+    out late (the latest by 245-365 ms), and the tokens of every stream open then were read as
+    late."""
     gc.collect()
     gc.freeze()
     try:
