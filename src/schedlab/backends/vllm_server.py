@@ -429,7 +429,14 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     def flaw(label: str, rep: int):
         def why(run: ServedRun) -> str:
             measured[run.token] = measure(run, label, rep)
-            return replay_flaws(pd.DataFrame([measured[run.token][1]])).iloc[0]
+            summary = measured[run.token][1]
+            reason = replay_flaws(pd.DataFrame([summary])).iloc[0]
+            if reason:  # what it was judged on, for the job's log
+                print(f"{label} req/s, repeat {rep}: the latest request sent "
+                      f"{summary.get('send_lag_max_ms', float('nan')):.0f} ms late, "
+                      f"{summary['outside_engine_share']:.0%} of the time in the system outside the scheduler, "
+                      f"{summary['foreign_cpu_share']:.1%} of the cores busy with other processes", file=sys.stderr)
+            return reason
         return why
 
     servers: list[Server] = []
