@@ -100,7 +100,18 @@ def test_a_replay_runs_with_the_heap_it_found_frozen(dropping_server, monkeypatc
     monkeypatch.setattr(http_client, "_replay", watched)
     replay_http(dropping_server(drops=0).url, _trace(), model="m", whisper=False)
     assert reachable == [False]
-    assert any(o is before for o in gc.get_objects()) and gc.get_freeze_count() == 0
+    assert any(o is before for o in gc.get_objects())
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_replay_that_raises_leaves_the_heap_unfrozen(monkeypatch):
+    async def broken(*args):
+        raise RuntimeError("the event loop failed")
+
+    monkeypatch.setattr(http_client, "_replay", broken)
+    with pytest.raises(RuntimeError, match="event loop failed"):
+        replay_http("http://127.0.0.1:9", _trace(), model="m", whisper=False)
+    assert gc.get_freeze_count() == 0
 
 
 def test_a_server_error_is_not_a_lost_connection(dropping_server):

@@ -181,7 +181,7 @@ def frozen_heap() -> Iterator[None]:
     collection walked the client's whole heap (pandas, httpx, schedlab) and held the event loop
     for 200 ms on a busy 2-core machine, halfway into a replay at 25 req/s: eight requests went
     out late (the latest by 245-365 ms), and the tokens of every stream open then were read as
-    late."""
+    late. Not re-entrant: an inner exit thaws what an outer entry froze."""
     gc.collect()
     gc.freeze()
     try:

@@ -189,8 +189,9 @@ INTERFERENCE = 0.10
 #: request's arrival offset (``send_lag_max_ms``): the replay then did not offer the trace's
 #: arrivals. On a 2-core CPU clean replays sent every request within 13 ms (decoder) and 19 ms
 #: (Whisper, after the warm-up) in one quiet run and the decoder's within 68 ms in two later
-#: ones; replays whose front end stalled, 500 ms to 2 s late. (The client's own full garbage
-#: collections, 245-365 ms late, no longer happen: :func:`schedlab.backends.http_client.frozen_heap`.)
+#: ones; replays whose front end stalled, 500 ms to 2 s late. (The client's full garbage
+#: collections, which sent requests 245-365 ms late, no longer walk its whole heap:
+#: :func:`schedlab.backends.http_client.frozen_heap`.)
 CLIENT_LAG_MS = 100.0
 
 
