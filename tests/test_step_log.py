@@ -118,3 +118,23 @@ def test_finished_requests_are_logged_beside_the_steps_and_joined_to_the_trace(t
     timing = front_end_timing(joined)
     assert timing["front_in_p50_ms"] == pytest.approx(35.0) and timing["front_in_max_ms"] == pytest.approx(50.0)
     assert timing["way_out_mean_ms"] == pytest.approx(55.0)
+
+
+def test_the_way_to_the_engine_core_leaves_out_the_wait_for_the_step_in_progress():
+    """Two steps, 0-20 ms and 22-40 ms after the client's zero (the core adds requests between
+    them). A request that arrived at 5 ms and reached the scheduler at 21 ms reached the core
+    somewhere in 5-21 ms, mid-step: 8 ms.
+    One that arrived at 50 ms, with the engine idle, reached it at 52 ms: 2 ms. One that arrived
+    10 ms before the first step and missed it reached the core after that step began: 20.5 ms.
+    One added before any step of the replay: all of its way counts."""
+    import pandas as pd
+
+    from schedlab.backends.step_log import front_end_timing, way_to_core
+
+    steps = pd.DataFrame({"t_schedule": [100.00, 100.022], "t_update": [100.02, 100.04]})
+    requests = pd.DataFrame({"arrival_s": [0.005, 0.050, -0.010, -0.030],
+                             "admitted_s": [0.021, 0.052, 0.021, -0.020]})
+    np.testing.assert_allclose(way_to_core(requests, steps, wall_t0=100.0), [0.008, 0.002, 0.0205, 0.010])
+    timing = front_end_timing(requests, steps, wall_t0=100.0)
+    assert timing["to_core_p50_ms"] == pytest.approx(9.0) and timing["to_core_max_ms"] == pytest.approx(20.5)
+    assert timing["front_in_p50_ms"] == pytest.approx(13.0)  # to the scheduler: the step's wait included

@@ -404,13 +404,14 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
             model=spec.model, hardware=spec.device, seed=seed, **identity,
         )
         outside = outside_engine_share(run.requests, steps) if len(steps) else float("nan")
-        timing = front_end_timing(run.requests)
-        # What the replay's flaws are judged on, and the median request's way to the scheduler
-        # and back from it (s): the held-out fits' front end (schedlab.fit.steptime.fit_held_out).
+        timing = front_end_timing(run.requests, steps, run.wall_t0)
+        # What the replay's flaws are judged on, and the median request's way in to the engine
+        # core and back from the scheduler (s): the held-out fits' front end
+        # (schedlab.fit.steptime.fit_held_out).
         steps["foreign_cpu_share"] = run.foreign_cpu_share()
         steps["outside_engine_share"] = outside
         steps["send_lag_max_ms"] = timing.get("send_lag_max_ms", float("nan"))
-        steps["front_in_s"] = timing.get("front_in_p50_ms", float("nan")) / 1e3
+        steps["front_in_s"] = timing.get("to_core_p50_ms", float("nan")) / 1e3
         steps["way_out_s"] = timing.get("way_out_p50_ms", float("nan")) / 1e3
         summary.update(
             outside_engine_share=outside,

@@ -141,9 +141,11 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     """The profile fit's model (:func:`fit_steptime`, the same terms: no prefill pairs; the knee
     of :func:`best_knee`) on the served steps of every rate except ``rate`` (None: every rate);
     ``meta`` says which rates it saw, which it held out and whose servers' steps (policy, seed)
-    they were. Where the step tables carry each replay's median way in to the scheduler and way
-    out from it (``front_in_s``, ``way_out_s``: the client's and the scheduler's times of each
-    request), the model's ``frontend_s`` and ``output_s`` come from those replays
+    they were. Where the step tables carry each replay's median way in to the engine core and
+    way out from the scheduler (``front_in_s``, ``way_out_s``: from the client's and the
+    scheduler's times of each request; the way in without the wait for the step in progress,
+    :func:`schedlab.backends.step_log.way_to_core`, which the simulator makes a request wait
+    itself), the model's ``frontend_s`` and ``output_s`` come from those replays
     (:func:`front_end_at`): the served system's front end, which the steps do not hold."""
     rates = sorted(float(r) for r in steps["rate"].unique())
     if rate is not None and float(rate) not in rates:
