@@ -274,9 +274,10 @@ engine_fid, engine_errs = engine_study(fid[fid["model"] == engine_model], "Decod
 # Each held-out fit also carries the front end its steps do not hold, on both sides of the
 # scheduler. The scheduler logs when each request reached it and when it finished, under the
 # request id the client sent (`X-Request-Id`), so each replay gives its median request's **way
-# in** (arrival at the client to the scheduler: HTTP, the API server's handling, audio decoding
-# and features for Whisper, the engine core's input) and **way out** (the engine's last token
-# to the client's). The model's delay before the scheduler sees a request (`frontend_s`) and
+# in** (arrival at the client to the engine core: HTTP, the API server's handling, audio
+# decoding and features for Whisper; the wait for the step the core was running, which the
+# simulators make a request wait themselves, is taken out) and **way out** (the engine's last
+# token to the client's). The model's delay before the scheduler sees a request (`frontend_s`) and
 # after each token it makes (`output_s`) are the median over the server's other rates'
 # replays, unless those replays show a trend in the offered rate (Kendall's tau, p < 0.05): the
 # front end shares the machine with the engine. Then a least-squares line through each rate's
