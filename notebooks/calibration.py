@@ -275,9 +275,11 @@ engine_fid, engine_errs = engine_study(fid[fid["model"] == engine_model], "Decod
 # scheduler. The scheduler logs when each request reached it and when it finished, under the
 # request id the client sent (`X-Request-Id`), so each replay gives its median request's **way
 # in** (arrival at the client to the engine core: HTTP, the API server's handling, audio
-# decoding and features for Whisper; the wait for the step the core was running, which the
-# simulators make a request wait themselves, is taken out) and **way out** (the engine's last
-# token to the client's). The model's delay before the scheduler sees a request (`frontend_s`) and
+# decoding and features for Whisper, the engine core's input) and **way out** (the engine's last
+# token to the client's). The core takes in requests only between steps, and the simulators make
+# a request wait for the step in progress themselves, so that wait is taken out: with the step
+# log, each request's way to the core is known exactly or between two bounds, and the median
+# request's is Turnbull's estimate from them. The model's delay before the scheduler sees a request (`frontend_s`) and
 # after each token it makes (`output_s`) are the median over the server's other rates'
 # replays, unless those replays show a trend in the offered rate (Kendall's tau, p < 0.05): the
 # front end shares the machine with the engine. Then a least-squares line through each rate's

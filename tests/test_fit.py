@@ -241,11 +241,11 @@ def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     rows = []
     # 20 ms a request per req/s offered (each rate's median; rate 1's first replay has the most
     # steps, and counts once); rate 3's is wild.
-    for rate, repeat, front_in_s, n in ((1.0, 0, 0.010, 50), (1.0, 1, 0.020, 10), (1.0, 2, 0.030, 10),
+    for rate, repeat, to_core_s, n in ((1.0, 0, 0.010, 50), (1.0, 1, 0.020, 10), (1.0, 2, 0.030, 10),
                                          (2.0, 0, 0.035, 10), (2.0, 1, 0.040, 10), (2.0, 2, 0.045, 10),
                                          (3.0, 0, 5.0, 10), (4.0, 0, 0.080, 10)):
         rows.append(_profile(n=n, seed=n + repeat).assign(rate=rate, policy="fcfs", seed=0, repeat=repeat,
-                                                          front_in_s=front_in_s, way_out_s=0.004))
+                                                          to_core_s=to_core_s, way_out_s=0.004))
     steps = pd.concat(rows, ignore_index=True)
     model = fit_held_out(steps, 3.0)
     assert model.frontend_s == pytest.approx(0.060)
@@ -256,11 +256,11 @@ def test_held_out_fit_takes_the_front_end_from_the_other_rates_replays():
     assert fit_held_out(steps, None).frontend_s == pytest.approx(0.0375)  # no rate to predict: the median
     assert model.output_s == pytest.approx(0.004)  # the way out has no trend: the replays' median
     assert model.meta["output_s_from"].startswith("median (no trend in the offered rate")
-    bare = fit_held_out(steps.drop(columns=["front_in_s", "way_out_s"]), 3.0)
+    bare = fit_held_out(steps.drop(columns=["to_core_s", "way_out_s"]), 3.0)
     assert bare.frontend_s == bare.output_s == 0.0 and "frontend_s_from" not in bare.meta  # no record: none
     # A replay whose front end lagged (more than 25% of its time outside the scheduler) is no
     # measure of the front end's usual delay: left out, unless every kept replay lagged.
-    lag = _profile(n=10, seed=99).assign(rate=4.0, policy="fcfs", seed=0, repeat=1, front_in_s=5.0, way_out_s=0.004)
+    lag = _profile(n=10, seed=99).assign(rate=4.0, policy="fcfs", seed=0, repeat=1, to_core_s=5.0, way_out_s=0.004)
     lagging = pd.concat([steps, lag], ignore_index=True)
     lagging["outside_engine_share"] = np.where(lagging["repeat"].eq(1) & lagging["rate"].eq(4.0), 0.9, 0.05)
     model = fit_held_out(lagging, 3.0)
@@ -281,21 +281,21 @@ def test_the_front_end_follows_the_rate_only_where_the_replays_show_a_trend():
     median, so a slow replay (60 ms among 20-22) neither hides the trend nor tilts the line; noise gives the replays' median, never an
     extrapolated line."""
     grows = pd.DataFrame({"rate": [1.0] * 3 + [2.0] * 3 + [3.0] * 3,
-                          "front_in_s": [0.010, 0.011, 0.012, 0.020, 0.021, 0.060, 0.030, 0.031, 0.032]})
+                          "to_core_s": [0.010, 0.011, 0.012, 0.020, 0.021, 0.060, 0.030, 0.031, 0.032]})
     value, how = front_end_at(grows, 4.0)
     assert value == pytest.approx(0.041)  # medians 11, 21, 31 ms: +10 ms per req/s
     assert how.startswith("a line in the offered rate through each rate's median (trend p = ")
     noise = pd.DataFrame({"rate": [5.0] * 3 + [15.0] * 2 + [25.0],
-                          "front_in_s": [0.032, 0.054, 0.025, 0.036, 0.056, 0.025]})
+                          "to_core_s": [0.032, 0.054, 0.025, 0.036, 0.056, 0.025]})
     value, how = front_end_at(noise[noise["rate"] > 5], 5.0)  # a line through 15 and 25 would give 67 ms
     assert value == pytest.approx(0.036) and how.startswith("median (no trend in the offered rate, p = ")
-    two = pd.DataFrame({"rate": [2.0, 3.0], "front_in_s": [0.010, 0.030]})  # two points: no evidence of a trend
+    two = pd.DataFrame({"rate": [2.0, 3.0], "to_core_s": [0.010, 0.030]})  # two points: no evidence of a trend
     assert front_end_at(two, 1.0) == (pytest.approx(0.020), "median (no trend in the offered rate, p = 1)")
 
 
 def test_the_front_end_line_never_goes_below_zero():
     replays = pd.DataFrame({"rate": [2.0, 2.0, 3.0, 3.0, 4.0, 4.0],
-                            "front_in_s": [0.010, 0.011, 0.030, 0.031, 0.050, 0.051]})
+                            "to_core_s": [0.010, 0.011, 0.030, 0.031, 0.050, 0.051]})
     assert front_end_at(replays, 2.5)[0] == pytest.approx(0.0205)
     assert front_end_at(replays, 1.0)[0] == 0.0  # the line is at -9.5 ms there
 

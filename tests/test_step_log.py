@@ -123,18 +123,34 @@ def test_finished_requests_are_logged_beside_the_steps_and_joined_to_the_trace(t
 def test_the_way_to_the_engine_core_leaves_out_the_wait_for_the_step_in_progress():
     """Two steps, 0-20 ms and 22-40 ms after the client's zero (the core adds requests between
     them). A request that arrived at 5 ms and reached the scheduler at 21 ms reached the core
-    somewhere in 5-21 ms, mid-step: 8 ms.
-    One that arrived at 50 ms, with the engine idle, reached it at 52 ms: 2 ms. One that arrived
-    10 ms before the first step and missed it reached the core after that step began: 20.5 ms.
-    One added before any step of the replay: all of its way counts."""
+    somewhere in 5-21 ms, mid-step: a way of 0-16 ms. One that arrived at 50 ms, with the engine
+    idle, reached it at 52 ms: 2 ms. One that arrived 10 ms before the first step and missed it
+    reached the core after that step began: 10-31 ms. One added before any step of the replay
+    (the replay's first, once its predecessor left the engine idle): all of its way counts."""
     import pandas as pd
 
     from schedlab.backends.step_log import front_end_timing, way_to_core
 
-    steps = pd.DataFrame({"t_schedule": [100.00, 100.022], "t_update": [100.02, 100.04]})
-    requests = pd.DataFrame({"arrival_s": [0.005, 0.050, -0.010, -0.030],
-                             "admitted_s": [0.021, 0.052, 0.021, -0.020]})
-    np.testing.assert_allclose(way_to_core(requests, steps, wall_t0=100.0), [0.008, 0.002, 0.0205, 0.010])
+    steps = pd.DataFrame({"t_schedule": [100.022, 100.00], "t_update": [100.04, 100.02]})  # in any order
+    requests = pd.DataFrame({"arrival_s": [0.005, 0.050, -0.010, -0.030, 0.060],
+                             "admitted_s": [0.021, 0.052, 0.021, -0.020, np.nan]})
+    lower, upper = way_to_core(requests, steps, wall_t0=100.0)
+    np.testing.assert_allclose(lower, [0.0, 0.002, 0.010, 0.010, np.nan], atol=1e-12)
+    np.testing.assert_allclose(upper, [0.016, 0.002, 0.031, 0.010, np.nan], atol=1e-12)
     timing = front_end_timing(requests, steps, wall_t0=100.0)
-    assert timing["to_core_p50_ms"] == pytest.approx(9.0) and timing["to_core_max_ms"] == pytest.approx(20.5)
+    # Exact at 2 and 10 ms; the intervals put 1/3 of the way at 2 ms and 2/3 at 10 ms.
+    assert timing["to_core_p50_ms"] == pytest.approx(10.0)
     assert timing["front_in_p50_ms"] == pytest.approx(13.0)  # to the scheduler: the step's wait included
+
+
+def test_the_interval_median_is_turnbulls():
+    """Exact values alone: their median. Wide intervals that all hold one value: that value.
+    Exact 2 and 10 with [0, 16] and [10, 31]: self-consistency gives 2 a third of the mass and
+    10 two thirds (p2 = (1 + p2) / 4, p10 = (p10 + 2) / 4), so the median is 10."""
+    from schedlab.backends.step_log import interval_median
+
+    exact = np.array([3.0, 1.0, 2.0])
+    assert interval_median(exact, exact) == 2.0
+    assert interval_median(np.array([0.0, 4.0, 2.0, 1.0]), np.array([5.0, 9.0, 6.0, 4.0])) == 4.0
+    assert interval_median(np.array([2.0, 0.0, 10.0, 10.0]), np.array([2.0, 16.0, 31.0, 10.0])) == 10.0
+    assert np.isnan(interval_median(np.array([np.nan]), np.array([np.nan])))

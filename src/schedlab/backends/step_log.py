@@ -224,28 +224,52 @@ def outside_engine_share(requests: pd.DataFrame, steps: pd.DataFrame) -> float:
     return max(0.0, 1.0 - engine / client) if client > 0 else float("nan")
 
 
-def way_to_core(requests: pd.DataFrame, steps: pd.DataFrame, wall_t0: float) -> np.ndarray:
-    """Each request's way in to the engine core, in s: its time from arrival to the scheduler
-    (``admitted_s - arrival_s``, :func:`request_timeline`) less its wait for the step the core
-    was running. The core adds new requests only between steps, so a request that reaches it
-    mid-step waits for that step to end before the scheduler sees it; a simulator makes a
-    request wait for the step in progress itself, so its way in must not hold that wait again.
-    The moment a request reached the core is not logged: where the engine was idle as it
-    arrived (the last step before it reached the scheduler ended before its arrival) it is the
-    moment it reached the scheduler; otherwise it lies between the start of that step (or the
-    arrival, whichever came later) and the moment it reached the scheduler, and the midpoint
-    of that span is taken. ``steps``: the replay's step table (wall-clock ``t_schedule``,
-    ``t_update``); ``wall_t0``: the wall-clock time of the client's zero."""
+def way_to_core(requests: pd.DataFrame, steps: pd.DataFrame, wall_t0: float) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds on each request's way in to the engine core, in s: its time from arrival to the
+    scheduler (``admitted_s - arrival_s``, :func:`request_timeline`) less its wait for the
+    step the core was running. Under synchronous scheduling (vLLM's CPU engine) the core adds
+    new requests only between steps, so a request that reaches it mid-step waits for that step
+    to end before the scheduler sees it; a simulator makes a request wait for the step in
+    progress itself, so its way in must not hold that wait again. The moment a request reached
+    the core is not logged. Where the engine was idle as it arrived (the last step scheduled
+    before it reached the scheduler had ended) it is that moment, and both bounds are its way
+    to the scheduler; otherwise it lies between the start of that step (or the arrival,
+    whichever came later) and the moment it reached the scheduler. :func:`interval_median`
+    gives the median request's way from these bounds. ``steps``: the replay's step table
+    (wall-clock ``t_schedule``, ``t_update``); ``wall_t0``: the wall-clock time of the
+    client's zero."""
+    steps = steps.sort_values("t_schedule")
     start = steps["t_schedule"].to_numpy(float) - wall_t0
     end = steps["t_update"].to_numpy(float) - wall_t0
     arrival = requests["arrival_s"].to_numpy(float)
-    admitted = requests["admitted_s"].to_numpy(float)
-    k = np.searchsorted(start, admitted, side="left") - 1  # the last step scheduled before it was added
+    upper = requests["admitted_s"].to_numpy(float) - arrival
+    if not len(start):
+        return upper, upper
+    k = np.searchsorted(start, upper + arrival, side="left") - 1  # the last step scheduled before it was added
     before = np.clip(k, 0, None)
-    busy = (k >= 0) & (end[before] > arrival) if len(start) else np.zeros(len(arrival), bool)
-    upper = admitted - arrival
-    lower = np.maximum(0.0, start[before] - arrival) if len(start) else upper
-    return np.where(busy, (lower + upper) / 2, upper)
+    busy = (k >= 0) & (end[before] > arrival)
+    return np.where(busy, np.maximum(0.0, start[before] - arrival), upper), upper
+
+
+def interval_median(lower: np.ndarray, upper: np.ndarray, iterations: int = 1000) -> float:
+    """The median of a quantity seen only as intervals ``[lower, upper]`` (exact where the two
+    are equal; rows with a NaN left out): Turnbull's nonparametric maximum-likelihood estimate
+    of its distribution, by self-consistency iterations over the intervals' end points. Where
+    every interval holds the same value, that value, however wide the intervals."""
+    seen = np.isfinite(lower) & np.isfinite(upper)
+    lower, upper = lower[seen], upper[seen]
+    if not len(lower):
+        return float("nan")
+    support = np.unique(np.concatenate([lower, upper]))
+    inside = (support >= lower[:, None]) & (support <= upper[:, None])
+    p = np.full(len(support), 1.0 / len(support))
+    for _ in range(iterations):
+        mass = inside * p
+        nxt = (mass / mass.sum(axis=1, keepdims=True)).mean(axis=0)
+        if np.abs(nxt - p).max() < 1e-10:
+            break
+        p = nxt
+    return float(support[np.searchsorted(np.cumsum(nxt), 0.5 - 1e-9)])
 
 
 def front_end_timing(requests: pd.DataFrame, steps: pd.DataFrame | None = None,
@@ -257,8 +281,8 @@ def front_end_timing(requests: pd.DataFrame, steps: pd.DataFrame | None = None,
     scheduler's times (:func:`request_timeline`), the way in, arrival to the scheduler
     (``front_in``), and the way out, the engine's last token to the client's (``way_out``);
     with the replay's ``steps`` and ``wall_t0`` too, the way in to the engine core
-    (``to_core``, :func:`way_to_core`). Median and largest of each, and the means of the ways
-    in and out."""
+    (``to_core``, :func:`way_to_core`: its median only). Median and largest of each, and the
+    means of the ways in and out."""
     out = {}
     parts = {"send_lag": ("arrival_s", "sent_s"), "response": ("sent_s", "response_s"),
              "front_in": ("arrival_s", "admitted_s"), "way_out": ("engine_finish_s", "finish_s")}
@@ -270,7 +294,6 @@ def front_end_timing(requests: pd.DataFrame, steps: pd.DataFrame | None = None,
                 out[f"{name}_mean_ms"] = float(ms.mean())
     if steps is not None and len(steps) and wall_t0 is not None and "admitted_s" in requests \
             and requests["admitted_s"].notna().any():
-        ms = pd.Series(way_to_core(requests, steps, wall_t0) * 1e3)
-        out |= {"to_core_p50_ms": float(ms.median()), "to_core_max_ms": float(ms.max()),
-                "to_core_mean_ms": float(ms.mean())}
+        lower, upper = way_to_core(requests, steps, wall_t0)
+        out["to_core_p50_ms"] = interval_median(lower, upper) * 1e3
     return out

@@ -411,7 +411,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
         steps["foreign_cpu_share"] = run.foreign_cpu_share()
         steps["outside_engine_share"] = outside
         steps["send_lag_max_ms"] = timing.get("send_lag_max_ms", float("nan"))
-        steps["front_in_s"] = timing.get("to_core_p50_ms", float("nan")) / 1e3
+        steps["to_core_s"] = timing.get("to_core_p50_ms", float("nan")) / 1e3
         steps["way_out_s"] = timing.get("way_out_p50_ms", float("nan")) / 1e3
         summary.update(
             outside_engine_share=outside,

@@ -142,7 +142,7 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     of :func:`best_knee`) on the served steps of every rate except ``rate`` (None: every rate);
     ``meta`` says which rates it saw, which it held out and whose servers' steps (policy, seed)
     they were. Where the step tables carry each replay's median way in to the engine core and
-    way out from the scheduler (``front_in_s``, ``way_out_s``: from the client's and the
+    way out from the scheduler (``to_core_s``, ``way_out_s``: from the client's and the
     scheduler's times of each request; the way in without the wait for the step in progress,
     :func:`schedlab.backends.step_log.way_to_core`, which the simulator makes a request wait
     itself), the model's ``frontend_s`` and ``output_s`` come from those replays
@@ -162,7 +162,7 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
         held["servers"] = sorted([str(p), int(s)] for p, s in kept[["policy", "seed"]].drop_duplicates().itertuples(index=False))
     delays = {"frontend_s": model.frontend_s, "output_s": model.output_s}
     every = kept.groupby([c for c in ("policy", "rate", "seed", "repeat") if c in kept]).first()  # one row a replay
-    for field, column in (("frontend_s", "front_in_s"), ("output_s", "way_out_s")):
+    for field, column in (("frontend_s", "to_core_s"), ("output_s", "way_out_s")):
         if column in every and every[column].notna().any():
             replays = every[every[column].notna()]
             flawed = replay_flaws(replays) != ""
@@ -177,12 +177,12 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
 TREND_P = 0.05
 
 
-def front_end_at(replays: pd.DataFrame, rate: float | None, column: str = "front_in_s") -> tuple[float, str]:
+def front_end_at(replays: pd.DataFrame, rate: float | None, column: str = "to_core_s") -> tuple[float, str]:
     """The front end's time per request at ``rate``, from ``replays`` (one row each: ``rate``,
     and a time per request in ``column``), and how it was found. The front end shares the machine
     with the engine, so its time may grow with the offered load (Whisper's API server decodes
     audio and extracts features on the engine's cores) or stay within its noise (a small
-    decoder's way in: 8-33 ms at 5, 15 and 25 req/s alike). Where the replays show a trend
+    decoder's way in to the engine core: 5-8 ms at 5, 15 and 25 req/s alike in one run). Where the replays show a trend
     (``column`` against the rate: Kendall's tau over the replays, p < :data:`TREND_P`, a rank
     test that one slow replay does not sway), a least-squares line through each rate's median
     (which one slow replay does not tilt), at ``rate`` (never below 0); otherwise (no trend, one
