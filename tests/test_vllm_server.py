@@ -173,7 +173,7 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
             assert (res["finish_s"] >= res["engine_finish_s"]).all() and (res["engine_finish_s"] > res["first_scheduled_s"]).all()
             assert 0 < summary["front_in_p50_ms"] <= summary["front_in_max_ms"] and summary["way_out_mean_ms"] > 0
             # The way in to the engine core is the way to the scheduler less a wait for a step.
-            assert 0 < summary["to_core_p50_ms"] <= summary["front_in_max_ms"]
+            assert 0 <= summary["to_core_p50_ms"] <= summary["front_in_max_ms"]
             steps = pd.read_parquet(out / f"rate{label}_seed0_rep{rep}.steps.parquet")
             assert steps["to_core_s"].iloc[0] == pytest.approx(summary["to_core_p50_ms"] / 1e3)
             trace = traces[label]
