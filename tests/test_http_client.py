@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import subprocess
 import sys
 import time
@@ -242,11 +243,39 @@ def test_a_served_replay_reads_its_counters_inside_its_window(dropping_server, m
             return counter(*args, **kwargs)
         return read
 
-    monkeypatch.setattr(vs, "machine_busy_cpu_s", timed(vs.machine_busy_cpu_s))
-    monkeypatch.setattr(vs, "machine_stall_s", timed(vs.machine_stall_s))
+    counters = ("machine_busy_cpu_s", "machine_stall_s", "thread_waited_s", "major_faults", "machine_steal_s")
+    for name in counters:
+        monkeypatch.setattr(vs, name, timed(getattr(vs, name)))
     server = dropping_server(drops=0)
     monkeypatch.setattr(server, "cpu_seconds", timed(server.cpu_seconds))
     run = replay_served(server, _trace(), model="m", whisper=False)
-    assert len(read_at) == 6  # machine CPU, stalls and the server's CPU, before and after
+    assert len(read_at) == 2 * (len(counters) + 1)  # each, and the server's CPU, before and after
     assert run.started <= min(read_at) and max(read_at) <= run.ended
     assert 0.0 <= run.foreign_cpu_share() <= 1.0
+    figures = run.figures()
+    assert 0.0 <= figures["client_waited_s"] <= run.window_s
+    assert figures["client_major_faults"] >= 0
+    assert 0.0 <= figures["steal_s"] <= run.window_s * os.cpu_count()
+
+
+def test_a_thread_kept_from_its_core_counts_its_wait():
+    """This thread and a busy process share one core for about a second: the thread's wait for
+    the core (what would make a replay's client send late) is counted, a good part of it."""
+    from schedlab.backends.vllm_server import thread_waited_s
+
+    core = min(os.sched_getaffinity(0))
+    was = os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", f"import os, time; os.sched_setaffinity(0, {{{core}}}); "
+                            "end = time.time() + 3\nwhile time.time() < end: pass"])
+    try:
+        os.sched_setaffinity(0, {core})
+        time.sleep(0.3)  # the hog is spinning
+        before, end = thread_waited_s(), time.time() + 1.0
+        while time.time() < end:
+            pass
+        waited = thread_waited_s() - before
+    finally:
+        os.sched_setaffinity(0, was)
+        hog.kill()
+        hog.wait()
+    assert 0.2 < waited < 1.0

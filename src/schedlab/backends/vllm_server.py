@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shlex
 import signal
 import socket
@@ -187,11 +188,35 @@ def process_group_cpu_s(pgid: int) -> float:
     return total / tick
 
 
+def _cpu_line() -> list[int]:
+    return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+
+
 def machine_busy_cpu_s() -> float:
     """CPU seconds every core of the machine has spent busy since boot (``/proc/stat``)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    fields = _cpu_line()
     idle = fields[3] + fields[4]  # idle, iowait
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_steal_s() -> float:
+    """CPU seconds since boot that a hypervisor gave this machine's cores to others while they
+    had work (``/proc/stat``'s steal): every process stalls then, the engine and client alike."""
+    return _cpu_line()[7] / os.sysconf("SC_CLK_TCK")
+
+
+def thread_waited_s() -> float:
+    """Seconds the calling thread has spent ready to run but waiting for a core
+    (``/proc/thread-self/schedstat``); NaN where the kernel does not keep it."""
+    try:
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def major_faults() -> int:
+    """Page faults of this process that had to read from disk, since it started."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
 
 
 #: Linux's pressure stall information: the time, since boot, during which some task waited for
@@ -234,6 +259,12 @@ class ServedRun:
     #: Seconds during the replay in which some task waited for a core, for IO, for memory
     #: (:func:`machine_stall_s`).
     stall_s: dict = field(default_factory=dict)
+    #: Why a client might send late, over the same window: seconds its thread (the event loop's)
+    #: waited for a core, its page faults that read from disk, and seconds the hypervisor took
+    #: the machine's cores (:func:`thread_waited_s`, :func:`major_faults`, :func:`machine_steal_s`).
+    client_waited_s: float = float("nan")
+    client_major_faults: int = 0
+    steal_s: float = float("nan")
     #: Replays it took, and why each one before it was run again (:func:`replay_served`).
     attempts: int = 1
     rejected: tuple[str, ...] = ()
@@ -256,7 +287,8 @@ class ServedRun:
         (``replayed_for``), for a run summary."""
         return {"via": "server", "wall_s": self.wall_s, "server_cpu_s": self.server_cpu_s,
                 "client_cpu_s": self.client_cpu_s, "foreign_cpu_share": self.foreign_cpu_share(),
-                "attempts": self.attempts, "replayed_for": "; ".join(self.rejected),
+                "client_waited_s": self.client_waited_s, "client_major_faults": self.client_major_faults,
+                "steal_s": self.steal_s, "attempts": self.attempts, "replayed_for": "; ".join(self.rejected),
                 **{f"{r}_wait_share": self.stall_s.get(r, float("nan")) / self.window_s for r in PRESSURE}}
 
     @property
@@ -302,6 +334,7 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
         started = time.time()  # every counter is read inside started..ended
         server0, client0, machine0, stall0 = (server.cpu_seconds(), time.process_time(), machine_busy_cpu_s(),
                                               machine_stall_s())
+        waited0, faults0, steal0 = thread_waited_s(), major_faults(), machine_steal_s()
         try:
             res = replay_http(server.url, trace, model=model, whisper=whisper, warmup_s=warmup_s)
         except ConnectionLost as exc:
@@ -316,6 +349,9 @@ def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s:
                 client_cpu_s=time.process_time() - client0,
                 machine_cpu_s=machine_busy_cpu_s() - machine0,
                 stall_s={r: t - stall0[r] for r, t in machine_stall_s().items()},
+                client_waited_s=thread_waited_s() - waited0,
+                client_major_faults=major_faults() - faults0,
+                steal_s=machine_steal_s() - steal0,
                 started=started,
                 ended=time.time(),
                 token=res.token,
@@ -436,7 +472,9 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                 print(f"{label} req/s, repeat {rep}: the latest request sent "
                       f"{summary.get('send_lag_max_ms', float('nan')):.0f} ms late, "
                       f"{summary['outside_engine_share']:.0%} of the time in the system outside the scheduler, "
-                      f"{summary['foreign_cpu_share']:.1%} of the cores busy with other processes", file=sys.stderr)
+                      f"{summary['foreign_cpu_share']:.1%} of the cores busy with other processes; the client "
+                      f"waited {summary['client_waited_s'] * 1e3:.0f} ms for a core and read {summary['client_major_faults']} "
+                      f"pages from disk, the hypervisor took {summary['steal_s'] * 1e3:.0f} ms", file=sys.stderr)
             return reason
         return why
 
