@@ -191,7 +191,12 @@ INTERFERENCE = 0.10
 #: (Whisper, after the warm-up) in one quiet run and the decoder's within 68 ms in two later
 #: ones; replays whose front end stalled, 500 ms to 2 s late. (The client's full garbage
 #: collections, which sent requests 245-365 ms late, no longer walk its whole heap:
-#: :func:`schedlab.backends.http_client.frozen_heap`.)
+#: :func:`schedlab.backends.http_client.frozen_heap`.) The late sends left come from the CPU: the
+#: served engine keeps both cores busy, and the client's event loop waited 80-500 ms for a core
+#: in clean 7 s replays, 0.5-1.7 s in late ones (``client_waited_s``; no page faults, no steal).
+#: Giving the client priority (the server 5 nice levels lower) cut its waits but slowed the
+#: engine's steps by about 30%: a preempted OpenMP thread holds up the whole forward pass. So
+#: the client keeps the server's priority, and a late replay is run again.
 CLIENT_LAG_MS = 100.0
 
 
