@@ -283,8 +283,9 @@ class ServedRun:
     def figures(self) -> dict:
         """The replay's wall time, CPU times and interference, the share of its window
         (``started`` to ``ended``) in which some task waited for a core, IO or memory
-        (``cpu_wait_share``, ...), and its attempts and why the others were set aside
-        (``replayed_for``), for a run summary."""
+        (``cpu_wait_share``, ...), what would make its client send late (``client_waited_s``,
+        ``client_major_faults``, ``steal_s``), and its attempts and why the others were set
+        aside (``replayed_for``), for a run summary."""
         return {"via": "server", "wall_s": self.wall_s, "server_cpu_s": self.server_cpu_s,
                 "client_cpu_s": self.client_cpu_s, "foreign_cpu_share": self.foreign_cpu_share(),
                 "client_waited_s": self.client_waited_s, "client_major_faults": self.client_major_faults,
