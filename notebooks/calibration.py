@@ -4,6 +4,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -279,9 +281,9 @@ engine_fid, engine_errs = engine_study(fid[fid["model"] == engine_model], "Decod
 # token to the client's). The core takes in requests only between steps, and the simulators make
 # a request wait for the step in progress themselves, so that wait is taken out: with the step
 # log, each request's way to the core is known exactly or between two bounds, and the median
-# request's is Turnbull's estimate from them. The model's delay before the scheduler sees a request (`frontend_s`) and
-# after each token it makes (`output_s`) are the median over the server's other rates'
-# replays, unless those replays show a trend in the offered rate (Kendall's tau, p < 0.05): the
+# request's is Turnbull's estimate from them. The model's delay before a request reaches the
+# engine core (`frontend_s`) and after each token it makes (`output_s`) are the median over the
+# server's other rates' replays, unless those replays show a trend in the offered rate (Kendall's tau, p < 0.05): the
 # front end shares the machine with the engine. Then a least-squares line through each rate's
 # median, read at the held-out rate, gives it. A line through replays that show no trend would
 # extrapolate their noise. The profile's fit has neither.

@@ -156,7 +156,6 @@ def test_the_interval_median_is_turnbulls():
     assert np.isnan(interval_median(np.array([np.nan]), np.array([np.nan])))
 
 
-
 def _self_consistent_median(lower, upper):
     """The estimate by its definition, self-consistency over every end point (dense, O(n^2)),
     and whether that median is a tie (the mass below it within 1e-6 of a half)."""
