@@ -13,7 +13,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
 
-.PHONY: install reproduce report test test-fast bench clean
+.PHONY: install reproduce report test test-fast bench clean gpu-profile
 
 install: $(STAMP)
 
@@ -56,6 +56,12 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest benchmarks --benchmark-only
+
+# The profiling suite on a machine with one NVIDIA GPU, torch and transformers (no venv needed):
+# timed passes of the papers' models, as shipped in src/schedlab/assets/profiles/<hardware>/.
+GPU_PYTHON ?= python3
+gpu-profile:
+	PYTHONPATH=src $(GPU_PYTHON) -m schedlab.latency.suite --device cuda:0 --out results/gpu-profile
 
 clean:
 	rm -rf results .snakemake

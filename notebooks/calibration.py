@@ -450,3 +450,99 @@ ratio = speed_ratio(fid[fid["steptime_fit"] != STEP_FITS[1]])
 display(ratio.describe().to_frame().T.round(1))
 print(f"sim is {ratio.median():.0f}x faster than vllm-sim on these {len(ratio)} runs (median; "
       f"{ratio.min():.0f}x to {ratio.max():.0f}x)")
+
+# %% [markdown]
+# ## GPU profiles against the roofline
+# The package ships profile tables measured on real GPUs (`make gpu-profile`, the suite in
+# `schedlab.latency.suite`; their provenance is in `src/schedlab/assets/profiles/<gpu>/`):
+# random-initialised models of the papers in bfloat16, timed as torch forward passes with
+# Hugging Face's modules and PyTorch's SDPA attention, passes of up to 2,048 tokens as CUDA-graph
+# replays. Each pass is held against the roofline of the same GPU from the hardware catalogue:
+# encoder passes and prefills by the share of peak FLOP/s they reach, decode steps by the share
+# of memory bandwidth. Those shares are what the GPU itself, with these kernels, leaves of the
+# roofline; what a paper's calibration asks beyond them is the serving system's (scheduling,
+# batching, the engine's own kernels, the API server), or the difference between the GPU
+# measured here and the paper's (the fractions are assumed to carry over between GPU
+# generations). vLLM's fused kernels are usually faster than these modules, so the GPU's factor
+# found here is an upper bound on the GPU's part of a calibrated factor.
+
+# %%
+from schedlab.fit.latency_predictor import REFERENCE, calibrate_roofline
+from schedlab.latency.catalogue import hardware as catalogue_hardware, model_arch
+from schedlab.latency.efficiency import achieved, additive_factors, summary
+
+gpu_tables = [pd.read_parquet(p) for p in inputs["gpu_profiles"]]
+if not gpu_tables:
+    print("No GPU profiles configured (config.yaml: profile.gpu).")
+else:
+    gpu = pd.concat([achieved(t, catalogue_hardware(t["hardware"].iloc[0]), model_arch(t["model"].iloc[0]))
+                     for t in gpu_tables], ignore_index=True)
+    display(summary(gpu).round(3))
+    gpu_fits = {(p.parts[-2], p.stem): StepTimeModel.load(p) for p in inputs["gpu_fits"]}
+    display(pd.DataFrame([{"hardware": h, "model": m, "R²": f.meta["r2"], "resid sd (ms)": f.meta["resid_sd_s"] * 1e3,
+                           **{k: v for k, v in f.coefficients.items()}} for (h, m), f in gpu_fits.items()]).round(6))
+
+# %%
+if gpu_tables:
+    panels = [("encoder", "compute_eff", "flops", "encoder pass FLOPs"), ("prefill", "compute_eff", "flops", "prefill FLOPs"),
+              ("decode", "bw_eff", "bytes", "decode step bytes")]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    for ax, (ph, eff, work, xlabel) in zip(axes, panels):
+        d = gpu[gpu["phase"] == ph]
+        sns.scatterplot(data=d, x=work, y=eff, hue="model", style="hardware", s=22, ax=ax)
+        ax.set(xscale="log", xlabel=xlabel, ylabel="share of peak FLOP/s" if eff == "compute_eff" else "share of peak bandwidth",
+               title=f"{ph}: measured against the roofline", ylim=(0, 1))
+        ax.legend(fontsize=7)
+    save_figure(fig, figures_dir, "gpu_roofline_efficiency")
+    plt.show()
+
+# %% [markdown]
+# What the GPU explains of each paper's calibrated factors. A factor is the calibrated time
+# over the roofline's for one kind of cost (compute-bound or memory-bound); it splits into the
+# GPU's part (the inverse of the share measured here, on the comparable passes) and the rest,
+# left for the serving system: paper A's compute and memory factors (the measured whisper-large-v3
+# encoder passes and decode steps), paper C's chunk factors on the additive roofline (the same
+# non-negative least squares on the measured single-prompt prefills of its model), and paper D's
+# roofline efficiencies that reproduce its published single-request times at 1,000 tokens (the
+# measured prefill and decode step of one 1,000-token request of its model).
+
+# %%
+if gpu_tables:
+    papers = manifest["papers"]
+    slai_cal = StepTimeModel.load(inputs["slai_calibrated"]).meta["calibration"]
+    d_eff = calibrate_roofline(REFERENCE, catalogue_hardware(papers["D"]["hardware"]), model_arch(papers["D"]["model"]))
+    rows = []
+    for hw_name, g in gpu.groupby("hardware"):
+        hw_spec = catalogue_hardware(hw_name)
+        a = g[g["model"] == cal_model.meta["model"]]
+        c = g[(g["model"] == papers["C"]["model"]) & (g["phase"] == "prefill") & (g["batch"] == 1)]
+        d = g[(g["model"] == papers["D"]["model"]) & (g["batch"] == 1) & (g["length"] == 1000)].set_index("phase")
+        c_compute, c_memory = additive_factors(c, hw_spec) if len(c) >= 2 else (np.nan, np.nan)
+        for paper, cost, calibrated, gpu_factor in [
+            ("A", "compute (encoder, prefill)", cal["compute"], 1 / a.loc[a["phase"] == "encoder", "compute_eff"].median()),
+            ("A", "memory (weights, KV)", cal["memory"], 1 / a.loc[a["phase"] == "decode", "bw_eff"].median()),
+            ("C", "compute (chunks, additive)", slai_cal["compute"], c_compute),
+            ("C", "memory (chunks, additive)", slai_cal["memory"], c_memory),
+            ("D", "compute (prefill)", 1 / d_eff["compute_eff"], 1 / d.loc["prefill", "compute_eff"] if "prefill" in d.index else np.nan),
+            ("D", "memory (decode)", 1 / d_eff["bw_eff"], 1 / d.loc["decode", "bw_eff"] if "decode" in d.index else np.nan),
+        ]:
+            rows.append({"GPU measured": hw_name, "paper": paper, "cost": cost, "calibrated factor": calibrated,
+                         "GPU factor": gpu_factor, "left for serving": calibrated / gpu_factor})
+    split = pd.DataFrame(rows)
+    display(split.round(2))
+    first = split[split["GPU measured"] == split["GPU measured"].iloc[0]].set_index(["paper", "cost"])
+
+    def says(paper, cost):
+        r = first.loc[(paper, cost)]
+        if not np.isfinite(r["left for serving"]):
+            return f"paper {paper}'s {cost.split(' ')[0]} factor has no comparable measured pass"
+        rest = r["left for serving"]
+        tail = (f"{rest:.1f}x is left for the serving system" if rest >= 1.05 else
+                f"the calibrated cost is {1 / rest:.1f}x below what these passes take, so the calibration credits "
+                f"the paper's engine with faster kernels than these" if rest <= 0.95 else
+                "the GPU explains all of it")
+        return (f"paper {paper}'s {cost.split(' ')[0]} factor of {r['calibrated factor']:.2f}x: the GPU explains "
+                f"{r['GPU factor']:.2f}x and {tail}")
+
+    print(f"Measured on {split['GPU measured'].iloc[0]}: " + "; ".join(
+        says(p, c) for p, c in first.index) + ".")

@@ -91,33 +91,55 @@ def test_torch_profile_tiny_grid():
     df = torch_profile.profile(
         "whisper-tiny", batch_sizes=(1, 2), contexts=(8,), encoder_batches=(1, 4), repeats=1
     )
-    assert tuple(df.columns) == PROFILE_COLUMNS
+    assert tuple(df.columns) == (*PROFILE_COLUMNS, "prefill_pairs", "cuda_graph")
     assert (df["source"] == "torch").all() and (df["time_s"] > 0).all()
+    assert not df["cuda_graph"].any() and (df["prefill_pairs"] == 0).all()
     enc = df[df["n_encoder"] > 0].set_index("n_encoder")["time_s"]
     assert enc[4] > enc[1]
     assert sorted(df.loc[df["n_decode"] > 0, "ctx_tokens"]) == [8, 16]
 
 
-def test_a_reused_cache_times_the_same_step_as_a_fresh_one():
-    """Each timed decode step starts from the prefill's cache: the token a step appended is
-    cropped off, so every repeat sees the same context and computes the same logits."""
+def test_a_decoder_profile_counts_prefill_pairs_and_contexts():
+    pytest.importorskip("transformers")
+    from schedlab.latency import torch_profile
+
+    df = torch_profile.profile("tiny-llama", batch_sizes=(1, 3), contexts=(5, 16), repeats=1)
+    pre, dec = df[df["n_prefill_tokens"] > 0], df[df["n_decode"] > 0]
+    assert len(pre) == len(dec) == 4 and (df["n_encoder"] == 0).all()
+    assert sorted(zip(pre["n_prefill_tokens"], pre["prefill_pairs"])) == [
+        (5, 15), (15, 45), (16, 136), (48, 408)]
+    assert sorted(zip(dec["n_decode"], dec["ctx_tokens"])) == [(1, 5), (1, 16), (3, 15), (3, 48)]
+
+
+@pytest.mark.parametrize("model", ["tiny-llama", "whisper-tiny"])
+def test_a_slot_cache_step_is_the_step_on_a_growing_cache(model):
+    """A decode step on the slot cache (random keys and values of ``n`` tokens, the step's
+    token written into the free slot) computes the logits of the same step on transformers'
+    own growing cache holding those ``n`` tokens, and every repeat computes the same."""
     torch = pytest.importorskip("torch")
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-    from schedlab.latency.catalogue import model_dir
-    from schedlab.latency.torch_profile import reused_cache
+    from schedlab.latency.torch_profile import load, slot_cache
 
-    torch.manual_seed(0)
-    net = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir("tiny-llama"))).eval()
-    prompt, step_ids = torch.randint(0, 100, (2, 12)), torch.randint(0, 100, (2, 1))
+    loaded = load(model)
+    c = loaded.config
     with torch.inference_mode():
-        prefill = lambda: net(prompt, use_cache=True).past_key_values
-        setup = reused_cache(prefill)
-        steps = []
-        for _ in range(3):
-            (cache,) = setup()
-            assert cache.get_seq_length() == 12
-            steps.append(net(step_ids, past_key_values=cache, use_cache=True).logits)
-        fresh = net(step_ids, past_key_values=prefill(), use_cache=True).logits
-    for logits in steps:
+        if loaded.whisper:
+            heads, layers = c.decoder_attention_heads, c.decoder_layers
+            cache = slot_cache(layers, 2, heads, 12, c.d_model // heads, torch.float32, "cpu")
+            cross = slot_cache(layers, 2, heads, c.max_source_positions - 1, c.d_model // heads, torch.float32, "cpu")
+            enc = torch.zeros(2, c.max_source_positions, c.d_model)
+            step = lambda kv: loaded.net(encoder_outputs=(enc,), decoder_input_ids=ids, past_key_values=kv).logits
+            wrap = lambda self_kv: EncoderDecoderCache(self_kv, DynamicCache([(l.keys, l.values) for l in cross.layers]))
+        else:
+            heads, layers = c.num_key_value_heads, c.num_hidden_layers
+            cache = slot_cache(layers, 2, heads, 12, c.hidden_size // c.num_attention_heads, torch.float32, "cpu")
+            step = lambda kv: loaded.net(ids, past_key_values=kv).logits
+            wrap = lambda self_kv: self_kv
+        ids = torch.randint(0, 100, (2, 1))
+        slotted = [step(wrap(cache)) for _ in range(3)]
+        growing = DynamicCache([(l.keys[..., :12, :].clone(), l.values[..., :12, :].clone()) for l in cache.layers])
+        fresh = step(wrap(growing))
+    assert growing.get_seq_length() == 13 and cache.get_seq_length() == 12
+    for logits in slotted:
         torch.testing.assert_close(logits, fresh)

@@ -130,6 +130,10 @@ def cmd_profile(args) -> None:
         from schedlab.backends.vllm_profile import profile
 
         table = profile(engine_spec(args))
+    elif args.source == "shipped":
+        from schedlab.latency.shipped import read_shipped
+
+        table = read_shipped(args.hardware, args.model)
     else:
         from schedlab.latency.torch_profile import profile
 
@@ -376,9 +380,10 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--out", nargs="+", required=True, help="one parquet per rate")
     w.set_defaults(func=cmd_workload)
 
-    pr = sub.add_parser("profile", help="a latency profile table (roofline or timed torch passes)")
-    pr.add_argument("--source", choices=("roofline", "torch", "vllm"), required=True)
-    pr.add_argument("--hardware", default="A100-40GB", help="catalogue device (roofline only)")
+    pr = sub.add_parser("profile", help="a latency profile table (roofline, timed torch passes or vLLM steps, "
+                                         "or a GPU profile shipped with the package)")
+    pr.add_argument("--source", choices=("roofline", "torch", "vllm", "shipped"), required=True)
+    pr.add_argument("--hardware", default="A100-40GB", help="catalogue device (roofline, shipped)")
     pr.add_argument("--model", required=True)
     pr.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per point (torch)")
     pr.add_argument("--device", default="cpu", help="device, e.g. cpu or cuda:0 (torch, vllm)")

@@ -9,6 +9,7 @@ import shlex
 from schedlab.contracts import BACKENDS, SIM_BACKENDS
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import hardware, hardware_names, model_dir, model_names
+from schedlab.latency.shipped import shipped_hardware, shipped_models
 from schedlab.policies import POLICIES
 from schedlab.tournament.entrants import entrant
 from schedlab.tournament.workloads import check_spec, modality, pool_names
@@ -133,6 +134,9 @@ def _check_config():
         problems.append(f"asr.calibration.model {ASR['calibration']['model']!r} is not a known model")
     if FIDELITY["asr"]["experiment"] not in ASR["experiments"]:
         problems.append(f"fidelity.asr.experiment {FIDELITY['asr']['experiment']!r} is not in asr.experiments")
+    for gpu in config["profile"]["gpu"]:
+        if gpu not in shipped_hardware():
+            problems.append(f"profile.gpu: no shipped profiles for {gpu!r} (shipped: {', '.join(shipped_hardware())})")
     if problems:
         raise ValueError("config.yaml: " + "; ".join(problems))
 
@@ -610,6 +614,11 @@ def notebook_inputs(name):
             ],
             "engine_steps": [engine_run_dir(n, p) for n in served for p in EXPERIMENTS[n]["policies"]],
             "fidelity": rules.collect_fidelity.output[0],
+            # GPU profiles shipped with the package, their fits, and the factors the papers'
+            # calibrations settled on (paper A's is `calibration`), to hold against them.
+            "gpu_profiles": [f"{RESULTS}/profile/torch/{h}/{m}.parquet" for h in config["profile"]["gpu"] for m in shipped_models(h)],
+            "gpu_fits": [f"{RESULTS}/fit/steptime/torch/{h}/{m}.json" for h in config["profile"]["gpu"] for m in shipped_models(h)],
+            "slai_calibrated": f"{SLAI_DIR}/fit/calibrated.json",
             # Paper A's reduced sweep on the Whisper engine beside sim and vllm-sim (its
             # runs are made when the sweep's backend is the engine: `--config backend=vllm`).
             **({"engine_asr": rules.collect_engine_asr.output[0]} if config["backend"] == "vllm" else {}),

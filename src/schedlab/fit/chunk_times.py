@@ -22,6 +22,15 @@ def chunk_time(model: StepTimeModel, chunk) -> np.ndarray:
     return np.asarray(model(0, c, 0, 0, c * (c + 1) / 2), dtype=float)
 
 
+def relative_nnls(compute_part, memory_part, target) -> tuple[float, float]:
+    """Non-negative factors ``(compute, memory)`` with ``compute * compute_part + memory *
+    memory_part`` closest to ``target`` in relative error (each point weighs the same)."""
+    target = np.asarray(target, dtype=float)
+    A = np.column_stack([compute_part, memory_part]) / target[:, None]
+    (compute, memory), _ = nnls(A, np.ones_like(target))
+    return float(compute), float(memory)
+
+
 def calibrate_chunks(base: StepTimeModel, chunks, times_s) -> tuple[StepTimeModel, dict]:
     """``base`` scaled so its chunk times match the measured ``times_s``; returns the model
     (its ``meta["calibration"]`` holds targets, factors and achieved times) and the record."""
@@ -31,8 +40,7 @@ def calibrate_chunks(base: StepTimeModel, chunks, times_s) -> tuple[StepTimeMode
         raise SchedlabError("need at least two (chunk >= 1 token, time > 0) measured points")
     memory_part = chunk_time(base.scaled(0.0, 1.0), chunks)
     compute_part = chunk_time(base.scaled(1.0, 0.0), chunks)
-    A = np.column_stack([compute_part, memory_part]) / target[:, None]
-    (compute, memory), _ = nnls(A, np.ones_like(target))
+    compute, memory = relative_nnls(compute_part, memory_part, target)
     if compute <= 0 or memory <= 0:
         raise SchedlabError("the measured chunk times cannot be matched by positive efficiency factors")
     model = base.scaled(compute, memory)

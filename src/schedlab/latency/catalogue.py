@@ -74,6 +74,15 @@ def hardware(name: str) -> Hardware:
     )
 
 
+def hardware_for_device(device_name: str) -> str | None:
+    """The catalogue name of a GPU that torch calls ``device_name`` (each entry's
+    ``device_names``), or ``None`` when the catalogue has no such entry."""
+    for name, row in _hardware_table().items():
+        if device_name in row.get("device_names", ()):
+            return name
+    return None
+
+
 def model_names() -> list[str]:
     return sorted(p.parent.name for p in (ASSETS / "models").glob("*/config.json"))
 

@@ -12,9 +12,10 @@ import itertools
 
 import pandas as pd
 
+from schedlab.contracts import PREFILL_PAIRS
 from schedlab.errors import SchedlabError
 from schedlab.latency import roofline
-from schedlab.latency.catalogue import Hardware, ModelArch, model_dir
+from schedlab.latency.catalogue import Hardware, ModelArch
 
 #: Columns of a predictor profile table (parquet).
 PREDICTOR_PROFILE_COLUMNS = ("source", "hardware", "model", "phase", "batch", "length", "time_s")
@@ -58,34 +59,35 @@ def torch_profile(
     seed: int = 0,
     device: str = "cpu",
 ) -> pd.DataFrame:
-    """Timed prefill and decode passes of a random-initialised Llama-layout model."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    """Timed prefill and decode passes of a random-initialised Llama-layout model
+    (:func:`schedlab.latency.torch_profile.profile`) on the predictor's grid."""
+    from schedlab.latency.torch_profile import profile
 
-    from schedlab.latency.torch_profile import device_setup, median_time, reused_cache
+    return from_step_profile(profile(model, batches, lengths, repeats=repeats, seed=seed, device=device))
 
-    config = AutoConfig.from_pretrained(model_dir(model))
-    too_long = [n for n in lengths if not 0 < n < config.max_position_embeddings]
-    if too_long:
-        raise SchedlabError(f"lengths must lie in 1..{config.max_position_embeddings - 1}, got {too_long}")
-    if repeats < 1:
-        raise SchedlabError(f"repeats must be >= 1, got {repeats}")
-    torch.manual_seed(seed)
-    dtype, sync, hardware = device_setup(device)
-    net = AutoModelForCausalLM.from_config(config).eval().to(device=device, dtype=dtype)
-    rows = []
-    with torch.inference_mode():
-        for b, n in itertools.product(batches, lengths):
-            prompt = torch.randint(0, config.vocab_size, (b, n), device=device)
-            step_ids = torch.randint(0, config.vocab_size, (b, 1), device=device)
-            rows.append(("prefill", b, n, median_time(lambda: net(prompt, use_cache=True), repeats, sync=sync)))
 
-            def step(cache):
-                net(step_ids, past_key_values=cache, use_cache=True)
-
-            prefill = lambda: net(prompt, use_cache=True).past_key_values
-            rows.append(("decode", b, n, median_time(step, repeats, reused_cache(prefill), sync)))
-    return _table(rows, "torch", hardware, model)
+def from_step_profile(profile: pd.DataFrame) -> pd.DataFrame:
+    """A step profile's prefill-only and decode-only rows on the predictor's (batch, length)
+    grid: a prefill of ``b`` prompts of ``n`` tokens has ``b * n`` tokens and
+    ``b * n * (n + 1) / 2`` attention pairs, so ``n = 2 * pairs / tokens - 1``; a decode step of
+    ``b`` sequences has ``b`` decodes over ``b * n`` context tokens. Rows of other compositions
+    (Whisper's encoder passes, mixed steps) are left out."""
+    if PREFILL_PAIRS not in profile:
+        raise SchedlabError("a step profile needs its prefill_pairs column to give prefill lengths")
+    prefill = profile[(profile["n_prefill_tokens"] > 0) & (profile["n_decode"] == 0) & (profile["n_encoder"] == 0)]
+    decode = profile[(profile["n_decode"] > 0) & (profile["n_prefill_tokens"] == 0) & (profile["n_encoder"] == 0)]
+    length = 2 * prefill[PREFILL_PAIRS] / prefill["n_prefill_tokens"] - 1
+    rows = pd.concat(
+        [
+            pd.DataFrame({"phase": "prefill", "batch": prefill["n_prefill_tokens"] / length, "length": length,
+                          "time_s": prefill["time_s"]}),
+            pd.DataFrame({"phase": "decode", "batch": decode["n_decode"], "length": decode["ctx_tokens"] / decode["n_decode"],
+                          "time_s": decode["time_s"]}),
+        ]
+    )
+    rows = rows.astype({"batch": "int64", "length": "int64"}).reset_index(drop=True)
+    first = profile.iloc[0]
+    return _table(rows.itertuples(index=False), first["source"], first["hardware"], first["model"])
 
 
 def vllm_profile(

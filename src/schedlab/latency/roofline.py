@@ -20,6 +20,63 @@ from schedlab.latency.catalogue import FP16_BYTES, Hardware, ModelArch
 from schedlab.engine.steptime import padded_tokens
 
 
+def work(
+    arch: ModelArch,
+    n_encoder,
+    n_prefill_tokens,
+    n_decode,
+    ctx_tokens,
+    *,
+    n_prefill_seqs=0,
+    prefill_pairs=None,
+    tile: int = 0,
+) -> dict[str, np.ndarray]:
+    """FLOPs and bytes of one step's phases: ``enc_flops``, ``enc_bytes`` (zero without an
+    encoder pass), ``dec_flops``, ``dec_bytes`` (zero without decoder tokens); every count may
+    be a scalar or a numpy array (broadcast).
+
+    Decoder terms: dense FLOPs ``2 * decoder_params`` per token (tied LM head included);
+    self-attention ``4 * layers * d_model`` per attended (query, key) pair, where decodes attend
+    ``ctx_tokens`` pairs and each prefill sequence of ``p`` tokens about ``p**2 / 2`` (prompt
+    tokens split evenly over ``n_prefill_seqs``, at least one); cross-attention over all encoder
+    frames for every token; and, per new prefill sequence, the cross-attention K/V projections
+    of its encoder output. Bytes: decoder weights, the self-attention KV of ``ctx_tokens``, and
+    the cross-attention KV of every decoding or prefilling sequence. ``prefill_pairs``, when
+    given, replaces the prefill's ``p**2 / 2`` pairs (chunks over a context); with ``tile`` > 0
+    the dense FLOPs count the tokens padded to whole tiles.
+    """
+    n_enc = np.asarray(n_encoder, dtype=float)
+    n_pre = np.asarray(n_prefill_tokens, dtype=float)
+    n_dec = np.asarray(n_decode, dtype=float)
+    ctx = np.asarray(ctx_tokens, dtype=float)
+    seqs = np.asarray(n_prefill_seqs, dtype=float)
+    frames, d = arch.encoder_frames, arch.d_model
+
+    enc_flops = n_enc * (
+        2.0 * arch.encoder_params * frames + 4.0 * arch.encoder_layers * frames**2 * d
+    )
+    enc_bytes = np.where(n_enc > 0, arch.encoder_params * FP16_BYTES, 0.0)
+
+    tokens = n_pre + n_dec
+    pre_pairs = n_pre**2 / (2.0 * np.maximum(seqs, 1.0)) if prefill_pairs is None else np.asarray(prefill_pairs, dtype=float)
+    attn_pairs = ctx + pre_pairs
+    dense_tokens = padded_tokens(tokens, tile) if tile else tokens
+    dec_flops = np.where(
+        tokens > 0,
+        2.0 * arch.decoder_params * dense_tokens
+        + 4.0 * arch.decoder_layers * d * attn_pairs
+        + 4.0 * arch.decoder_layers * d * frames * tokens
+        + seqs * 4.0 * arch.decoder_layers * d * d * frames,
+        0.0,
+    )
+    dec_bytes = np.where(
+        tokens > 0,
+        arch.decoder_params * FP16_BYTES + ctx * arch.kv_bytes_per_token + (n_dec + seqs) * arch.cross_kv_bytes_per_request,
+        0.0,
+    )
+    return {"enc_flops": enc_flops, "enc_bytes": enc_bytes, "dec_flops": dec_flops, "dec_bytes": dec_bytes}
+
+
 def step_time(
     hw: Hardware,
     arch: ModelArch,
@@ -35,53 +92,17 @@ def step_time(
     tile: int = 0,
     overlap: bool = True,
 ):
-    """Seconds for one step; every count may be a scalar or a numpy array (broadcast).
-
-    Decoder terms: dense FLOPs ``2 * decoder_params`` per token (tied LM head included);
-    self-attention ``4 * layers * d_model`` per attended (query, key) pair, where decodes attend
-    ``ctx_tokens`` pairs and each prefill sequence of ``p`` tokens about ``p**2 / 2`` (prompt
-    tokens split evenly over ``n_prefill_seqs``, at least one); cross-attention over all encoder
-    frames for every token; and, per new prefill sequence, the cross-attention K/V projections
-    of its encoder output. Bytes: decoder weights, the self-attention KV of ``ctx_tokens``, and
-    the cross-attention KV of every decoding or prefilling sequence. ``prefill_pairs``, when
-    given, replaces the prefill's ``p**2 / 2`` pairs (chunks over a context); with ``tile`` > 0
-    the dense FLOPs count the tokens padded to whole tiles; ``overlap=False`` adds a phase's
-    compute and memory times instead of taking the larger.
-    """
-    n_enc = np.asarray(n_encoder, dtype=float)
-    n_pre = np.asarray(n_prefill_tokens, dtype=float)
-    n_dec = np.asarray(n_decode, dtype=float)
-    ctx = np.asarray(ctx_tokens, dtype=float)
-    seqs = np.asarray(n_prefill_seqs, dtype=float)
+    """Seconds for one step (the :func:`work` of its phases on ``hw``); every count may be a
+    scalar or a numpy array (broadcast). Each phase takes the larger of its compute and memory
+    times, or with ``overlap=False`` their sum (no overlap)."""
+    w = work(arch, n_encoder, n_prefill_tokens, n_decode, ctx_tokens, n_prefill_seqs=n_prefill_seqs,
+             prefill_pairs=prefill_pairs, tile=tile)
     flops_s = hw.peak_flops * compute_eff
     bytes_s = hw.mem_bw * bw_eff
     combine = np.maximum if overlap else np.add
-    frames, d = arch.encoder_frames, arch.d_model
-
-    enc_flops = n_enc * (
-        2.0 * arch.encoder_params * frames + 4.0 * arch.encoder_layers * frames**2 * d
+    total = combine(w["enc_flops"] / flops_s, w["enc_bytes"] / bytes_s) + combine(
+        w["dec_flops"] / flops_s, w["dec_bytes"] / bytes_s
     )
-    enc_bytes = arch.encoder_params * FP16_BYTES
-    enc_time = np.where(n_enc > 0, combine(enc_flops / flops_s, enc_bytes / bytes_s), 0.0)
-
-    tokens = n_pre + n_dec
-    pre_pairs = n_pre**2 / (2.0 * np.maximum(seqs, 1.0)) if prefill_pairs is None else np.asarray(prefill_pairs, dtype=float)
-    attn_pairs = ctx + pre_pairs
-    dense_tokens = padded_tokens(tokens, tile) if tile else tokens
-    dec_flops = (
-        2.0 * arch.decoder_params * dense_tokens
-        + 4.0 * arch.decoder_layers * d * attn_pairs
-        + 4.0 * arch.decoder_layers * d * frames * tokens
-        + seqs * 4.0 * arch.decoder_layers * d * d * frames
-    )
-    dec_bytes = (
-        arch.decoder_params * FP16_BYTES
-        + ctx * arch.kv_bytes_per_token
-        + (n_dec + seqs) * arch.cross_kv_bytes_per_request
-    )
-    dec_time = np.where(tokens > 0, combine(dec_flops / flops_s, dec_bytes / bytes_s), 0.0)
-
-    total = enc_time + dec_time
     return float(total) if total.ndim == 0 else total
 
 

@@ -1,22 +1,46 @@
-"""The ``torch`` source: timed forward passes of a random-initialised Whisper on a local device."""
+"""The ``torch`` source: timed forward passes of random-initialised models on a local device.
+
+Whisper: encoder passes over 30 s windows and single-token decoder steps that cross-attend to a
+window's encoder output. Llama-layout decoders (Llama, Mistral, Qwen2): prefill passes and
+single-token decode steps. Every pass is one row of a profile table
+(:data:`~schedlab.contracts.PROFILE_COLUMNS`, plus ``prefill_pairs`` for prefill rows and
+``cuda_graph``).
+
+Weights are allocated on the device directly, in its dtype (float32 on the CPU, bfloat16 on a
+CUDA device), and initialised there. A decode step runs on a KV cache of random keys and
+values with one free slot (:class:`SlotLayer`): the step writes its token into the slot in
+place, as vLLM writes into a paged cache block, so every repeat does the same work and no
+prefill is needed to build the cache. On a CUDA device every pass of at most
+:data:`GRAPH_TOKENS` tokens is captured in a CUDA graph and its replays are timed, as vLLM
+replays graphs for its decode batches: the time is the GPU's, without Python's launch
+overhead. Larger passes run eagerly (their kernels outlast their launches), and so does a pass
+whose capture fails; the ``cuda_graph`` column says which.
+"""
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
 
 import pandas as pd
 import torch
-from transformers import WhisperConfig, WhisperForConditionalGeneration
+from transformers import AutoConfig, AutoModelForCausalLM, WhisperForConditionalGeneration
+from transformers.cache_utils import Cache, DynamicLayer, EncoderDecoderCache
 
-from schedlab.contracts import PROFILE_COLUMNS
+from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS
 from schedlab.errors import SchedlabError
-from schedlab.latency.catalogue import model_dir
+from schedlab.latency.catalogue import LLAMA_LIKE, model_dir
 
 #: Log-mel frames of one 30 s Whisper input window.
 MEL_FRAMES = 3000
+#: Passes of at most this many tokens are timed as CUDA-graph replays on a CUDA device.
+GRAPH_TOKENS = 2048
+#: Whether a row's time is of CUDA-graph replays (optional profile column).
+CUDA_GRAPH = "cuda_graph"
 
 
 @contextmanager
@@ -30,12 +54,12 @@ def _threads(n: int | None) -> Iterator[int]:
         torch.set_num_threads(before)
 
 
-def device_setup(device: str) -> tuple[torch.dtype, Callable[[], None], str]:
-    """Float32 on the CPU, float16 on a CUDA ``device``; the synchronisation a timing needs;
-    the device's label (GPU name, or ``cpu-<threads>c`` at the current thread count)."""
+def device_setup(device: str) -> tuple[torch.dtype, str]:
+    """Float32 on the CPU, bfloat16 on a CUDA ``device``; the device's label (GPU name, or
+    ``cpu-<threads>c`` at the current thread count)."""
     if device.startswith("cuda"):
-        return torch.float16, torch.cuda.synchronize, torch.cuda.get_device_name(device).replace(" ", "-")
-    return torch.float32, (lambda: None), f"cpu-{torch.get_num_threads()}c"
+        return torch.bfloat16, torch.cuda.get_device_name(device).replace(" ", "-")
+    return torch.float32, f"cpu-{torch.get_num_threads()}c"
 
 
 def median_time(
@@ -54,20 +78,240 @@ def median_time(
     return statistics.median(times)
 
 
-def reused_cache(prefill: Callable[[], object]) -> Callable[[], tuple]:
-    """A `median_time` setup for timing one decode step on a KV cache: the cache of one
-    ``prefill()``, with the token each timed step appended cropped off again before the next."""
-    cache = None
+def _cuda_median(run: Callable[[], object], repeats: int) -> float:
+    """Median seconds between CUDA events around ``run()`` over ``repeats``, after a warm-up."""
+    run()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
 
-    def setup() -> tuple:
-        nonlocal cache
-        if cache is None:
-            cache = prefill()
+
+def _capture(run: Callable[[], object]) -> torch.cuda.CUDAGraph:
+    """``run`` captured in a CUDA graph, after two warm-up runs on a side stream (as torch's
+    documentation prescribes, so that lazily initialised libraries are ready)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    return graph
+
+
+@dataclass
+class PassTimer:
+    """Times passes on ``device``: the median of ``repeats`` after a warm-up. On CUDA, a pass
+    of at most :data:`GRAPH_TOKENS` tokens is timed as replays of its CUDA graph while capture
+    works; after the first failed capture (a model whose forward synchronises with the host)
+    every pass runs eagerly and ``capture_error`` says why."""
+
+    device: str
+    repeats: int
+    capture_error: str | None = field(default=None)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def __call__(self, run: Callable[[], object], tokens: int) -> tuple[float, bool]:
+        """Seconds of one ``run()`` and whether they are of graph replays."""
+        if not self.cuda:
+            return median_time(run, self.repeats), False
+        if tokens <= GRAPH_TOKENS and self.capture_error is None:
+            try:
+                graph = _capture(run)
+            except RuntimeError as e:
+                self.capture_error = str(e).splitlines()[0][:200]
+                torch.cuda.synchronize()
+            else:
+                try:
+                    return _cuda_median(graph.replay, self.repeats), True
+                finally:
+                    del graph
+        return _cuda_median(run, self.repeats), False
+
+
+class SlotLayer(DynamicLayer):
+    """One attention layer's KV cache: ``keys``/``values`` of shape (batch, heads, length + 1,
+    head_dim) whose last position is a free slot. A decode step writes its token's keys and
+    values into the slot in place and attends to all ``length + 1`` positions; the cache
+    reports ``length`` tokens, so the next step does exactly the same."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        super().__init__()
+        self.lazy_initialization(keys, values)
+        self.keys, self.values = keys, values
+        self.length = keys.shape[-2] - 1
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        self.keys[..., self.length :, :].copy_(key_states)
+        self.values[..., self.length :, :].copy_(value_states)
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+
+def slot_cache(layers: int, batch: int, heads: int, length: int, head_dim: int, dtype, device) -> Cache:
+    """A cache of random keys and values: ``length`` tokens per sequence and a free slot."""
+    shape = (batch, heads, length + 1, head_dim)
+    return Cache(
+        layers=[
+            SlotLayer(torch.randn(shape, dtype=dtype, device=device), torch.randn(shape, dtype=dtype, device=device))
+            for _ in range(layers)
+        ]
+    )
+
+
+def _build(factory: Callable[..., torch.nn.Module], config, device: str, dtype: torch.dtype) -> torch.nn.Module:
+    """``factory(config)`` with its weights allocated and initialised on ``device`` in ``dtype``
+    (no float32 copy on the host first)."""
+    with torch.device(device):
+        return factory(config, dtype=dtype, attn_implementation="sdpa").eval()
+
+
+def _whisper_rows(net, config, timer: PassTimer, dtype, encoder_batches, decode_points, skip) -> Iterator[tuple]:
+    device = timer.device
+    heads = config.decoder_attention_heads
+    head_dim = config.d_model // heads
+    frames = config.max_source_positions
+    for b in encoder_batches:
+        if skip("encoder", b, 0):
+            continue
+        mel = torch.randn(b, config.num_mel_bins, MEL_FRAMES, device=device, dtype=dtype)
+        t, graph = timer(lambda: net.model.encoder(mel), tokens=b * frames)
+        yield (b, 0, 0, 0, t, 0, graph)
+        del mel
+    encoded = torch.randn(1, frames, config.d_model, device=device, dtype=dtype)
+    for b, ctx in decode_points:
+        if skip("decode", b, ctx):
+            continue
+        cache = EncoderDecoderCache(
+            slot_cache(config.decoder_layers, b, heads, ctx, head_dim, dtype, device),
+            # Cross-attention keys and values of each sequence's window, already computed.
+            Cache(layers=[_full_layer((b, heads, frames, head_dim), dtype, device) for _ in range(config.decoder_layers)]),
+        )
+        ids = torch.randint(0, config.vocab_size, (b, 1), device=device)
+        enc = encoded.expand(b, -1, -1)
+        step = lambda: net(encoder_outputs=(enc,), decoder_input_ids=ids, past_key_values=cache, use_cache=True)
+        t, graph = timer(step, tokens=b)
+        yield (0, 0, b, b * ctx, t, 0, graph)
+        del cache, step
+
+
+def _full_layer(shape, dtype, device) -> DynamicLayer:
+    """A layer cache holding random keys and values of ``shape`` (never updated)."""
+    layer = DynamicLayer()
+    keys, values = torch.randn(shape, dtype=dtype, device=device), torch.randn(shape, dtype=dtype, device=device)
+    layer.lazy_initialization(keys, values)
+    layer.keys, layer.values = keys, values
+    return layer
+
+
+def _decoder_rows(net, config, timer: PassTimer, dtype, prefill_points, decode_points, skip) -> Iterator[tuple]:
+    device = timer.device
+    heads = config.num_key_value_heads or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    for b, n in prefill_points:
+        if skip("prefill", b, n):
+            continue
+        prompt = torch.randint(0, config.vocab_size, (b, n), device=device)
+        # The LM head runs on each sequence's last token only, as in a serving engine.
+        run = lambda: net(prompt, use_cache=True, logits_to_keep=1)
+        t, graph = timer(run, tokens=b * n)
+        yield (0, b * n, 0, 0, t, b * n * (n + 1) // 2, graph)
+        del prompt, run
+    for b, n in decode_points:
+        if skip("decode", b, n):
+            continue
+        cache = slot_cache(config.num_hidden_layers, b, heads, n, head_dim, dtype, device)
+        ids = torch.randint(0, config.vocab_size, (b, 1), device=device)
+        step = lambda: net(ids, past_key_values=cache, use_cache=True)
+        t, graph = timer(step, tokens=b)
+        yield (0, 0, b, b * n, t, 0, graph)
+        del cache, step
+
+
+@dataclass
+class TorchNet:
+    """A random-initialised model on a device, ready to time (see :func:`load`)."""
+
+    name: str
+    config: object
+    net: torch.nn.Module
+    dtype: torch.dtype
+    hardware: str
+    whisper: bool
+
+    @property
+    def max_length(self) -> int:
+        """Longest sequence (decoder context) the model takes."""
+        c = self.config
+        return c.max_target_positions if self.whisper else c.max_position_embeddings
+
+
+def load(model: str, device: str = "cpu", seed: int = 0) -> TorchNet:
+    """``model`` (a bundled config) built with random weights on ``device``."""
+    config = AutoConfig.from_pretrained(model_dir(model))
+    torch.manual_seed(seed)
+    dtype, hardware = device_setup(device)
+    if config.model_type == "whisper":
+        net = _build(WhisperForConditionalGeneration._from_config, config, device, dtype)
+    elif config.model_type in LLAMA_LIKE:
+        net = _build(AutoModelForCausalLM.from_config, config, device, dtype)
+    else:
+        raise SchedlabError(f"{model}: model_type {config.model_type!r} cannot be timed")
+    return TorchNet(model, config, net, dtype, hardware, config.model_type == "whisper")
+
+
+def time_passes(
+    loaded: TorchNet,
+    *,
+    encoder_batches: Iterable[int] = (),
+    prefill_points: Iterable[tuple[int, int]] = (),
+    decode_points: Iterable[tuple[int, int]] = (),
+    repeats: int = 3,
+    skip: Callable[[str, int, int], bool] = lambda phase, batch, length: False,
+    timer: PassTimer | None = None,
+) -> pd.DataFrame:
+    """Profile table (``source="torch"``) of ``loaded``'s passes: Whisper encoder passes of
+    ``b`` windows, prefill passes of ``b`` prompts of ``n`` tokens (decoder-only models), and
+    decode steps of ``b`` sequences holding ``n`` tokens of context each. ``skip(phase, b, n)``
+    may leave a point out (a memory or time limit)."""
+    if repeats < 1:
+        raise SchedlabError(f"repeats must be >= 1, got {repeats}")
+    prefill_points, decode_points = list(prefill_points), list(decode_points)
+    too_long = sorted({n for _, n in [*prefill_points, *decode_points] if not 0 < n < loaded.max_length})
+    if too_long:
+        raise SchedlabError(f"{loaded.name}: lengths must lie in 1..{loaded.max_length - 1}, got {too_long}")
+    if loaded.whisper and prefill_points:
+        raise SchedlabError(f"{loaded.name}: Whisper is profiled by encoder passes and decode steps, not prefills")
+    if not loaded.whisper and list(encoder_batches):
+        raise SchedlabError(f"{loaded.name}: a decoder-only model has no encoder")
+    timer = timer or PassTimer(_device_of(loaded.net), repeats)
+    with torch.inference_mode():
+        if loaded.whisper:
+            rows = list(_whisper_rows(loaded.net, loaded.config, timer, loaded.dtype, encoder_batches, decode_points, skip))
         else:
-            cache.crop(-1)
-        return (cache,)
+            rows = list(_decoder_rows(loaded.net, loaded.config, timer, loaded.dtype, prefill_points, decode_points, skip))
+    out = pd.DataFrame(rows, columns=[*PROFILE_COLUMNS[3:], PREFILL_PAIRS, CUDA_GRAPH])
+    out.insert(0, "source", "torch")
+    out.insert(1, "hardware", loaded.hardware)
+    out.insert(2, "model", loaded.name)
+    return out
 
-    return setup
+
+def _device_of(net: torch.nn.Module) -> str:
+    return str(next(net.parameters()).device)
 
 
 def profile(
@@ -80,52 +324,12 @@ def profile(
     threads: int | None = None,
     device: str = "cpu",
 ) -> pd.DataFrame:
-    """Profile table (``source="torch"``) of encoder passes and single-token decoder steps.
-
-    Encoder rows time ``b`` random 30 s mel inputs. Decode rows time one step of ``b``
-    sequences, each holding a self-attention cache of ``ctx`` tokens and cross-attending to
-    one precomputed encoder output; the LM head is included. Float32 on the CPU, float16 on a
-    CUDA ``device``; ``torch.inference_mode``.
-    """
-    if repeats < 1:
-        raise SchedlabError(f"repeats must be >= 1, got {repeats}")
-    config = WhisperConfig.from_pretrained(model_dir(model))
-    too_long = [c for c in contexts if not 0 < c < config.max_target_positions]
-    if too_long:
-        raise SchedlabError(
-            f"contexts must lie in 1..{config.max_target_positions - 1}, got {too_long}"
-        )
-    torch.manual_seed(seed)
-    rows = []
-    with _threads(threads), torch.inference_mode():
-        dtype, sync, hardware = device_setup(device)
-        net = WhisperForConditionalGeneration(config).eval().to(device=device, dtype=dtype)
-        for b in encoder_batches:
-            mel = torch.randn(b, config.num_mel_bins, MEL_FRAMES, device=device, dtype=dtype)
-            t = median_time(lambda: net.model.encoder(mel), repeats, sync=sync)
-            rows.append((b, 0, 0, 0, t))
-        mel = torch.randn(1, config.num_mel_bins, MEL_FRAMES, device=device, dtype=dtype)
-        encoded = net.model.encoder(mel)[0]
-        for b in batch_sizes:
-            enc = encoded.expand(b, -1, -1).contiguous()
-            for ctx in contexts:
-                prompt = torch.randint(0, config.vocab_size, (b, ctx), device=device)
-                step_ids = torch.randint(0, config.vocab_size, (b, 1), device=device)
-
-                def prefill():
-                    return net(encoder_outputs=(enc,), decoder_input_ids=prompt, use_cache=True).past_key_values
-
-                def step(cache):
-                    net(
-                        encoder_outputs=(enc,),
-                        decoder_input_ids=step_ids,
-                        past_key_values=cache,
-                        use_cache=True,
-                    )
-
-                rows.append((0, 0, b, b * ctx, median_time(step, repeats, reused_cache(prefill), sync)))
-    out = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS[3:]))
-    out.insert(0, "source", "torch")
-    out.insert(1, "hardware", hardware)
-    out.insert(2, "model", model)
-    return out
+    """Profile table of ``model`` on ``device``: decode steps at every batch size and context,
+    with encoder passes (Whisper) or prefills of every batch size and context (a decoder-only
+    model). See :func:`time_passes`."""
+    with _threads(threads):
+        loaded = load(model, device, seed)
+        points = list(itertools.product(batch_sizes, contexts))
+        if loaded.whisper:
+            return time_passes(loaded, encoder_batches=encoder_batches, decode_points=points, repeats=repeats)
+        return time_passes(loaded, prefill_points=points, decode_points=points, repeats=repeats)
