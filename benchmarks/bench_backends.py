@@ -15,7 +15,7 @@ pytest.importorskip("vllm")
 from bench_sim import KAPPA, STEP, trace_for  # noqa: E402
 
 from schedlab.engine import Arena, engine_config  # noqa: E402
-from schedlab.simulate import run_policy  # noqa: E402
+from schedlab.simulate import run_summary  # noqa: E402
 
 
 @pytest.mark.parametrize("rate", [10.0, 25.0])
@@ -25,7 +25,7 @@ def test_sim_vs_vllm_sim_speed_ratio(benchmark, rate):
 
     def wall(backend):
         t0 = time.perf_counter()
-        run_policy(trace, "sjf", arena, identity={}, backend=backend, model="whisper-large-v3")
+        run_summary(trace, "sjf", arena, identity={}, backend=backend, model="whisper-large-v3")
         return time.perf_counter() - t0
 
     wall("vllm-sim")  # imports and warm-up (vLLM's modules, sim's compiled kernels) outside the measurement

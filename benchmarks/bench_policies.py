@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from schedlab.policies import make_policy
+from schedlab import registry
 
 DEPTH = 500
 CYCLES = 2000  # push+pop cycles per timed round
@@ -34,7 +34,7 @@ def test_push_pop_overhead_at_depth_500(benchmark, name):
     jobs = [Job(i, float(arrival[i]), float(size[i])) for i in range(n)]
 
     def setup():
-        policy = make_policy(name)
+        policy = registry.make(name, kind=registry.QUEUE)
         for j in jobs[:DEPTH]:
             policy.push(j)
         return (policy,), {}

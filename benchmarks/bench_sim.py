@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from schedlab.engine import Arena, ContinuousBatching, engine_config
+from schedlab.engine import Arena, engine_config
 from schedlab.engine import run as serve
 from schedlab.engine.steptime import StepTimeModel
-from schedlab.policies import make_policy
+from schedlab.simulate import scheduler_for
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.asr import asr_trace, librispeech_pool
 
@@ -46,7 +46,7 @@ def arena():
 
 
 def run(trace, policy, arena):
-    return serve(trace, ContinuousBatching(make_policy(policy)), arena)
+    return serve(trace, scheduler_for(policy), arena)
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "sjf", "hrrn"])

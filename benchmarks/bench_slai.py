@@ -16,7 +16,7 @@ from schedlab.data.sources import mirror_file
 from schedlab.engine import Arena
 from schedlab.latency.catalogue import hardware, model_arch
 from schedlab.slai.model import calibrated_model, roofline_profile
-from schedlab.slai.run import run_scheduler
+from schedlab.simulate import serve
 from schedlab.workload.openchat import openchat_trace
 
 
@@ -41,7 +41,7 @@ def setup():
 def test_full_35_minute_run_at_1_6_rps(benchmark, setup, scheduler):
     trace, arena = setup
     assert 3000 < len(trace) < 3800 and trace["output_tokens"].sum() > 1.2e6
-    res = benchmark.pedantic(run_scheduler, args=(trace, scheduler, arena), kwargs={"warmup_s": 120.0},
+    res = benchmark.pedantic(serve, args=(trace, scheduler, arena), kwargs={"warmup_s": 120.0},
                              rounds=2, iterations=1)
     assert res.requests["finish_s"].notna().all()
     best = benchmark.stats.stats.min

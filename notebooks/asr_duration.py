@@ -43,11 +43,12 @@ import seaborn as sns
 from schedlab.examples import toy_head_of_line
 from schedlab.render import read_manifest
 from schedlab.report import (
-    POLICY_ORDER,
     asr_findings,
     pct_change_vs,
     reported_asr_table1,
     save_figure,
+    scheduler_order,
+    scheduler_palette,
     select,
     table_beside_reported,
 )
@@ -69,7 +70,9 @@ else:
     burst = select(summary, "burst", "whisper-large-v3")
     medium = select(summary, "librispeech-500", "whisper-medium")
 print(f"backend: {backend}; runs: {len(summary)}")
-palette = dict(zip(POLICY_ORDER, sns.color_palette("colorblind", 3)))
+# Every policy the sweep ran, in the registry's order and colours (a plug-in's too).
+POLICY_ORDER = scheduler_order(summary["policy"].unique())
+palette = scheduler_palette(POLICY_ORDER)
 
 
 def by_rate(table, metrics, title, name, ylabel="ms", log=False):
@@ -187,9 +190,9 @@ else:
 
 # %%
 toy = toy_head_of_line()
-means = toy.groupby("policy")["e2el_s"].mean().reindex(POLICY_ORDER)
+means = toy.groupby("policy")["e2el_s"].mean().reindex(scheduler_order(toy["policy"].unique()))
 fig, ax = plt.subplots(figsize=(6, 3))
-sns.barplot(data=toy, x="audio_duration_s", y="e2el_s", hue="policy", hue_order=POLICY_ORDER, palette=palette, ax=ax)
+sns.barplot(data=toy, x="audio_duration_s", y="e2el_s", hue="policy", hue_order=list(means.index), palette=palette, ax=ax)
 ax.set(xlabel="clip duration (s)", ylabel="E2EL (s)", title="toy example: latency per clip")
 save_figure(fig, figures_dir, "fig01_toy")
 plt.show()

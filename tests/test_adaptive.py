@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from schedlab.errors import SchedlabError
-from schedlab.policies import make_policy
+from schedlab import registry
+
+make_policy = lambda name: registry.make(name, kind=registry.QUEUE)
 from schedlab.policies.adaptive import Adaptive, SwitchRule
 from schedlab.policies.hrrn import HRRN
 from schedlab.policies.sjf import SJF

@@ -19,13 +19,12 @@ from schedlab.estimate import job_sizes
 from schedlab.examples import TOY_STEP, toy_trace
 from schedlab.io import write_json, write_parquet
 from schedlab.metrics import summarize
-from schedlab.policies import make_policy
+from schedlab import registry
 from schedlab.engine import Arena, ContinuousBatching, EngineConfig, engine_config, run
 from schedlab.engine.core import Engine
 from schedlab.engine.steptime import StepTimeModel
-from schedlab.simulate import run_policy
-from schedlab.slai.registry import SCHEDULERS as BUILDERS
-from schedlab.slai.sarathi import Sarathi
+from schedlab.simulate import run_summary, scheduler_for
+from schedlab.builders.sarathi import Sarathi
 from schedlab.workload.arrivals import arrival_times
 from traces import two_class_trace
 from schedlab.workload.synthetic import random_lengths_trace
@@ -42,11 +41,12 @@ CALIBRATED = StepTimeModel(
 def simulate(trace, policy, step_time, config, sizes, **options):
     """``policy`` under continuous batching, with ``sizes`` as the requests' job-size hints."""
     trace = trace.assign(priority=np.asarray(sizes, float))
-    return run(trace, ContinuousBatching(make_policy(policy)), Arena(step_time, config), **options)
+    return run(trace, scheduler_for(policy), Arena(step_time, config), **options)
 
 
-#: Every scheduler of every paper: queue policies under continuous batching, and the builders.
-ALL_SCHEDULERS = {**{p: (lambda p=p: ContinuousBatching(make_policy(p))) for p in POLICY_NAMES}, **BUILDERS}
+#: Every registered scheduler that needs nothing of the run in advance: queue policies under
+#: continuous batching, and the batch builders.
+ALL_SCHEDULERS = {e.name: (lambda n=e.name: scheduler_for(n)) for e in registry.entries() if not e.needs}
 
 
 def librispeech_like_utterances(n: int, seed: int) -> pd.DataFrame:
@@ -120,7 +120,7 @@ def test_toy_example_means_and_summary():
     trace = toy_trace()
     means = {}
     for policy in POLICY_NAMES:
-        _, summary = run_policy(trace, policy, Arena(TOY_STEP, TOY_ENGINE, {"en": 5.0}), identity={"seed": 7})
+        _, summary = run_summary(trace, policy, Arena(TOY_STEP, TOY_ENGINE, {"en": 5.0}), identity={"seed": 7})
         assert summary["policy"] == policy and summary["backend"] == "sim" and summary["seed"] == 7
         assert summary["completed"] == 3
         assert summary["throughput_rps"] == pytest.approx(3 / 17)
@@ -309,7 +309,7 @@ def test_fcfs_under_continuous_batching_is_sarathi_fcfs_with_equal_budgets():
     trace = class_trace(400, rate=3.0, seed=2)
     for cap in (1 << 40, 600, 400):
         arena = Arena(STAIRCASE, EngineConfig(max_num_seqs=128, max_num_batched_tokens=512, kv_capacity_blocks=cap))
-        a = run(trace, ContinuousBatching(make_policy("fcfs")), arena).requests
+        a = run(trace, scheduler_for("fcfs"), arena).requests
         b = run(trace, Sarathi(budget=512, max_active=128, order="fcfs"), arena).requests
         pd.testing.assert_frame_equal(a, b)
         assert cap > 1e6 or a["preemptions"].sum() > 0
@@ -446,7 +446,7 @@ def test_cli_simulate_is_byte_identical_and_matches_in_process(cli_inputs, tmp_p
 
     engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
     assert engine.encoder_frames == 1500
-    result, _ = run_policy(trace, "sjf", Arena(StepTimeModel.load(paths["steptime"]), engine, {"en": 3.0}), identity={})
+    result, _ = run_summary(trace, "sjf", Arena(StepTimeModel.load(paths["steptime"]), engine, {"en": 3.0}), identity={})
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / "results.parquet"), result.requests)
 
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
@@ -579,7 +579,7 @@ def test_fast_forward_matches_step_by_step_past_a_knee(monkeypatch):
     _assert_same_run(fast, simulate(trace, "fcfs", kneed, cfg, sizes))
 
 
-@pytest.mark.parametrize("name", sorted(BUILDERS))
+@pytest.mark.parametrize("name", registry.names(registry.BATCH))
 def test_fast_forward_matches_step_by_step_for_every_builder(name, monkeypatch):
     trace = class_trace(300, rate=4.0, seed=1)
     stretches = _stretch_counter(monkeypatch)

@@ -22,7 +22,9 @@ from schedlab.ewsjf.reward import Lambdas, TrialStats, reward
 from schedlab.ewsjf.score import PrefillModel, Weights, score, wait_to_outrank
 from schedlab.ewsjf.studies import Setup, backlog, engine_limits, policy_for, run
 from schedlab.latency.catalogue import hardware, model_arch
-from schedlab.policies import make_policy
+from schedlab import registry
+
+make_policy = lambda name: registry.make(name, kind=registry.QUEUE)
 from schedlab.engine.steptime import StepTimeModel
 
 PREFILL = PrefillModel(intercept_s=0.01, per_token_s=1e-4)

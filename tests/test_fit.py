@@ -13,7 +13,7 @@ from schedlab.fit.calibrate import BASELINE_METRICS, baseline_rows, calibrate, i
 from schedlab.fit.kappa import fit_kappa, fit_languages, kappas
 from schedlab.fit.steptime import best_knee, fit_held_out, fit_steptime, front_end_at, predict, read_engine_steps
 from schedlab.engine import Arena, EngineConfig
-from schedlab.simulate import run_policy
+from schedlab.simulate import run_summary
 from schedlab.engine.steptime import COMPUTE_TERMS, MEMORY_TERMS, StepTimeModel
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.asr import asr_trace
@@ -394,7 +394,7 @@ def _trace(pool, rate, n, seed):
 
 
 def _fcfs(trace, model):
-    return run_policy(trace, "fcfs", Arena(model, ENGINE, KAPPA), identity={})[1]
+    return run_summary(trace, "fcfs", Arena(model, ENGINE, KAPPA), identity={})[1]
 
 
 def test_joint_fit_recovers_known_parameters():

@@ -21,7 +21,7 @@ from schedlab.extensions.language_kappa import (
 )
 from schedlab.metrics import latency_columns
 from schedlab.engine import Arena, engine_config
-from schedlab.simulate import run_policy
+from schedlab.simulate import run_summary
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.workload.asr import WHISPER_MAX_POSITIONS
 from schedlab.workload.multilingual import fleurs_tables, mix_trace, stand_in_pool
@@ -95,8 +95,8 @@ def test_ratio_one_gives_identical_schedules(utts):
     assert source == "stand-in" and kappas["per-language"] == kappas["global"]
     trace = mix(pools, SHARES, 25.0, seed=0, duration_s=20.0)
     for policy in ("sjf", "hrrn"):
-        a = run_policy(trace, policy, Arena(STEP, ENGINE, kappas["per-language"]), identity={})[0].requests
-        b = run_policy(trace, policy, Arena(STEP, ENGINE, kappas["global"]), identity={})[0].requests
+        a = run_summary(trace, policy, Arena(STEP, ENGINE, kappas["per-language"]), identity={})[0].requests
+        b = run_summary(trace, policy, Arena(STEP, ENGINE, kappas["global"]), identity={})[0].requests
         pd.testing.assert_frame_equal(a, b)
 
 
@@ -115,7 +115,7 @@ def test_large_ratio_per_language_kappa_ranks_better_and_cuts_sjf_median(utts):
     kappas = estimator_kappas(pools)
     trace = mix(pools, SHARES, 25.0, seed=0, duration_s=30.0)  # past saturation (~17 req/s)
     p50 = {
-        est: run_policy(trace, "sjf", Arena(STEP, ENGINE, kappas[est]), identity={})[1]["p50_e2el_ms"]
+        est: run_summary(trace, "sjf", Arena(STEP, ENGINE, kappas[est]), identity={})[1]["p50_e2el_ms"]
         for est in ("per-language", "global")
     }
     assert p50["per-language"] < 0.9 * p50["global"]
@@ -149,7 +149,7 @@ def test_per_request_arrivals_are_identical_across_estimates_and_policies(utts):
     kappas = estimator_kappas(pools)
     trace = mix(pools, SHARES, 20.0, seed=1, duration_s=5.0)
     runs = [
-        run_policy(trace, policy, Arena(STEP, ENGINE, kappas[est]), identity={})[0].requests
+        run_summary(trace, policy, Arena(STEP, ENGINE, kappas[est]), identity={})[0].requests
         for est in ("per-language", "global")
         for policy in ("fcfs", "sjf", "hrrn")
     ]

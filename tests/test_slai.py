@@ -15,12 +15,12 @@ import pytest
 from schedlab.engine import Arena, EngineConfig
 from schedlab.engine import run as run_engine
 from schedlab.slai.algorithm2 import Algorithm2
-from schedlab.slai.prefill_priority import PrefillPriority
-from schedlab.slai.rad import RAD
-from schedlab.slai.registry import make_builder
-from schedlab.slai.request_level import RequestLevel
+from schedlab.builders.prefill_priority import PrefillPriority
+from schedlab.builders.rad import RAD
+from schedlab.simulate import scheduler_for as make_builder
+from schedlab.builders.request_level import RequestLevel
 from schedlab.slai.run import by_bucket, summary
-from schedlab.slai.sarathi import Sarathi
+from schedlab.builders.sarathi import Sarathi
 from schedlab.slai.slai import SLAI, dynamic_offset
 from schedlab.errors import SchedlabError
 from schedlab.engine.steptime import StepTimeModel

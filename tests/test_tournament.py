@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
 from schedlab.errors import SchedlabError
@@ -15,7 +17,11 @@ from schedlab.engine import EngineConfig
 from schedlab.engine.continuous import Job
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.slosa.online import OnlineMapper, predictor_for
-from schedlab.tournament.entrants import ENTRANTS, lineup
+from schedlab import registry
+from schedlab.tournament.entrants import lineup
+
+#: The shipped config's entrants.
+ENTRANTS = lineup(yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())["tournament"]["entrants"], "llm")
 from schedlab.tournament.pareto import front, on_front
 from schedlab.engine import Arena
 from schedlab.tournament.play import capacity, match, slo_score
@@ -148,7 +154,7 @@ def test_asr_lineup_is_paper_a_only_and_every_llm_entrant_plays():
     names = [e.name for e in ENTRANTS]
     assert [e.name for e in lineup(names, "asr")] == ["fcfs", "sjf", "hrrn", "adaptive"]
     assert len(lineup(names, "llm")) == len(ENTRANTS)
-    with pytest.raises(SchedlabError, match="unknown tournament entrant"):
+    with pytest.raises(SchedlabError, match="unknown scheduler 'fifo'"):
         lineup(["fifo"], "llm")
 
 

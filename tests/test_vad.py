@@ -8,7 +8,7 @@ from schedlab.data.vad import FRAME_MS, speech_frames, speech_sample, speech_sec
 from schedlab.errors import SchedlabError
 from schedlab.estimate import job_sizes, size_estimate, size_hints
 from schedlab.engine import Arena, EngineConfig, engine_config
-from schedlab.simulate import run_policy
+from schedlab.simulate import run_summary
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.extensions.vad import vad_accuracy, vad_study
 from schedlab.workload.padded import SCENARIOS, synth_clip, vad_clips, vad_trace
@@ -192,8 +192,8 @@ def test_vllm_sim_orders_by_the_speech_time_a_client_sends(clips):
     trace = vad_trace(clips, "padded", 25.0, seed=0, duration_s=8.0)
     engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
     arena = Arena(STEP, engine, KAPPA, "vad")
-    sim = run_policy(trace, "sjf", arena, identity={})[0].requests
-    vs = run_policy(trace, "sjf", arena, identity={}, backend="vllm-sim", model="whisper-large-v3")[0].requests
-    raw = run_policy(trace, "sjf", Arena(STEP, engine, KAPPA), identity={})[0].requests
+    sim = run_summary(trace, "sjf", arena, identity={})[0].requests
+    vs = run_summary(trace, "sjf", arena, identity={}, backend="vllm-sim", model="whisper-large-v3")[0].requests
+    raw = run_summary(trace, "sjf", Arena(STEP, engine, KAPPA), identity={})[0].requests
     np.testing.assert_allclose(vs["finish_s"], sim["finish_s"], rtol=1e-9, atol=1e-9)
     assert not np.allclose(raw["finish_s"], sim["finish_s"])

@@ -16,7 +16,10 @@ from schedlab.backends.vllm_build import build_scheduler, make_request  # noqa: 
 from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: E402
 from schedlab.engine import Arena, EngineConfig, run  # noqa: E402
 from schedlab.engine.steptime import StepTimeModel  # noqa: E402
-from schedlab.slai.registry import SCHEDULERS, make_builder  # noqa: E402
+from schedlab import registry  # noqa: E402
+from schedlab.simulate import scheduler_for as make_builder  # noqa: E402
+
+SCHEDULERS = registry.names(registry.BATCH)
 from traces import two_class_trace  # noqa: E402
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 

@@ -14,9 +14,9 @@ from schedlab.backends.vllm_build import build_scheduler, make_request  # noqa: 
 from schedlab.backends.vllm_scheduler import PolicyQueue, VllmJob  # noqa: E402
 from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: E402
 from schedlab.examples import TOY_KAPPA, TOY_STEP, toy_trace  # noqa: E402
-from schedlab.policies import make_policy  # noqa: E402
+from schedlab import registry  # noqa: E402
 from schedlab.engine import Arena, EngineConfig, engine_config  # noqa: E402
-from schedlab.simulate import run_policy  # noqa: E402
+from schedlab.simulate import run_summary  # noqa: E402
 from schedlab.engine.steptime import StepTimeModel  # noqa: E402
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.synthetic import random_lengths_trace  # noqa: E402
@@ -63,7 +63,7 @@ def test_admission_order_follows_the_policy(policy, expected):
 def test_peek_and_pop_agree_when_the_clock_moves():
     """HRRN's choice flips between t=5.5 and t=6; pop returns what peek showed."""
     now = {"t": 5.5}
-    queue = PolicyQueue(make_policy("hrrn"), lambda r: r, lambda: now["t"])
+    queue = PolicyQueue(registry.make("hrrn"), lambda r: r, lambda: now["t"])
     a, b = VllmJob(0, 0.0, 10.0, None), VllmJob(1, 5.0, 1.0, None)
     a.request, b.request = a, b  # the queue hands back ``job.request``
     queue.add_request(a)
@@ -75,7 +75,7 @@ def test_peek_and_pop_agree_when_the_clock_moves():
 
 
 def test_queue_remove_and_prepend():
-    queue = PolicyQueue(make_policy("sjf"), lambda r: r, lambda: 0.0)
+    queue = PolicyQueue(registry.make("sjf"), lambda r: r, lambda: 0.0)
     jobs = [VllmJob(i, float(i), float(s), None) for i, s in enumerate([5, 3, 9])]
     for j in jobs:
         j.request = j
@@ -155,8 +155,8 @@ def test_vllm_sim_equals_sim_on_whisper(policy):
     engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
     # with a served engine's front end on both sides of the scheduler
     arena = Arena(replace(WHISPER_STEP, frontend_s=0.03, output_s=0.01), engine, {"en": 3.0})
-    sim = run_policy(trace, policy, arena, identity={})[0].requests
-    vs = run_policy(trace, policy, arena, identity={}, backend="vllm-sim", model="whisper-large-v3")[0].requests
+    sim = run_summary(trace, policy, arena, identity={})[0].requests
+    vs = run_summary(trace, policy, arena, identity={}, backend="vllm-sim", model="whisper-large-v3")[0].requests
     for col in ("first_scheduled_s", "first_token_s", "finish_s"):
         np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9)
 
@@ -169,8 +169,8 @@ def test_vllm_sim_equals_sim_under_kv_pressure(policy):
     trace = random_lengths_trace(arrival_times(20.0, rng=rng, n_requests=n), rng=rng, prompt=(16, 600), output=(4, 200))
     step = StepTimeModel(intercept=0.004, n_prefill_tokens=2e-5, n_decode=1e-4, ctx_tokens=1e-7)
     engine = EngineConfig(max_num_seqs=32, max_num_batched_tokens=512, block_size=16, kv_capacity_blocks=250)
-    sim = run_policy(trace, policy, Arena(step, engine, {}), identity={})[0].requests
-    vs = run_policy(trace, policy, Arena(step, engine, {}), identity={}, backend="vllm-sim", model="tiny-llama")[0].requests
+    sim = run_summary(trace, policy, Arena(step, engine, {}), identity={})[0].requests
+    vs = run_summary(trace, policy, Arena(step, engine, {}), identity={}, backend="vllm-sim", model="tiny-llama")[0].requests
     assert sim["preemptions"].sum() > 10
     np.testing.assert_array_equal(vs["preemptions"], sim["preemptions"])
     np.testing.assert_allclose(vs["finish_s"], sim["finish_s"], rtol=1e-9)
@@ -214,9 +214,9 @@ def test_vllm_sim_equals_sim_for_prompt_length_policies(policy):
     trace = random_lengths_trace(arrival_times(60.0, rng=rng, n_requests=n), rng=rng, prompt=(16, 600), output=(2, 40))
     step = StepTimeModel(intercept=0.004, n_prefill_tokens=4e-5, n_decode=1e-4, ctx_tokens=1e-7)
     engine = EngineConfig(max_num_seqs=16, max_num_batched_tokens=512, block_size=16, kv_capacity_blocks=2000)
-    sim = run_policy(trace, policy, Arena(step, engine, {}), identity={})[0].requests
-    vs = run_policy(trace, policy, Arena(step, engine, {}), identity={}, backend="vllm-sim", model="tiny-llama")[0].requests
-    fcfs = run_policy(trace, "fcfs", Arena(step, engine, {}), identity={})[0].requests
+    sim = run_summary(trace, policy, Arena(step, engine, {}), identity={})[0].requests
+    vs = run_summary(trace, policy, Arena(step, engine, {}), identity={}, backend="vllm-sim", model="tiny-llama")[0].requests
+    fcfs = run_summary(trace, "fcfs", Arena(step, engine, {}), identity={})[0].requests
     assert not np.allclose(sim["first_scheduled_s"], fcfs["first_scheduled_s"])  # the order differs from FCFS
     for col in ("first_scheduled_s", "first_token_s", "finish_s"):
         np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9)
@@ -234,3 +234,25 @@ def test_policy_sees_one_clock_reading_per_step():
     out, _ = _step(sched)
     assert len(out.scheduled_new_reqs) == 6
     assert sched.schedlab_policy.decisions == 1
+
+
+@pytest.mark.parametrize("name", registry.names(registry.QUEUE))
+def test_vllm_sim_equals_sim_for_every_registered_queue_policy(name):
+    """Every registered waiting-queue policy, plug-ins and paper D's online mapper (which is
+    handed the whole trace) included: identical per-request times and preemptions on
+    vLLM's scheduler and on schedlab's engine, with a pool small enough to preempt."""
+    rng = np.random.default_rng(8)
+    n = 120
+    trace = random_lengths_trace(arrival_times(25.0, rng=rng, n_requests=n), rng=rng, prompt=(16, 500), output=(4, 120))
+    code = rng.random(n) < 0.5
+    trace = trace.assign(slo_ttft_s=np.where(code, np.nan, 0.5), slo_tpot_s=np.where(code, np.nan, 0.05),
+                         slo_e2e_s=np.where(code, 8.0, np.nan))
+    step = StepTimeModel(intercept=0.004, n_prefill_tokens=3e-5, n_decode=1e-4, ctx_tokens=1e-7)
+    engine = EngineConfig(max_num_seqs=24, max_num_batched_tokens=512, block_size=16, kv_capacity_blocks=300)
+    arena = Arena(step, engine, {})
+    sim = run_summary(trace, name, arena, identity={})[0].requests
+    vs = run_summary(trace, name, arena, identity={}, backend="vllm-sim", model="tiny-llama")[0].requests
+    assert sim["finish_s"].notna().all()
+    np.testing.assert_array_equal(vs["preemptions"], sim["preemptions"])
+    for col in ("first_scheduled_s", "first_token_s", "finish_s"):
+        np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9, err_msg=col)

@@ -348,7 +348,7 @@ def test_cli_workload_missing_input_is_one_line(tmp_path):
 def test_in_flight_cap_bounds_requests_in_flight_and_times_from_sending():
     from schedlab.engine import Arena, EngineConfig
     from schedlab.engine.steptime import StepTimeModel
-    from schedlab.simulate import run_policy
+    from schedlab.simulate import run_summary
 
     rng = np.random.default_rng(3)
     dur = rng.uniform(1, 20, 400)
@@ -356,8 +356,8 @@ def test_in_flight_cap_bounds_requests_in_flight_and_times_from_sending():
     trace = asr_trace(pool, arrival_times(40.0, rng=_rng(1), duration_s=10), rng=_rng(2))
     arena = Arena(StepTimeModel(intercept=5e-3, n_encoder=0.03, n_decode=1e-4, frontend_s=0.01),
                   EngineConfig(max_num_batched_tokens=2048, encoder_frames=1500, kv_capacity_blocks=1 << 30))
-    open_run = run_policy(trace, "fcfs", arena, identity={})
-    capped = run_policy(trace, "fcfs", arena, identity={}, max_in_flight=8)
+    open_run = run_summary(trace, "fcfs", arena, identity={})
+    capped = run_summary(trace, "fcfs", arena, identity={}, max_in_flight=8)
     req = capped[0].requests.sort_values("arrival_s")
     sent, done = req["arrival_s"].to_numpy(), req["finish_s"].to_numpy()
     seen = sent + 0.01  # when the scheduler gets each request
@@ -370,4 +370,4 @@ def test_in_flight_cap_bounds_requests_in_flight_and_times_from_sending():
     assert capped[1]["p50_e2el_ms"] < 0.5 * open_run[1]["p50_e2el_ms"]
     assert capped[1]["completed"] == len(trace)
     with pytest.raises(SchedlabError, match="sim backend only"):
-        run_policy(trace, "fcfs", arena, identity={}, backend="vllm-sim", max_in_flight=8)
+        run_summary(trace, "fcfs", arena, identity={}, backend="vllm-sim", max_in_flight=8)

@@ -1,4 +1,5 @@
-"""``schedlab`` command line: data, workload, profile, fit, simulate, collect, vllm-run, vllm-serve, slosa, ewsjf, slai."""
+"""``schedlab`` command line: data, workload, profile, fit, simulate, schedulers, collect, vllm-run, vllm-serve,
+slosa, ewsjf, slai, tournament, extensions."""
 
 from __future__ import annotations
 
@@ -147,7 +148,11 @@ def cmd_fit_steptime(args) -> None:
     from schedlab.fit.steptime import fit_steptime
     from schedlab.validation import read_profile
 
-    fit_steptime(read_profile(args.profile), tile=args.tile).save(args.out)
+    if len(args.profile) != len(args.out):
+        raise SchedlabError("--profile and --out need one output per profile")
+    fits = {out: fit_steptime(read_profile(path), tile=args.tile) for path, out in zip(args.profile, args.out)}
+    for out, model in fits.items():
+        model.save(out)
 
 
 def cmd_fit_engine_steps(args) -> None:
@@ -239,10 +244,10 @@ def cmd_fit_apply(args) -> None:
 def cmd_simulate(args) -> None:
     """One run per ``--trace`` (a rate sweep in one process: the step-time model, kappa and
     the compiled engine are loaded once), each written as soon as it finishes."""
+    from schedlab import registry
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
-    from schedlab.policies import make_policy
-    from schedlab.simulate import run_policy
+    from schedlab.simulate import run_summary
 
     n = len(args.trace)
     rates = args.rate if args.rate is not None else [float("nan")] * n
@@ -250,7 +255,7 @@ def cmd_simulate(args) -> None:
         raise SchedlabError("--trace, --rate, --out-results and --out-summary need one value per run")
     if len(args.steptime) not in (1, n):
         raise SchedlabError("--steptime needs one model for every run or one per run")
-    make_policy(args.policy)  # fail early on an unknown name
+    registry.entry(args.policy)  # fail early on an unknown name
     engine, kappa = _engine(args), _kappa(args.kappa)
     arenas = {path: Arena(StepTimeModel.load(path), engine, kappa) for path in args.steptime}
     steptimes = args.steptime * n if len(args.steptime) == 1 else args.steptime
@@ -259,7 +264,7 @@ def cmd_simulate(args) -> None:
     for trace, rate, steptime, out_results, out_summary in zip(
         traces, rates, steptimes, args.out_results, args.out_summary
     ):
-        result, summary = run_policy(
+        result, summary = run_summary(
             trace,
             args.policy,
             arenas[steptime],
@@ -278,6 +283,20 @@ def cmd_simulate(args) -> None:
         write_outputs({out_results: result.requests, out_summary: summary})
 
 
+def cmd_schedulers(args) -> None:
+    """Every registered scheduler, one line each, and a line per plug-in that failed to load."""
+    from schedlab import registry
+
+    rows = [(e.name, e.kind, e.paper or "-", ",".join(e.modalities), f"{e.distribution} ({e.module})", e.summary)
+            for e in registry.entries()]
+    header = ("name", "kind", "paper", "workloads", "from", "what it does")
+    widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(5)]
+    for row in [header, *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + row[5])
+    for reason in registry.broken().values():
+        print(f"schedlab: error: {reason}", file=sys.stderr)
+
+
 def cmd_collect(args) -> None:
     import pandas as pd
 
@@ -294,10 +313,10 @@ def cmd_vllm_run(args) -> None:
     import time
 
     from schedlab.backends.vllm_engine import kv_capacity_blocks, replay, start_engine
+    from schedlab import registry
     from schedlab.metrics import summarize
-    from schedlab.policies import make_policy
 
-    make_policy(args.policy)  # fail early on an unknown name
+    registry.entry(args.policy, registry.QUEUE)  # fail early on an unknown name
     trace, kappa = _trace(args), _kappa(args.kappa)
     t0 = time.perf_counter()
     llm = start_engine(engine_spec(args), policy=args.policy, kappa=kappa)
@@ -317,10 +336,10 @@ def cmd_vllm_run(args) -> None:
 
 
 def cmd_vllm_serve(args) -> None:
+    from schedlab import registry
     from schedlab.backends.vllm_server import run_served
-    from schedlab.policies import make_policy
 
-    make_policy(args.policy)  # fail early on an unknown name
+    registry.entry(args.policy, registry.QUEUE)  # fail early on an unknown name
     if len(args.traces) != len(args.rates):
         raise SchedlabError("--traces and --rates need one rate label per trace")
     run_served(
@@ -349,7 +368,8 @@ def _run_args(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     value per run for the trace, rate and outputs."""
     many = {"nargs": "+"} if sweep else {}
     p.add_argument("--trace", required=True, **many)
-    p.add_argument("--policy", required=True, help="fcfs, sjf or hrrn")
+    p.add_argument("--scheduler", "--policy", dest="policy", required=True,
+                   help="a registered scheduler (`schedlab schedulers`): a queue policy, or with simulate a batch builder too")
     p.add_argument("--kappa", help="kappa JSON; without it every job's size is its max_tokens (output length)")
     p.add_argument("--workload", default="custom", help="name recorded in the summary")
     p.add_argument("--rate", type=_positive, default=None if sweep else float("nan"), help="recorded in the summary",
@@ -394,9 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="fit kappa, step-time coefficients, calibration")
     fsub = f.add_subparsers(dest="what", required=True)
     fs = fsub.add_parser("steptime", help="OLS step-time coefficients from a profile table")
-    fs.add_argument("--profile", required=True)
+    fs.add_argument("--profile", nargs="+", required=True, help="profile tables, each fitted on its own")
     fs.add_argument("--tile", type=int, default=0, help="GEMM tile width: fit the tile staircase (0: none)")
-    fs.add_argument("--out", required=True)
+    fs.add_argument("--out", nargs="+", required=True, help="one step-time JSON per profile")
     fs.set_defaults(func=cmd_fit_steptime)
     fe = fsub.add_parser("engine-steps", help="step-time OLS on served runs' engine steps, one rate held out per fit")
     fe.add_argument("--steps", nargs="+", required=True,
@@ -453,7 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
     vllm_engine_args(v, device=True)
     v.set_defaults(func=cmd_vllm_run)
     vs = sub.add_parser("vllm-serve", help="start `vllm serve` with a policy and replay traces over HTTP")
-    vs.add_argument("--policy", required=True, help="a registry policy, e.g. fcfs, sjf, hrrn, adaptive")
+    vs.add_argument("--scheduler", "--policy", dest="policy", required=True,
+                    help="a registered queue policy (`schedlab schedulers`), e.g. fcfs, sjf, hrrn, adaptive")
     vs.add_argument("--kappa", help="kappa JSON; without it every job's size is its max_tokens (output length)")
     vs.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
     vs.add_argument("--model-folder", required=True,
@@ -471,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     wf.add_argument("--model", required=True, help="a bundled Whisper architecture, e.g. whisper-tiny")
     wf.add_argument("--out", required=True, help="folder to write (config.json, tokenizer, preprocessor config)")
     wf.set_defaults(func=cmd_whisper_files)
+
+    sc = sub.add_parser("schedulers", help="list the registered schedulers (built-in and plug-ins)")
+    sc.set_defaults(func=cmd_schedulers)
 
     c = sub.add_parser("collect", help="gather run summaries (JSON) into one parquet table")
     c.add_argument("summaries", nargs="+", help="run summaries (JSON), or folders of them")

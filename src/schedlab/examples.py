@@ -6,7 +6,7 @@ import pandas as pd
 
 from schedlab.engine import Arena, ContinuousBatching, EngineConfig, run
 from schedlab.engine.steptime import StepTimeModel
-from schedlab.policies import make_policy
+from schedlab.simulate import scheduler_for
 
 
 #: Paper A's toy: 5 tokens per second of audio, 1 s of encoder and 0.2 s per token.
@@ -36,7 +36,7 @@ def toy_head_of_line(policies=("fcfs", "sjf", "hrrn")) -> pd.DataFrame:
     arena = Arena(TOY_STEP, EngineConfig(max_num_seqs=1, encoder_frames=1), {"en": TOY_KAPPA})
     rows = []
     for policy in policies:
-        res = run(trace, ContinuousBatching(make_policy(policy)), arena).requests
+        res = run(trace, scheduler_for(policy), arena).requests
         for r in res.itertuples():
             rows.append((policy, r.request_id, r.audio_duration_s, r.finish_s - r.arrival_s))
     return pd.DataFrame(rows, columns=["policy", "request_id", "audio_duration_s", "e2el_s"])

@@ -11,7 +11,31 @@ import pandas as pd
 from schedlab.backends.step_log import FRONT_END_LAG, INTERFERENCE, replay_flaws
 from schedlab.io import atomic_path
 
-POLICY_ORDER = ["fcfs", "sjf", "hrrn"]
+
+
+def scheduler_order(names) -> list[str]:
+    """``names`` (schedulers, as in a table's ``policy`` column) in the registry's order, so
+    every figure lists them alike; names the registry does not hold come last, sorted."""
+    from schedlab import registry
+
+    present = set(names)
+    known = [n for n in registry.names() if n in present]
+    return known + sorted(present - set(known))
+
+
+def scheduler_palette(names=None) -> dict:
+    """A colour per scheduler that stays the same across figures: its position in the registry
+    (seaborn's colour-blind palette, extended by evenly spaced hues past its ten colours);
+    ``names`` the registry does not hold get colours after those."""
+    import seaborn as sns
+
+    from schedlab import registry
+
+    everyone = registry.names() + sorted(set(names or ()) - set(registry.names()))
+    colours = sns.color_palette("colorblind", 10)
+    if len(everyone) > len(colours):
+        colours += sns.color_palette("husl", len(everyone) - len(colours))
+    return dict(zip(everyone, colours))
 
 
 def save_figure(fig, figures_dir: str | Path, name: str) -> None:
@@ -60,7 +84,7 @@ def asr_findings(table: pd.DataFrame) -> pd.DataFrame:
     top = table.index.get_level_values("rate").max()
     at = table.xs(top, level="rate")
     thr = table["throughput_rps"].unstack("policy")
-    f, s, h = (at.loc[p] for p in POLICY_ORDER)
+    f, s, h = (at.loc[p] for p in ("fcfs", "sjf", "hrrn"))
     checks = [
         ("SJF lowers P50 E2EL by >= 40% vs FCFS", (s.p50_e2el_ms / f.p50_e2el_ms - 1) * 100, s.p50_e2el_ms <= 0.6 * f.p50_e2el_ms),
         ("SJF raises P90 E2EL vs FCFS", (s.p90_e2el_ms / f.p90_e2el_ms - 1) * 100, s.p90_e2el_ms > f.p90_e2el_ms),
@@ -387,8 +411,8 @@ def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.Data
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    policies = [p for p in POLICY_ORDER if p in table.index.get_level_values("policy")]
-    palette = palette or dict(zip(POLICY_ORDER, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    policies = scheduler_order(table.index.get_level_values("policy"))
+    palette = palette or scheduler_palette(policies)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 3.8), squeeze=False)
     for ax, m in zip(axes[0], metrics):
         for p in policies:

@@ -1,4 +1,6 @@
-"""One run of a waiting-queue policy on a simulation backend, and its summary."""
+"""The one way to run a registered scheduler on a trace: on schedlab's engine (``sim``) or on
+vLLM's own scheduler (``vllm-sim``), a waiting-queue policy and a batch builder alike, and the
+run's summary."""
 
 from __future__ import annotations
 
@@ -6,18 +8,62 @@ import time
 
 import pandas as pd
 
+from schedlab import registry
 from schedlab.contracts import SIM_BACKENDS
 from schedlab.engine import Arena, ContinuousBatching, RunResult, run
+from schedlab.engine.scheduler import Scheduler
 from schedlab.errors import SchedlabError
 from schedlab.metrics import summarize
-from schedlab.policies import make_policy
 from schedlab.workload.client import InFlightCap
 
 
+def scheduler_for(name: str, trace: pd.DataFrame | None = None, arena: Arena | None = None) -> Scheduler:
+    """The engine scheduler of the registered ``name``: a batch builder as it is, a queue
+    policy inside vLLM v1's continuous batching (:class:`ContinuousBatching`)."""
+    entry = registry.entry(name)
+    made = entry.make(registry.Context(trace, arena))
+    return ContinuousBatching(made) if entry.kind == registry.QUEUE else made
 
-def run_policy(
+
+def serve(
     trace: pd.DataFrame,
-    policy: str,
+    scheduler: str,
+    arena: Arena,
+    *,
+    backend: str = "sim",
+    model: str | None = None,
+    warmup_s: float = 0.0,
+    sample_s: float | None = None,
+    max_in_flight: int | None = None,
+) -> RunResult:
+    """Serve ``trace`` with the registered ``scheduler`` in ``arena``, on schedlab's engine
+    (``sim``) or on vLLM's scheduler (``vllm-sim``, which needs the ``model``). Requests that
+    arrive during the first ``warmup_s`` are simulated but not measured; queues and KV are
+    sampled every ``sample_s``. ``max_in_flight`` caps the requests in flight at the client
+    (:class:`~schedlab.workload.client.InFlightCap`, ``sim`` only); latencies then count from
+    when each request is sent."""
+    if backend not in SIM_BACKENDS:
+        raise SchedlabError(f"unknown simulation backend {backend!r}; choose {' or '.join(SIM_BACKENDS)}")
+    if max_in_flight is not None and backend != "sim":
+        raise SchedlabError("a cap on requests in flight runs on the sim backend only")
+    if backend == "vllm-sim":
+        from schedlab.backends.vllm_sim import run_vllm_sim
+
+        registry.entry(scheduler)  # fails early on an unknown name
+        return run_vllm_sim(trace, scheduler, arena, model=model, warmup_s=warmup_s, sample_s=sample_s)
+    made = scheduler_for(scheduler, trace, arena)
+    if max_in_flight is None:
+        return run(trace, made, arena, warmup_s=warmup_s, sample_s=sample_s)
+    capped = InFlightCap(made, max_in_flight)
+    result = run(trace, capped, arena, warmup_s=warmup_s, sample_s=sample_s)
+    sent = pd.Series(capped.sent_s, index=trace["request_id"].to_numpy())
+    result.requests["arrival_s"] = sent.loc[result.requests["request_id"]].to_numpy()
+    return result
+
+
+def run_summary(
+    trace: pd.DataFrame,
+    scheduler: str,
     arena: Arena,
     *,
     identity: dict,
@@ -25,29 +71,12 @@ def run_policy(
     model: str | None = None,
     max_in_flight: int | None = None,
 ) -> tuple[RunResult, dict]:
-    """Serve ``trace`` under ``policy`` with continuous batching in ``arena``, on schedlab's
-    engine (``sim``) or on vLLM's scheduler (``vllm-sim``, which needs the ``model``); return
-    the result and its summary. ``max_in_flight`` caps the requests in flight at the client
-    (:class:`~schedlab.workload.client.InFlightCap`, ``sim`` only); latencies then count from
-    when each request is sent."""
-    if backend not in SIM_BACKENDS:
-        raise SchedlabError(f"unknown simulation backend {backend!r}; choose sim or vllm-sim")
-    if max_in_flight is not None and backend != "sim":
-        raise SchedlabError("a cap on requests in flight runs on the sim backend only")
+    """:func:`serve`, and the run summary of the contract with the engine's own figures."""
     if backend == "vllm-sim":
-        from schedlab.backends.vllm_sim import run_vllm_sim  # imported before the clock starts
+        from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: F401 (imported before the clock starts)
     t0 = time.perf_counter()
-    scheduler = ContinuousBatching(make_policy(policy))  # fails early on an unknown name
-    if max_in_flight is not None:
-        scheduler = InFlightCap(scheduler, max_in_flight)
-    if backend == "sim":
-        result = run(trace, scheduler, arena)
-        if max_in_flight is not None:
-            sent = pd.Series(scheduler.sent_s, index=trace["request_id"].to_numpy())
-            result.requests["arrival_s"] = sent.loc[result.requests["request_id"]].to_numpy()
-    else:
-        result = run_vllm_sim(trace, policy, arena, model=model)
-    summary = summarize(result.requests, result.gaps, policy=policy, backend=backend, **identity)
+    result = serve(trace, scheduler, arena, backend=backend, model=model, max_in_flight=max_in_flight)
+    summary = summarize(result.requests, result.gaps, policy=scheduler, backend=backend, **identity)
     summary["sched_overhead_us_per_req"] = result.sched_overhead_s / max(len(trace), 1) * 1e6
     summary["mean_step_ms"] = result.busy_s / max(result.steps, 1) * 1e3
     summary["peak_kv_blocks"] = result.peak_kv_blocks

@@ -9,9 +9,8 @@ import shlex
 from schedlab.contracts import BACKENDS, SIM_BACKENDS
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import hardware, hardware_names, model_dir, model_names
-from schedlab.latency.shipped import shipped_hardware, shipped_models
-from schedlab.policies import POLICIES
-from schedlab.tournament.entrants import entrant
+from schedlab.latency.shipped import shipped_hardware, shipped_models, shipped_path
+from schedlab import registry
 from schedlab.tournament.workloads import check_spec, modality, pool_names
 
 RESULTS = config["results"]
@@ -29,6 +28,11 @@ ENGINE_ENV = SIM_ENV
 def backend_env(backend):
     """The environment of a simulation on ``backend``: vLLM's scheduler needs the engine's."""
     return SIM_ENV if backend == "sim" else ENGINE_ENV
+
+
+def gpu_fit(gpu, model):
+    """The step-time fit of a GPU profile shipped with the package."""
+    return f"{RESULTS}/fit/steptime/gpu/{gpu}/{model}.json"
 
 
 def rate_label(rate):
@@ -117,6 +121,24 @@ def fit_flag(experiment):
 EXPERIMENTS = _experiments()
 
 
+def scheduler_problems(key, names, kind=None, modality=None):
+    """One line for each of ``names`` that is not a registered scheduler of ``kind`` with a
+    meaning on ``modality`` workloads."""
+    problems = []
+    for name in names:
+        try:
+            entry = registry.entry(name, kind)
+        except SchedlabError as e:
+            problems.append(f"{key}: {e}")
+            continue
+        if modality is not None and modality not in entry.modalities:
+            problems.append(
+                f"{key}: scheduler {name!r} has no meaning on {modality} workloads "
+                f"(registered for {', '.join(entry.modalities)})"
+            )
+    return problems
+
+
 def _check_config():
     """Cross-references the JSON schema cannot express, as one-line errors."""
     problems = []
@@ -127,9 +149,13 @@ def _check_config():
             problems.append(f"experiment {name!r}: unknown workload {exp['workload']!r}")
         if exp["model"] not in model_names():
             problems.append(f"experiment {name!r}: unknown model {exp['model']!r} ({', '.join(model_names())})")
-    for p in ASR["policies"] + FIDELITY["policies"]:
-        if p not in POLICIES:
-            problems.append(f"unknown policy {p!r}")
+    problems += scheduler_problems("asr.policies", ASR["policies"], modality=registry.ASR)
+    problems += scheduler_problems(
+        "fidelity.policies", FIDELITY["policies"], kind=registry.QUEUE, modality=registry.ASR
+    )
+    problems += scheduler_problems(
+        "vllm.asr.policies", VLLM["asr"]["policies"], kind=registry.QUEUE, modality=registry.ASR
+    )
     if ASR["calibration"]["model"] not in model_names():
         problems.append(f"asr.calibration.model {ASR['calibration']['model']!r} is not a known model")
     if FIDELITY["asr"]["experiment"] not in ASR["experiments"]:
@@ -441,10 +467,10 @@ SLAI_ENGINE = SLAI["engine"]
 
 
 def _check_slai():
-    from schedlab.slai.registry import SCHEDULERS
-
-    names = SLAI["schedulers"] + SLAI["throughput_schedulers"] + SLAI_FIDELITY["schedulers"] + SLAI_ENGINE["schedulers"]
-    problems = [f"unknown scheduler {s!r}" for s in names if s not in SCHEDULERS]
+    problems = scheduler_problems(
+        "schedulers", SLAI["schedulers"] + SLAI["throughput_schedulers"] + SLAI_FIDELITY["schedulers"]
+    )
+    problems += scheduler_problems("engine.schedulers", SLAI_ENGINE["schedulers"], kind=registry.BATCH)
     if SLAI["hardware"] not in hardware_names():
         problems.append(f"slai.hardware {SLAI['hardware']!r} is not in the catalogue")
     if SLAI["model"] not in model_names():
@@ -533,9 +559,10 @@ TOURNAMENT_DIR = f"{RESULTS}/tournament"
 
 def _check_tournament():
     """Cross-references of the tournament section, as one-line errors."""
+    problems = scheduler_problems("entrants", TOURNAMENT["entrants"])
+    if problems:
+        raise ValueError("config.yaml: tournament: " + "; ".join(problems))
     try:
-        for name in TOURNAMENT["entrants"]:
-            entrant(name)
         for name, spec in TOURNAMENT["workloads"].items():
             check_spec(name, spec)
     except SchedlabError as e:
@@ -616,8 +643,8 @@ def notebook_inputs(name):
             "fidelity": rules.collect_fidelity.output[0],
             # GPU profiles shipped with the package, their fits, and the factors the papers'
             # calibrations settled on (paper A's is `calibration`), to hold against them.
-            "gpu_profiles": [f"{RESULTS}/profile/torch/{h}/{m}.parquet" for h in config["profile"]["gpu"] for m in shipped_models(h)],
-            "gpu_fits": [f"{RESULTS}/fit/steptime/torch/{h}/{m}.json" for h in config["profile"]["gpu"] for m in shipped_models(h)],
+            "gpu_profiles": [str(shipped_path(h, m)) for h in config["profile"]["gpu"] for m in shipped_models(h)],
+            "gpu_fits": [gpu_fit(h, m) for h in config["profile"]["gpu"] for m in shipped_models(h)],
             "slai_calibrated": f"{SLAI_DIR}/fit/calibrated.json",
             # Paper A's reduced sweep on the Whisper engine beside sim and vllm-sim (its
             # runs are made when the sweep's backend is the engine: `--config backend=vllm`).

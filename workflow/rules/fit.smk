@@ -30,6 +30,25 @@ rule fit_steptime:
         "schedlab fit steptime --profile {input} --out {output} > {log} 2>&1"
 
 
+# The GPU profiles shipped with the package (torch passes timed on a real GPU by the profiling
+# suite, src/schedlab/assets/profiles/<gpu>/), every model of one GPU fitted in one job.
+for _gpu in config["profile"]["gpu"]:
+
+    rule:
+        name:
+            rule_name("fit_gpu", _gpu)
+        input:
+            [str(shipped_path(_gpu, m)) for m in shipped_models(_gpu)],
+        output:
+            [gpu_fit(_gpu, m) for m in shipped_models(_gpu)],
+        log:
+            f"{RESULTS}/logs/fit/steptime/gpu/{_gpu}.log",
+        conda:
+            SIM_ENV
+        shell:
+            "schedlab fit steptime --profile {input} --out {output} > {log} 2>&1"
+
+
 # The step-time model of a served experiment's simulations, fitted to the engine's own steps
 # (every step its scheduler logged), one server at a time: each `vllm serve` runs its steps at a
 # speed of its own. One fit per rate on the server's steps of every other rate, so no simulated

@@ -33,22 +33,6 @@ rule profile_torch:
         "--out {output} > {log} 2>&1"
 
 
-# Torch passes timed on a real GPU by the profiling suite and shipped with the package
-# (src/schedlab/assets/profiles/<hardware>/), checked against the profile schema.
-rule profile_shipped:
-    output:
-        f"{RESULTS}/profile/torch/{{hardware}}/{{model}}.parquet",
-    log:
-        f"{RESULTS}/logs/profile/shipped/{{hardware}}/{{model}}.log",
-    wildcard_constraints:
-        hardware="|".join(map(re.escape, config["profile"]["gpu"])) or "(?!)",
-    conda:
-        SIM_ENV
-    shell:
-        "schedlab profile --source shipped --hardware {wildcards.hardware} --model {wildcards.model} "
-        "--out {output} > {log} 2>&1"
-
-
 rule profile_vllm:
     output:
         f"{RESULTS}/profile/vllm/local/{{model}}.parquet",

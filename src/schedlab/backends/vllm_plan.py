@@ -18,7 +18,7 @@ own, or it schedules other token counts) the step is logged and recorded in ``di
 and the builder plans the next step from vLLM's real state: never a silent divergence.
 
 Options come through ``--additional-config '{"schedlab": {"scheduler": "slai-spf-dynamic"}}'``
-(names of :data:`schedlab.slai.registry.SCHEDULERS`); requests carry ``slo_class``,
+(batch builders of :mod:`schedlab.registry`); requests carry ``slo_class``,
 ``tbt_target_s`` (and ``ttft_target_s``) in ``vllm_xargs`` (:mod:`schedlab.validation.hints`).
 """
 
@@ -38,7 +38,7 @@ from schedlab.backends.vllm_scheduler import step_composition
 from schedlab.engine.arena import EngineConfig
 from schedlab.engine.view import EngineView
 from schedlab.errors import SchedlabError
-from schedlab.slai.registry import make_builder
+from schedlab import registry
 from schedlab.validation.documents import Strict, parse
 from schedlab.validation.hints import checked_slo_hint
 
@@ -161,11 +161,17 @@ class PlanMixin:
         super().__init__(*args, **kwargs)
         opts = parse(PlanOptions, (self.vllm_config.additional_config or {}).get("schedlab", {}),
                      "additional-config 'schedlab'")
-        self.builder = make_builder(opts.scheduler)
+        entry = registry.entry(opts.scheduler, registry.BATCH)
         self.name = opts.scheduler
         capacity = self.kv_cache_manager.block_pool.get_num_free_blocks()
         self.view = VllmView(self.cache_config.block_size, capacity, self.max_num_running_reqs)
-        self.builder.bind(self.view)
+        # A builder that needs the whole trace in advance is handed over by an in-process
+        # driver (vllm-sim) before the first request; a served engine refuses its requests.
+        self.builder = None
+        self._unset = (f"scheduler {opts.scheduler!r} needs the run's {' and '.join(entry.needs)}: "
+                       "it runs on sim and vllm-sim only")
+        if not entry.needs:
+            self.use_builder(entry.make())
         self.waiting = PlanQueue(self)
         self._done: set[int] = set()
         self._planned_preemption = False
@@ -173,12 +179,19 @@ class PlanMixin:
         #: Steps where vLLM did not carry the plan out exactly: (step, planned, scheduled).
         self.divergences: list[tuple[int, dict, dict]] = []
 
+    def use_builder(self, builder) -> None:
+        """Plan with ``builder`` (before any request is added)."""
+        self.builder = builder
+        builder.bind(self.view)
+
     def _kv_free(self) -> int:
         """Free KV blocks, as vLLM's block pool counts them."""
         return self.kv_cache_manager.block_pool.get_num_free_blocks()
 
     # -- the queue's callbacks ---------------------------------------------------------------
     def _arrive(self, request: Request) -> None:
+        if self.builder is None:
+            raise SchedlabError(self._unset)
         params = request.sampling_params
         try:
             hint = checked_slo_hint(params.extra_args if params else None)
@@ -199,7 +212,7 @@ class PlanMixin:
     def _drop(self, request: Request) -> None:
         i = self.view.index.get(request.request_id)
         if i is not None and i not in self.view.running and i not in self._done:
-            self.builder.queue.drop(i)
+            self.builder.drop(i)
             self._done.add(i)
 
     # -- one step ----------------------------------------------------------------------------

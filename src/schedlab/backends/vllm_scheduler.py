@@ -33,7 +33,8 @@ from vllm.v1.request import Request
 from schedlab.backends.step_log import StepLog
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_estimate
-from schedlab.policies import Policy, make_policy
+from schedlab import registry
+from schedlab.policies import Policy
 from schedlab.validation.hints import checked_hint, server_options
 
 logger = logging.getLogger(__name__)
@@ -123,6 +124,31 @@ class PolicyQueue(RequestQueue):
         return (job.request for job in self.policy)
 
 
+class _Unset(Policy):
+    """The waiting queue of a server whose policy needs what only an in-process driver gives
+    it (the whole trace): every request is refused with that reason."""
+
+    def __init__(self, name: str, needs: tuple[str, ...]) -> None:
+        self.reason = f"scheduler {name!r} needs the run's {' and '.join(needs)}: it runs on sim and vllm-sim only"
+
+    def push(self, job) -> None:
+        raise SchedlabError(self.reason)
+
+    def peek(self, now):
+        raise SchedlabError(self.reason)
+
+    pop = peek
+
+    def remove(self, job) -> None:
+        pass
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
 class SchedlabMixin:
     """The policy hooks, shared by the synchronous and the asynchronous scheduler."""
 
@@ -132,7 +158,7 @@ class SchedlabMixin:
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         opts = server_options(self.vllm_config.additional_config)
-        self.schedlab_policy = make_policy(opts.policy)
+        entry = registry.entry(opts.policy, registry.QUEUE)
         self.kappa: dict[str, float] = dict(opts.kappa)
         self.allow_client_priority = opts.allow_client_priority
         self._next_id = 0
@@ -140,8 +166,15 @@ class SchedlabMixin:
         self.step_log = StepLog(opts.step_log) if opts.step_log else None
         self._logged: dict[int, tuple] = {}  # id(scheduler output) -> (schedule time, composition)
         self._timeline: dict[str, list[float]] = {}  # request id -> [added, first scheduled] (wall clock)
-        self.waiting = PolicyQueue(self.schedlab_policy, self._job, self._policy_clock)
-        if self.schedlab_policy.ranks_victims:
+        # A policy that needs the whole trace in advance is handed over by an in-process
+        # driver (vllm-sim) before the first request; a served engine cannot run it.
+        self.use_policy(entry.make() if not entry.needs else _Unset(opts.policy, entry.needs))
+
+    def use_policy(self, policy: Policy) -> None:
+        """Run ``policy`` as the waiting queue (before any request is added)."""
+        self.schedlab_policy = policy
+        self.waiting = PolicyQueue(policy, self._job, self._policy_clock)
+        if policy.ranks_victims:
             self.policy = SchedulingPolicy.PRIORITY
 
     def _job(self, request: Request) -> VllmJob:

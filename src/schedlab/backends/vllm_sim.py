@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from vllm.v1.outputs import ModelRunnerOutput
 
+from schedlab import registry
 from schedlab.backends.vllm_build import build_scheduler, make_request
 from schedlab.engine import Arena, RunResult, check_servable
 from schedlab.engine.core import TIMELINE_COLUMNS
@@ -28,21 +29,23 @@ TOKEN = 100
 
 def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: str, warmup_s: float = 0.0,
                  sample_s: float | None = None) -> RunResult:
-    """Run ``trace`` through vLLM's scheduler with ``scheduler``: a queue policy, or a batch
-    builder of :mod:`schedlab.slai` carried out by step plans. The result has the ``sim``
+    """Run ``trace`` through vLLM's scheduler with the registered ``scheduler``: a queue
+    policy as its waiting queue, or a batch builder carried out by step plans. The result has the ``sim``
     backend's shape (``warmup_s`` and ``sample_s`` as on :class:`schedlab.engine.core.Engine`).
     The requests' hints carry the arena's duration source and their SLO class and target
     (:func:`size_hints`)."""
-    from schedlab.slai.registry import SCHEDULERS
-
     wall0 = time.perf_counter()
     arch = model_arch(model)
     check_servable(trace, arena.limits, min(arena.max_tokens or arch.max_target_positions, arch.max_target_positions))
     step_time = arena.step_time
-    if scheduler in SCHEDULERS:
+    entry = registry.entry(scheduler)
+    context = registry.Context(trace, arena)
+    if entry.kind == registry.BATCH:
         sched = build_scheduler(model, arena.limits, builder=scheduler)
+        sched.use_builder(entry.make(context))
     else:
         sched = build_scheduler(model, arena.limits, policy=scheduler, kappa=arena.kappa)
+        sched.use_policy(entry.make(context))
         sched.allow_client_priority = True  # the priorities are the trace's own (a checked column)
     clock = {"now": 0.0}
     sched.clock = lambda: clock["now"]

@@ -95,7 +95,9 @@ class ContinuousBatching(Scheduler):
                 if r not in plan.preempted and not plan.take(r, min(int(e.seq[r] - e.computed[r]), plan.budget)):
                     break
         policy, now, clock = self.policy, e.now, time.perf_counter
-        while len(policy) and plan.budget > 0 and plan.n_running < lim.max_num_seqs:
+        # As in vLLM, a step that preempted does not look at the waiting queue at all (a
+        # policy's peek may change its state: a new EWSJF batch, a new slo-sa decision).
+        while not plan.preempted and len(policy) and plan.budget > 0 and plan.n_running < lim.max_num_seqs:
             t0 = clock()
             job = policy.peek(now)
             spent = clock() - t0

@@ -24,6 +24,7 @@ from schedlab.ewsjf.dispatch import Dispatcher, Queue
 from schedlab.ewsjf.partition import Band, adjust, refine_and_prune
 from schedlab.ewsjf.reward import TrialStats
 from schedlab.ewsjf.score import DEFAULT_PREFILL, PrefillModel, Weights
+from schedlab.registry import QUEUE, register
 from schedlab.policies.base import Job, Policy
 
 #: The catch-all band before any traffic has been seen.
@@ -51,6 +52,7 @@ class Tuner(Protocol):
     def extend(self, now: float) -> None: ...
 
 
+@register("ewsjf", kind=QUEUE, paper="B", summary='EWSJF: queues of similar prompt lengths, chosen by an effective-wait score')
 class EWSJF(Policy):
     """Adaptive multi-queue SJF. ``bands`` fixes the initial partition; with ``learn`` off it
     never changes (the static k-means / Refine-and-Prune baselines)."""

@@ -27,7 +27,8 @@ from schedlab.ewsjf.policy import EWSJF, Params
 from schedlab.ewsjf.score import PrefillModel, score
 from schedlab.latency.catalogue import Hardware, ModelArch, kv_capacity_blocks
 from schedlab.metrics import latency_columns, summarize
-from schedlab.policies import Policy, make_policy
+from schedlab import registry
+from schedlab.policies import Policy
 from schedlab.engine import Arena, ContinuousBatching, EngineConfig, RunResult, run as serve
 
 HISTORY = 4096
@@ -69,7 +70,7 @@ def policy_for(method: str, setup: Setup, params: Params, history: np.ndarray, t
     if method == "ewsjf":
         bands = refine_and_prune(history, alpha=params.alpha, max_queues=params.max_queues)
         return EWSJF(params, setup.prefill, bands, tuner=tuner)
-    return make_policy(method)
+    return registry.make(method, kind=registry.QUEUE)
 
 
 def run(setup: Setup, trace: pd.DataFrame, policy: Policy) -> tuple[RunResult, dict]:

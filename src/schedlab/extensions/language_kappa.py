@@ -29,7 +29,7 @@ from schedlab.estimate import job_sizes
 from schedlab.fit.kappa import fit_kappa
 from schedlab.metrics import latency_columns
 from schedlab.engine import Arena
-from schedlab.simulate import run_policy
+from schedlab.simulate import run_summary
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.multilingual import check_shares, mix_trace, stand_in_pool, utterance_pool
 
@@ -135,7 +135,7 @@ def kappa_study(
     duration_s: float = 300.0,
     policies=("fcfs", "sjf", "hrrn"),
 ) -> pd.DataFrame:
-    """One row per (ratio, estimate, policy, rate): :func:`~schedlab.simulate.run_policy`'s summary, the run's
+    """One row per (ratio, estimate, policy, rate): :func:`~schedlab.simulate.run_summary`'s summary, the run's
     ``ratio`` (NaN when no pool is a stand-in), ``source``, ``estimate``, ``kappa_global`` and
     the estimate's ``kappa_<lang>``, and :func:`group_latency`'s English / non-English columns.
 
@@ -154,7 +154,7 @@ def kappa_study(
                 kappa = kappas[estimate]
                 for policy in policies:
                     identity = {"workload": "multilingual", "rate": rate, "seed": seed}
-                    result, summary = run_policy(trace, policy, replace(arena, kappa=kappa), identity=identity)
+                    result, summary = run_summary(trace, policy, replace(arena, kappa=kappa), identity=identity)
                     rows.append({
                         **summary,
                         "ratio": ratio,

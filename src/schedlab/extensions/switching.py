@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from schedlab.metrics import latency_columns, summarize
-from schedlab.policies import make_policy
+from schedlab import registry
 from schedlab.policies.adaptive import Adaptive, Switch
 from schedlab.engine import Arena, ContinuousBatching, run
 from schedlab.workload.drift import drift_trace, parse_phases
@@ -75,7 +75,7 @@ def switching_study(
     window = np.floor(arrival / bin_s) * bin_s
     summary, by_phase, timeline, switches, regimes = [], [], [], [], []
     for name in policies:
-        policy = make_policy(name)
+        policy = registry.make(name, kind=registry.QUEUE)
         result = run(trace, ContinuousBatching(policy), arena)
         s = summarize(result.requests, result.gaps)
         adaptive = isinstance(policy, Adaptive)

@@ -11,7 +11,7 @@ from scipy.stats import spearmanr
 
 from schedlab.estimate import DURATION_SOURCES, job_sizes
 from schedlab.engine import Arena
-from schedlab.simulate import run_policy
+from schedlab.simulate import run_summary
 from schedlab.workload.padded import SCENARIOS, vad_clips, vad_trace
 
 #: Policies whose queue order does not depend on the size estimate (run once per scenario).
@@ -47,7 +47,7 @@ def vad_study(
     max_pad_s: float = 10.0,
     policies=("fcfs", "sjf", "hrrn"),
 ) -> pd.DataFrame:
-    """One row per (scenario, estimate, policy, rate): the :func:`~schedlab.simulate.run_policy` summary plus
+    """One row per (scenario, estimate, policy, rate): the :func:`~schedlab.simulate.run_summary` summary plus
     ``scenario``, ``estimate`` (duration source of the job sizes), ``pad_fraction``,
     ``max_pad_s`` and ``size_spearman`` (rank correlation of the run's job sizes with its
     output tokens). Feeds paper A's VAD figure: P50/P90 E2EL against rate, hue policy, style
@@ -71,7 +71,7 @@ def vad_study(
                 summary = None
                 for estimate in DURATION_SOURCES:
                     if summary is None or policy not in ESTIMATE_FREE:
-                        _, summary = run_policy(trace, policy, replace(arena, duration=estimate),
+                        _, summary = run_summary(trace, policy, replace(arena, duration=estimate),
                                                 identity={"workload": scenario, "rate": rate, **identity})
                     rows.append(
                         {

@@ -31,7 +31,7 @@ from scipy.optimize import brentq, least_squares
 from schedlab.engine import Arena
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
-from schedlab.simulate import run_policy
+from schedlab.simulate import run_summary
 
 BASELINE_POLICY = "fcfs"
 #: The reported cells a fit matches, per rate.
@@ -49,7 +49,7 @@ def baseline_rows(reported: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fcfs(trace: pd.DataFrame, arena: Arena, model: StepTimeModel) -> dict:
-    return run_policy(trace, BASELINE_POLICY, replace(arena, step_time=model), identity={})[1]
+    return run_summary(trace, BASELINE_POLICY, replace(arena, step_time=model), identity={})[1]
 
 
 def saturation_factor(arena: Arena, overload_trace: pd.DataFrame, saturation_rps: float, *, memory: float = 1.0) -> float:
@@ -181,7 +181,7 @@ def bound_study(arena: Arena, bounds: dict[str, tuple[dict[float, pd.DataFrame],
     for label, (traces, cap) in bounds.items():
         for rate, trace in traces.items():
             for policy in policies:
-                s = run_policy(trace, policy, arena, identity={}, max_in_flight=cap)[1]
+                s = run_summary(trace, policy, arena, identity={}, max_in_flight=cap)[1]
                 rows.append({"bound": label, "rate": float(rate), "policy": policy, "requests": len(trace),
                              **{m: s[m] for m in (*BASELINE_METRICS, "throughput_rps")}})
     return pd.DataFrame(rows)
@@ -201,7 +201,7 @@ def sensitivity(arena: Arena, record: dict, trace: pd.DataFrame, *, treatment: s
             x = x_hat.copy()
             x[k] += step * se[k]
             model = _model(raw, x)
-            f, t = (run_policy(trace, p, replace(arena, step_time=model), identity={})[1][metric] for p in (BASELINE_POLICY, treatment))
+            f, t = (run_summary(trace, p, replace(arena, step_time=model), identity={})[1][metric] for p in (BASELINE_POLICY, treatment))
             rows.append({"parameter": name, "step_se": step, "value": float(np.exp(x[k])),
                          "change_pct": (t / f - 1) * 100, "fcfs": f, treatment: t})
     return pd.DataFrame(rows)

@@ -1,6 +1,7 @@
-"""Waiting-queue policies, written once and adapted to every backend."""
+"""Waiting-queue policies, written once and adapted to every backend; each registers itself in
+:mod:`schedlab.registry` (in this order; a new module here is found and registered after them)."""
 
 from schedlab.policies.base import Job, Policy
-from schedlab.policies.registry import POLICIES, make_policy
+from schedlab.policies import fcfs, sjf, hrrn, adaptive  # noqa: F401,E402 (registration order)
 
-__all__ = ["Job", "Policy", "POLICIES", "make_policy"]
+__all__ = ["Job", "Policy"]

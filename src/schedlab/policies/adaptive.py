@@ -31,6 +31,7 @@ from schedlab.errors import SchedlabError
 from schedlab.policies.base import Job
 from schedlab.policies.hrrn import response_ratio
 from schedlab.policies.waiting import ArgminPolicy
+from schedlab.registry import ASR, LLM, QUEUE, register
 
 FCFS, SJF, HRRN = "fcfs", "sjf", "hrrn"
 SHALLOW, DEEP, TAIL = "shallow", "deep", "tail"
@@ -76,6 +77,7 @@ class Switch(NamedTuple):
     tail_s: float
 
 
+@register("adaptive", kind=QUEUE, modalities=(ASR, LLM), paper="A+", summary="FCFS, SJF or HRRN, switched by the queue's depth and tail wait (FCFS serves the tail)")
 class Adaptive(ArgminPolicy):
     """FCFS / SJF / HRRN over one waiting set, switched by :class:`SwitchRule`; starts shallow."""
 
@@ -160,6 +162,7 @@ class Adaptive(ArgminPolicy):
         return (self._admitted[job.request_id],)
 
 
+@register("adaptive-hrrn", kind=QUEUE, modalities=(ASR, LLM), paper="A+", summary='adaptive switching with HRRN serving the tail')
 class AdaptiveHRRN(Adaptive):
     """Paper A's suggestion as stated: HRRN, not FCFS, serves the tail regime."""
 

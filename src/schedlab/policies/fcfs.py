@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections import deque
 
 from schedlab.policies.base import Job, Policy
+from schedlab.registry import ASR, LLM, QUEUE, register
 
 
+@register("fcfs", kind=QUEUE, modalities=(ASR, LLM), paper="A", summary='first come, first served')
 class FCFS(Policy):
     """Admit by arrival; a preempted job re-enters at the front, as in vLLM."""
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from schedlab.policies.base import Job
 from schedlab.policies.waiting import ArgminPolicy
+from schedlab.registry import ASR, LLM, QUEUE, register
 
 
 def response_ratio(wait_s, size):
     return (wait_s + size) / size
 
 
+@register("hrrn", kind=QUEUE, modalities=(ASR, LLM), paper="A", summary='highest response ratio next: (wait + size) / size')
 class HRRN(ArgminPolicy):
     """O(n) argmax over numpy arrays; ties go to the earliest arrival, then lowest id.
 

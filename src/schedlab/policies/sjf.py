@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import heapq
 from schedlab.policies.base import Job, Policy
+from schedlab.registry import ASR, LLM, QUEUE, register
 
 
+@register("sjf", kind=QUEUE, modalities=(ASR, LLM), paper="A", summary='shortest job first by the estimated output length (audio duration x kappa, else max tokens)')
 class SJF(Policy):
     """Min-heap on ``(size, arrival_s, request_id)``: O(log n) push and pop.
 
@@ -45,6 +47,7 @@ class SJF(Policy):
         return (self.key(job), job.arrival_s, job.request_id)
 
 
+@register("sjf-prompt", kind=QUEUE, paper="B", summary='shortest job first by prompt length')
 class SJFPrompt(SJF):
     """Greedy SJF by prompt length (paper B's baseline); it starves long prompts under load."""
 

@@ -8,9 +8,11 @@ import numpy as np
 
 from schedlab.engine import kernels
 from schedlab.engine.scheduler import NOT_STEADY, UNTIL_COMPLETION
-from schedlab.slai.rad import TiledPrefill
+from schedlab.builders.rad import TiledPrefill
+from schedlab.registry import BATCH, register
 
 
+@register("algorithm2", kind=BATCH, paper="C", summary="the paper's Algorithm 2: RAD's cycles with decodes packed into the tiles")
 class Algorithm2(TiledPrefill):
     name = "algorithm2"
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from schedlab.cli_types import engine_spec, positive_number, positive_numbers, vllm_engine_args
+from schedlab import registry
 from schedlab.errors import SchedlabError
 from schedlab.contracts import SIM_BACKENDS
 from schedlab.io import read_parquet, write_outputs, write_parquet
@@ -96,11 +97,10 @@ def cmd_calibrate(args) -> None:
 
 
 def cmd_sweep(args) -> None:
-    from schedlab.slai.registry import make_builder
     from schedlab.slai.studies import sweep
 
     for scheduler in args.scheduler:
-        make_builder(scheduler)  # fail early on an unknown name
+        registry.entry(scheduler)  # fail early on an unknown name
     setup = _setup(args)
     for scheduler in args.scheduler:
         tables = sweep(setup, scheduler, args.share, args.rates, args.seeds)
@@ -117,11 +117,10 @@ def cmd_scale(args) -> None:
 
 def cmd_serve(args) -> None:
     from schedlab.latency.catalogue import model_dir
-    from schedlab.slai.registry import make_builder
     from schedlab.slai.served import served_sweep
 
     for scheduler in args.scheduler:
-        make_builder(scheduler)  # fail early on an unknown name
+        registry.entry(scheduler, registry.BATCH)  # fail early on an unknown name
     setup, spec = _setup(args), engine_spec(args)
     folder = args.model_folder or model_dir(args.model)
     for scheduler in args.scheduler:
@@ -148,19 +147,16 @@ def cmd_params(args) -> None:
 
 
 def cmd_throughput(args) -> None:
-    from schedlab.slai.registry import make_builder
     from schedlab.slai.studies import throughput
 
     for name in args.schedulers:
-        make_builder(name)
+        registry.entry(name)  # fail early on an unknown name
     tables = throughput(_setup(args), args.schedulers, backlog=args.backlog, queue_duration_s=args.queue_duration_s)
     write_outputs({args.out: tables["capacity"], args.out_queue: tables["queue"]})
 
 
 def cmd_run(args) -> None:
-    from schedlab.slai.registry import make_builder
-
-    make_builder(args.scheduler)  # fail early on an unknown name
+    registry.entry(args.scheduler)  # fail early on an unknown name
     setup = _setup(args)
     res, s = setup.run(args.scheduler, args.rate, args.share, args.seed)
     write_outputs({args.out_results: res.requests, args.out_summary: s})
@@ -168,9 +164,7 @@ def cmd_run(args) -> None:
 
 def _grid_args(p: argparse.ArgumentParser) -> None:
     """A sweep's schedulers, paying share, rates and seeds."""
-    from schedlab.slai.registry import SCHEDULERS
-
-    p.add_argument("--scheduler", nargs="+", required=True, help=", ".join(SCHEDULERS))
+    p.add_argument("--scheduler", nargs="+", required=True, help="registered schedulers (schedlab schedulers)")
     p.add_argument("--share", type=_share, required=True)
     p.add_argument("--rates", type=positive_numbers(float), required=True, help="req/s, comma-separated")
     p.add_argument("--seeds", type=_ints, default=[0])
@@ -192,7 +186,6 @@ def _setup_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub) -> None:
-    from schedlab.slai.registry import SCHEDULERS
     from schedlab.slai.studies import THROUGHPUT_SCHEDULERS
 
     s = sub.add_parser("slai", help="paper C: Sarathi-Serve, RAD and SLAI batch builders")
@@ -226,7 +219,7 @@ def add_commands(sub) -> None:
     c.set_defaults(func=cmd_calibrate)
 
     r = ssub.add_parser("run", help="one scheduler at one rate and paying share")
-    r.add_argument("--scheduler", required=True, help=", ".join(SCHEDULERS))
+    r.add_argument("--scheduler", required=True, help="a registered scheduler (schedlab schedulers)")
     r.add_argument("--rate", type=positive_number(float), required=True, help="req/s")
     r.add_argument("--share", type=_share, default=0.05, help="probability a request is a paying user's")
     r.add_argument("--seed", type=int, default=0)

@@ -1,4 +1,4 @@
-"""One scheduler over one trace, and its summary: the flat run summary of the contract plus
+"""Paper C's run summary: the flat run summary of the contract plus
 per-class TTFT, P99 TBT over every generated token against the class target, and engine
 figures; requests arriving during the warm-up are simulated but not measured."""
 
@@ -7,30 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from schedlab.contracts import SIM_BACKENDS
-from schedlab.engine import Arena, RunResult, run
-from schedlab.errors import SchedlabError
+from schedlab.engine import RunResult
 from schedlab.metrics import latency_columns, summarize
-from schedlab.slai.registry import make_builder
 
 #: Prompt-length buckets (tokens) of the served-requests and TTFT-by-length figures.
 BUCKETS = (0, 512, 1024, 2048, 4096, 8192)
 #: Serving capacity: median TTFT at most this, and every class within its P99 TBT target.
 CAPACITY_TTFT_MS = 500.0
-
-
-def run_scheduler(trace: pd.DataFrame, scheduler: str, arena: Arena, *, warmup_s: float = 0.0,
-                  sample_s: float | None = 1.0, backend: str = "sim", model: str = "mistral-7b") -> RunResult:
-    """``scheduler`` (a registry name) serving ``trace`` in ``arena``, KV and queues sampled
-    every ``sample_s``, on ``backend`` (``vllm-sim`` builds vLLM's scheduler for ``model``)."""
-    builder = make_builder(scheduler)  # fails early on an unknown name
-    if backend == "vllm-sim":
-        from schedlab.backends.vllm_sim import run_vllm_sim
-
-        return run_vllm_sim(trace, scheduler, arena, model=model, warmup_s=warmup_s, sample_s=sample_s)
-    if backend != "sim":
-        raise SchedlabError(f"unknown backend {backend!r} for paper C's runs; choose {' or '.join(SIM_BACKENDS)}")
-    return run(trace, builder, arena, warmup_s=warmup_s, sample_s=sample_s)
 
 
 def summary(res: RunResult, trace: pd.DataFrame, **identity) -> dict:

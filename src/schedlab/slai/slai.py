@@ -12,8 +12,11 @@ import numpy as np
 
 from schedlab.engine.plan import Planner
 from schedlab.engine.scheduler import NOT_STEADY, UNTIL_ARRIVAL
-from schedlab.slai.base import Builder
+from schedlab.builders.base import Builder
+from schedlab.registry import BATCH, register
 
+#: The SLO class served strictly first by the ``-priority`` variant.
+PAYING = "paying"
 DYNAMIC_LOW, DYNAMIC_HIGH, DYNAMIC_THRESHOLD = 5.0, 10.0, 0.96
 
 
@@ -21,6 +24,16 @@ def dynamic_offset(kv_frac: float) -> float:
     return DYNAMIC_LOW if kv_frac < DYNAMIC_THRESHOLD else DYNAMIC_HIGH
 
 
+@register("slai-fcfs-fixed10", kind=BATCH, paper="C", params={"order": "fcfs", "offset": 10.0},
+          summary="SLAI, new requests in arrival order, offset fixed at 10")
+@register("slai-spf-fixed10", kind=BATCH, paper="C", params={"order": "spf", "offset": 10.0},
+          summary="SLAI, shortest prompt first, offset fixed at 10")
+@register("slai-spf-fixed5", kind=BATCH, paper="C", params={"order": "spf", "offset": 5.0},
+          summary="SLAI, shortest prompt first, offset fixed at 5")
+@register("slai-spf-dynamic", kind=BATCH, paper="C", params={"order": "spf", "offset": None},
+          summary="SLAI, shortest prompt first, offset 5 or 10 by KV use")
+@register("slai-spf-priority-dynamic", kind=BATCH, paper="C", params={"order": "spf", "offset": None, "paying_first": PAYING},
+          summary="SLAI, paying users first, then shortest prompt, dynamic offset")
 class SLAI(Builder):
     def __init__(self, budget: int = 512, max_active: int = 128, decode_limit: int = 128,
                  offset: float | None = 10.0, order: str = "spf", paying_first: str | None = None) -> None:

@@ -12,9 +12,9 @@ import pandas as pd
 from schedlab.engine import Arena, run
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
-from schedlab.slai.registry import make_builder
-from schedlab.slai.run import by_bucket, run_scheduler, summary
-from schedlab.slai.sarathi import Sarathi
+from schedlab.slai.run import by_bucket, summary
+from schedlab.simulate import scheduler_for, serve
+from schedlab.builders.sarathi import Sarathi
 from schedlab.workload.openchat import TBT_TARGET_S, openchat_trace
 
 
@@ -37,7 +37,7 @@ class Setup:
 
     def run(self, scheduler: str, rate: float, share: float, seed: int):
         trace = self.trace(rate, share, seed)
-        res = run_scheduler(trace, scheduler, self.arena, warmup_s=self.warmup_s, backend=self.backend,
+        res = serve(trace, scheduler, self.arena, warmup_s=self.warmup_s, backend=self.backend,
                             model=self.model)
         keys = {"scheduler": scheduler, "share": share, "rate": rate, "seed": seed}
         return res, summary(res, trace, policy=scheduler, backend=self.backend, workload="openchat", **keys)
@@ -150,7 +150,7 @@ def saturation(setup: Setup, scheduler: str, arena: Arena, n: int = 1500, seed: 
     rows = rng.integers(len(setup.pool), size=n)
     trace = _burst(n, 0, 0).assign(prompt_tokens=setup.pool["prompt_tokens"].to_numpy(np.int64)[rows],
                                    output_tokens=setup.pool["output_tokens"].to_numpy(np.int64)[rows])
-    finish = np.sort(run(trace, make_builder(scheduler), arena).requests["finish_s"])
+    finish = np.sort(run(trace, scheduler_for(scheduler), arena).requests["finish_s"])
     lo, hi = int(0.1 * n), int(0.9 * n)
     return (hi - lo) / float(finish[hi] - finish[lo])
 
@@ -167,7 +167,7 @@ def throughput(setup: Setup, schedulers=THROUGHPUT_SCHEDULERS, factors=(0.9, 1.1
             rows.append({"engine_model": kind, "scheduler": scheduler, "saturation_rps": rate})
             for f in factors:
                 trace = openchat_trace(setup.pool, f * rate, queue_duration_s, 0.05, seed, setup.targets)
-                res = run_scheduler(trace, scheduler, arena, sample_s=5.0)
+                res = serve(trace, scheduler, arena, sample_s=5.0)
                 queues.append(res.timeline.assign(engine_model=kind, scheduler=scheduler, factor=f, rate=f * rate))
     if not rows:
         raise SchedlabError("no scheduler given")

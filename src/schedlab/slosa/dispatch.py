@@ -17,7 +17,7 @@ from schedlab.fit.steptime import fit_steptime
 from schedlab.latency.catalogue import Hardware, ModelArch, kv_capacity_blocks
 from schedlab.latency.predictor_profile import roofline_profile
 from schedlab.engine import Arena, EngineConfig
-from schedlab.simulate import run_policy
+from schedlab.simulate import run_summary
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.slosa.objective import Mapping, Score
 from schedlab.slosa.problem import CHAT_SLO, CODE_SLO
@@ -63,7 +63,7 @@ def serve(
     rank = mapping.rank()
     trace = requests.assign(arrival_s=rank * gap_s, priority=rank).iloc[np.argsort(rank, kind="stable")]
     batched = arena.with_limits(max_num_seqs=int(mapping.sizes.max()))
-    result, _ = run_policy(trace.reset_index(drop=True), "sjf", batched, identity={}, backend=backend, model=model)
+    result, _ = run_summary(trace.reset_index(drop=True), "sjf", batched, identity={}, backend=backend, model=model)
     out = result.requests.assign(task=trace["task"].to_numpy())
     return out.sort_values("request_id").reset_index(drop=True)
 

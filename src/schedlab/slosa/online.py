@@ -11,8 +11,8 @@ schedules.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,7 @@ from schedlab.errors import SchedlabError
 from schedlab.fit.latency_predictor import LatencyPredictor, fit_predictor
 from schedlab.latency.predictor_profile import BATCHES
 from schedlab.policies.base import Job, Policy
+from schedlab.registry import QUEUE, Context, register
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.slosa.problem import MappingProblem
 from schedlab.slosa.search import AnnealConfig, anneal
@@ -70,7 +71,6 @@ class OnlineMapper(Policy):
         self._waiting: dict[int, Job] = {}
         self._plan: list[Job] = []
         self._stale = False
-        self._decisions = itertools.count()
 
     def push(self, job: Job) -> None:
         self._waiting[job.request_id] = job
@@ -103,7 +103,12 @@ class OnlineMapper(Policy):
         head, rest = jobs[:self.window], jobs[self.window:]
         if len(head) < 2:
             return head + rest
-        order = anneal(self._problem(head, now), replace(self.config, seed=next(self._decisions))).mapping.order
+        # The search's seed comes from what it decides (these requests, at this time to the
+        # microsecond, which the two clocks' rounding cannot split), so the
+        # same decision is the same whatever asked for it: vLLM's scheduler and schedlab's
+        # engine consult the queue at different moments between decisions.
+        seed = int(np.random.SeedSequence([j.request_id for j in head] + [round(now * 1e6)]).generate_state(1)[0] >> 1)
+        order = anneal(self._problem(head, now), replace(self.config, seed=seed)).mapping.order
         return [head[i] for i in order] + rest
 
     def _problem(self, head: list[Job], now: float) -> MappingProblem:
@@ -117,3 +122,15 @@ class OnlineMapper(Policy):
             slo_ttft=np.where(code, np.inf, ttft - waited),
             slo_tpot=np.where(code, np.inf, tpot),
         )
+
+
+@lru_cache(maxsize=4)
+def _engine_predictor(step_time: StepTimeModel) -> LatencyPredictor:
+    return predictor_for(step_time)
+
+
+@register("slo-sa", kind=QUEUE, paper="D", needs=("trace", "arena"),
+          summary="paper D's SLO-aware priority mapping, re-planned online over the oldest waiting requests")
+def slo_sa(context: Context) -> OnlineMapper:
+    """The mapper over the run's trace, its predictor fitted to the arena's step-time model."""
+    return OnlineMapper(context.trace, _engine_predictor(context.arena.step_time))

@@ -28,7 +28,8 @@ def cmd_pool(args) -> None:
 
 
 def cmd_play(args) -> None:
-    from schedlab.tournament.entrants import entrant, lineup
+    from schedlab import registry
+    from schedlab.tournament.entrants import lineup
     from schedlab.engine import Arena
     from schedlab.tournament.play import capacity, match
     from schedlab.tournament.workloads import check_spec, modality, pool_names, trace
@@ -44,7 +45,7 @@ def cmd_play(args) -> None:
     kind = modality(args.spec)
     ring = Arena.from_spec(args.arena, kind)
     players = lineup(args.entrants.split(","), kind)
-    cap = capacity(args.spec, pools, ring, entrant("fcfs"))
+    cap = capacity(args.spec, pools, ring, registry.entry("fcfs"))
     rows = []
     for load in args.loads:
         served = trace(args.spec, pools, load * cap, max_tokens=ring.max_tokens)

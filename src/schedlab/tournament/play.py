@@ -9,47 +9,22 @@ end-to-end latency).
 from __future__ import annotations
 
 import time
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
-from schedlab.engine import Arena, ContinuousBatching, run
-from schedlab.engine.steptime import StepTimeModel
+from schedlab.engine import Arena
 from schedlab.metrics import latency_columns, summarize
-from schedlab.policies import make_policy
-from schedlab.slai.prefill_priority import PrefillPriority
-from schedlab.slai.registry import make_builder
-from schedlab.slosa.online import OnlineMapper, predictor_for
-from schedlab.tournament.entrants import BATCH, Entrant
+from schedlab.registry import Entry
+from schedlab.simulate import serve
 from schedlab.tournament.workloads import trace as workload_trace
 
 
-@lru_cache(maxsize=4)
-def predictor(step_time: StepTimeModel):
-    """Paper D's latency predictor, fitted to an arena's step-time model."""
-    return predictor_for(step_time)
-
-
-def play(entrant: Entrant, trace: pd.DataFrame, arena: Arena):
-    """Per-request results and the token-gap histogram of ``entrant`` serving ``trace``, on
-    the one engine: a batch builder as its scheduler, or a waiting-queue policy inside
-    continuous batching."""
-    if entrant.kind == BATCH:
-        scheduler = _builder(entrant, arena)
-    else:
-        policy = OnlineMapper(trace, predictor(arena.step_time)) if entrant.name == "slo-sa" else make_policy(entrant.name)
-        scheduler = ContinuousBatching(policy)
-    result = run(trace, scheduler, arena)
+def play(entrant: Entry, trace: pd.DataFrame, arena: Arena):
+    """Per-request results and the token-gap histogram of ``entrant`` serving ``trace`` on the
+    one engine."""
+    result = serve(trace, entrant.name, arena)
     return result.requests, result.gaps
-
-
-def _builder(entrant: Entrant, arena: Arena):
-    """Paper C's builder; without chunked prefill a step must hold the longest prompt, so the
-    vLLM-style one gets the model's context as its token limit, as vLLM sets it."""
-    if entrant.name == "prefill-priority" and arena.max_tokens:
-        return PrefillPriority(max_tokens=max(PrefillPriority().max_tokens, arena.max_tokens))
-    return make_builder(entrant.name)
 
 
 def slo_score(requests: pd.DataFrame, trace: pd.DataFrame) -> dict:
@@ -66,7 +41,7 @@ def slo_score(requests: pd.DataFrame, trace: pd.DataFrame) -> dict:
             "g_per_s": float(ok.sum()) / total if total > 0 else float("nan")}
 
 
-def match(entrant: Entrant, trace: pd.DataFrame, arena: Arena, **identity) -> dict:
+def match(entrant: Entry, trace: pd.DataFrame, arena: Arena, **identity) -> dict:
     """The tournament row of one run."""
     t0 = time.perf_counter()
     requests, gaps = play(entrant, trace, arena)
@@ -77,7 +52,7 @@ def match(entrant: Entrant, trace: pd.DataFrame, arena: Arena, **identity) -> di
     return row
 
 
-def capacity(spec: dict, pools: dict[str, pd.DataFrame], arena: Arena, reference: Entrant) -> float:
+def capacity(spec: dict, pools: dict[str, pd.DataFrame], arena: Arena, reference: Entry) -> float:
     """Requests per second ``reference`` sustains on a backlog of the workload's requests."""
     backlog = workload_trace(spec, pools, float("inf"), max_tokens=arena.max_tokens)
     requests, _ = play(reference, backlog, arena)

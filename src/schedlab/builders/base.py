@@ -88,6 +88,10 @@ class Builder(Scheduler):
     def n_waiting(self) -> int:
         return len(self.queue)
 
+    def drop(self, i: int) -> None:
+        """Forget waiting request ``i`` (an aborted request)."""
+        self.queue.drop(i)
+
     # -- helpers --------------------------------------------------------------------------
     def admit_fitting(self, plan: Planner, max_running: int, max_chunk: int | None = None) -> None:
         """Admit waiting requests in queue order while the token budget, the running cap and

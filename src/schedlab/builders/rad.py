@@ -10,7 +10,8 @@ import math
 
 from schedlab.engine.plan import Planner
 from schedlab.engine.scheduler import NOT_STEADY, UNTIL_ARRIVAL, UNTIL_COMPLETION
-from schedlab.slai.base import UNBOUNDED, Builder
+from schedlab.builders.base import UNBOUNDED, Builder
+from schedlab.registry import BATCH, register
 
 
 class TiledPrefill(Builder):
@@ -46,6 +47,8 @@ class TiledPrefill(Builder):
         return plan.plan()
 
 
+@register("rad", kind=BATCH, paper="C", summary="RAD, the throughput-optimal scheduler, cycles of at most 128 tokens")
+@register("rad-long-cycles", kind=BATCH, paper="C", params={"n": 4096}, summary="RAD with cycles of at most 4,096 tokens")
 class RAD(TiledPrefill):
     name = "rad"
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from schedlab.engine.plan import Planner
 from schedlab.engine.scheduler import NOT_STEADY, UNTIL_ARRIVAL
-from schedlab.slai.base import Builder
+from schedlab.builders.base import Builder
+from schedlab.registry import BATCH, register
 
 
+@register("sarathi-fcfs", kind=BATCH, paper="C", params={"order": "fcfs"}, summary="Sarathi-Serve, new requests in arrival order")
+@register("sarathi-spf", kind=BATCH, paper="C", params={"order": "spf"}, summary="Sarathi-Serve, new requests by fewest prompt tokens")
 class Sarathi(Builder):
     def __init__(self, budget: int = 512, max_active: int = 128, order: str = "fcfs") -> None:
         super().__init__(order)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from schedlab.engine.plan import Planner
 from schedlab.engine.scheduler import NOT_STEADY, UNTIL_COMPLETION
-from schedlab.slai.base import UNBOUNDED, Builder
+from schedlab.builders.base import UNBOUNDED, Builder
+from schedlab.registry import BATCH, register
 
 
+@register("request-level", kind=BATCH, paper="C", summary='request-level batching: a batch runs to completion before the next is formed')
 class RequestLevel(Builder):
     name = "request-level"
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from schedlab.engine.plan import Planner
 from schedlab.engine.scheduler import NOT_STEADY, UNTIL_ARRIVAL
 from schedlab.errors import SchedlabError
-from schedlab.slai.base import Builder
+from schedlab.builders.base import Builder
+from schedlab.registry import BATCH, Context, register
 
 
 class PrefillPriority(Builder):
@@ -36,3 +37,14 @@ class PrefillPriority(Builder):
 
     def steady(self) -> int:
         return NOT_STEADY if len(self.queue) else UNTIL_ARRIVAL
+
+
+@register("prefill-priority", kind=BATCH, paper="C",
+          summary="prefill priority without chunked prefill (vLLM v0's scheduler)")
+def prefill_priority(context: Context) -> PrefillPriority:
+    """A step must hold the longest prompt: on an arena that rejects requests longer than the
+    model's context, the token limit is that context, as vLLM sets it."""
+    arena = context.arena
+    if arena is not None and arena.max_tokens:
+        return PrefillPriority(max_tokens=max(PrefillPriority().max_tokens, arena.max_tokens))
+    return PrefillPriority()

@@ -1,0 +1,247 @@
+"""One registry of schedulers: waiting-queue policies and batch builders alike.
+
+A **queue policy** (:class:`schedlab.policies.base.Policy`) orders the waiting requests;
+the engine runs it inside vLLM-style continuous batching, and vLLM's own scheduler takes it
+as its waiting queue. A **batch builder** (:class:`schedlab.engine.scheduler.Scheduler`)
+composes each step's plan itself. Each registers once, with a decorator on its class (one
+decorator per named variant) or on a factory function::
+
+    @register("edf", kind=QUEUE, summary="earliest deadline first")
+    class EDF(Policy): ...
+
+    @register("sarathi-fcfs", kind=BATCH, paper="C", params={"order": "fcfs"})
+    @register("sarathi-spf", kind=BATCH, paper="C", params={"order": "spf"})
+    class Sarathi(Builder): ...
+
+A class is called with ``params``; a factory function with the run's :class:`Context` and
+``params`` (for a scheduler that needs the whole trace in advance, or the engine's limits).
+
+schedlab's generic schedulers (:mod:`schedlab.policies`, :mod:`schedlab.builders`) register
+when the registry is first read; every other package, the four papers' included, registers
+through the entry-point group ``schedlab.schedulers``: each entry names a module whose import
+registers its schedulers, as pytest and vLLM load their plug-ins::
+
+    [project.entry-points."schedlab.schedulers"]
+    edf = "schedlab_edf"
+
+A plug-in that fails to load (an import error, a name already taken, a class that does not
+meet its kind's protocol) is set aside with a one-line reason; everything else keeps working,
+and asking for one of its names, or listing the registry, reports that reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from schedlab.errors import SchedlabError
+
+#: Kinds of scheduler: a waiting-queue policy, or a batch builder that plans every step.
+QUEUE, BATCH = "queue", "batch"
+KINDS = (QUEUE, BATCH)
+#: Workload modalities: speech recognition (encoder-decoder, 4-token prompts), LLM text.
+ASR, LLM = "asr", "llm"
+#: The entry-point group plug-in packages register through.
+GROUP = "schedlab.schedulers"
+#: schedlab's own generic packages, registered first (imported by name: the registry sits
+#: below them and imports none of them).
+BUILTIN_PACKAGES = ("schedlab.policies", "schedlab.builders")
+#: What each kind must offer (the engine and vLLM call these).
+PROTOCOL = {
+    QUEUE: ("push", "peek", "pop", "remove", "__iter__", "__len__", "victim"),
+    BATCH: ("bind", "arrive", "requeue", "n_waiting", "schedule", "drop"),
+}
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a run offers a factory: the whole ``trace`` (for a scheduler that maps the
+    requests in advance) and the ``arena`` (engine limits, step-time model). A backend that
+    sees requests one at a time (a served engine) has no trace."""
+
+    trace: Any = None
+    arena: Any = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered scheduler."""
+
+    name: str
+    kind: str
+    factory: Callable[[Context], Any] = field(repr=False)
+    #: Workload modalities it has a meaning on (a duration-ordered policy on speech, ...).
+    modalities: tuple[str, ...]
+    #: The paper it reproduces ("A".."D"; "A+" for schedlab's extension of paper A), or None.
+    paper: str | None
+    #: The parameters this name fixes (a variant of a parameterised class).
+    params: dict
+    #: What the factory needs from the run's :class:`Context` ("trace", "arena").
+    needs: tuple[str, ...]
+    summary: str
+    #: Where it is defined: the module, and the distribution that registered it.
+    module: str
+    distribution: str
+
+    def make(self, context: Context = Context()) -> Any:
+        """A fresh instance for one run; checks what the factory needs and what it returns."""
+        missing = [n for n in self.needs if getattr(context, n) is None]
+        if missing:
+            raise SchedlabError(f"scheduler {self.name!r} needs the run's {' and '.join(missing)}, "
+                                "which this backend does not give it")
+        made = self.factory(context)
+        lacking = [m for m in PROTOCOL[self.kind] if not callable(getattr(made, m, None))]
+        if lacking:
+            raise SchedlabError(f"scheduler {self.name!r} ({self.module}): a {self.kind} scheduler "
+                                f"needs {', '.join(lacking)}")
+        return made
+
+
+_entries: dict[str, Entry] = {}
+#: Plug-ins set aside: entry-point name -> one-line reason.
+_broken: dict[str, str] = {}
+#: Names a broken plug-in tried to register, for the error when one is asked for.
+_broken_names: dict[str, str] = {}
+_loaded = False
+#: The distribution whose module is being imported (set while loading entry points).
+_current: dict[str, str | None] = {"distribution": None, "plugin": None}
+
+
+class _Rejected(Exception):
+    """A registration that cannot be accepted (reported against its plug-in)."""
+
+
+def register(name: str, *, kind: str, modalities: tuple[str, ...] = (LLM,), paper: str | None = None,
+             params: dict | None = None, needs: tuple[str, ...] = (), summary: str | None = None):
+    """Register the decorated class or factory function under ``name`` (see the module
+    docstring); returns it unchanged."""
+
+    def add(target):
+        params_ = dict(params or {})
+        if inspect.isclass(target):
+            lacking = [m for m in PROTOCOL.get(kind, ()) if not callable(getattr(target, m, None))]
+            if lacking:
+                _reject(name, f"{target.__module__}.{target.__qualname__} is registered as a {kind} scheduler "
+                              f"but lacks {', '.join(lacking)}")
+            factory = lambda context: target(**params_)
+        else:
+            factory = lambda context: target(context, **params_)
+        entry = Entry(name, kind, factory, tuple(modalities), paper, params_, tuple(needs),
+                      summary or _first_sentence(target), target.__module__,
+                      _current["distribution"] or "schedlab")
+        # Stacked decorators run bottom-up: each goes before the names already registered for
+        # the same target, so the registry keeps the order they are written in.
+        own = vars(target).get("_schedlab_names", ()) if inspect.isclass(target) else getattr(target, "_schedlab_names", ())
+        _add(entry, before=own)
+        try:
+            target._schedlab_names = (name, *own)
+        except (AttributeError, TypeError):
+            pass
+        return target
+
+    if kind not in KINDS:
+        raise SchedlabError(f"scheduler {name!r}: kind must be {' or '.join(KINDS)}, got {kind!r}")
+    bad = [m for m in modalities if m not in (ASR, LLM)]
+    if bad:
+        raise SchedlabError(f"scheduler {name!r}: unknown modalities {bad}; choose from {ASR}, {LLM}")
+    return add
+
+
+def _first_sentence(target) -> str:
+    """The first sentence of the target's own docstring, or else of its module's."""
+    doc = target.__doc__ or getattr(inspect.getmodule(target), "__doc__", None) or ""
+    text = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+    return text.split(". ")[0].rstrip(".")
+
+
+def _reject(name: str, reason: str):
+    if _current["plugin"] is None:
+        raise SchedlabError(f"scheduler {name!r}: {reason}")
+    raise _Rejected(reason)
+
+
+def _add(entry: Entry, before=()) -> None:
+    old = _entries.get(entry.name)
+    if old is not None and (old.module, old.params) != (entry.module, entry.params):
+        _reject(entry.name, f"the name {entry.name!r} is taken by {old.module} ({old.distribution})")
+    if old is not None or not any(n in _entries for n in before):
+        _entries[entry.name] = entry
+        return
+    items = list(_entries.items())
+    at = min(k for k, (n, _) in enumerate(items) if n in before)
+    items.insert(at, (entry.name, entry))
+    _entries.clear()
+    _entries.update(items)
+
+
+def _load() -> None:
+    """Register the built-ins, then every plug-in of the entry-point group (once)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for package in BUILTIN_PACKAGES:
+        pkg = importlib.import_module(package)  # its __init__ imports the usual ones in order
+        for info in pkgutil.iter_modules(pkg.__path__, package + "."):
+            importlib.import_module(info.name)
+    for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: (e.dist is None, e.name)):
+        dist = ep.dist.name if ep.dist is not None else "?"
+        before = dict(_entries)
+        _current.update(distribution=dist, plugin=ep.name)
+        try:
+            ep.load()
+        except Exception as e:  # a plug-in's own failure: set it aside, keep the rest
+            reason = str(e).splitlines()[0] if str(e) else ""
+            _broken[ep.name] = (f"plug-in {ep.name!r} ({dist}, {ep.value}) failed to load: "
+                                f"{type(e).__name__ if not isinstance(e, _Rejected) else 'rejected'}: {reason}")
+            added = [n for n in _entries if n not in before or _entries[n] is not before[n]]
+            for n in added:  # a plug-in is accepted whole or not at all
+                if n in before:
+                    _entries[n] = before[n]
+                else:
+                    del _entries[n]
+                _broken_names[n] = ep.name
+        finally:
+            _current.update(distribution=None, plugin=None)
+
+
+def entries() -> list[Entry]:
+    """Every registered scheduler: schedlab's generic ones, then the plug-ins', in the order
+    they registered (the order of tables and figure legends)."""
+    _load()
+    return list(_entries.values())
+
+
+def names(kind: str | None = None) -> list[str]:
+    return [e.name for e in entries() if kind is None or e.kind == kind]
+
+
+def broken() -> dict[str, str]:
+    """Plug-ins set aside: entry-point name -> one-line reason."""
+    _load()
+    return dict(_broken)
+
+
+def entry(name: str, kind: str | None = None) -> Entry:
+    """The scheduler registered as ``name`` (of ``kind``, when given)."""
+    _load()
+    found = _entries.get(name)
+    if found is None:
+        plugin = _broken_names.get(name) or next((p for p in _broken if p == name), None)
+        if plugin is not None:
+            raise SchedlabError(_broken[plugin])
+        known = ", ".join(names(kind))
+        raise SchedlabError(f"unknown {'scheduler' if kind is None else kind + ' scheduler'} {name!r}; known: {known}")
+    if kind is not None and found.kind != kind:
+        other = "a waiting-queue policy" if found.kind == QUEUE else "a batch builder"
+        raise SchedlabError(f"scheduler {name!r} is {other}, not a {kind} scheduler")
+    return found
+
+
+def make(name: str, context: Context = Context(), kind: str | None = None):
+    """A fresh instance of the scheduler ``name`` for one run (a policy or a builder)."""
+    return entry(name, kind).make(context)
