@@ -21,7 +21,7 @@ from schedlab.ewsjf.policy import EWSJF, Params
 from schedlab.ewsjf.score import PrefillModel
 from schedlab.ewsjf.studies import Setup, engine_limits, policy_for, run
 from schedlab.latency.catalogue import hardware, model_arch
-from schedlab.slosa.dispatch import engine_steptime
+from schedlab.fit.steptime import roofline_grid_steptime
 
 
 def pools(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -38,7 +38,7 @@ def pools(seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
 def setup() -> Setup:
     hw, arch = hardware("4xA100-80GB"), model_arch("llama-2-13b")
     # The compute factor the calibration finds on the mirror's traces (~7; see the notebook).
-    return Setup(Arena(engine_steptime(hw, arch).scaled(7.0), engine_limits(hw, arch)), *pools())
+    return Setup(Arena(roofline_grid_steptime(hw, arch).scaled(7.0), engine_limits(hw, arch)), *pools())
 
 
 def _traced_peak_gib(fn):

@@ -42,10 +42,9 @@ import seaborn as sns
 
 from schedlab.examples import toy_head_of_line
 from schedlab.render import read_manifest
+from schedlab.asr.report import asr_findings, reported_asr_table1
 from schedlab.report import (
-    asr_findings,
     pct_change_vs,
-    reported_asr_table1,
     save_figure,
     scheduler_order,
     scheduler_palette,
@@ -98,8 +97,8 @@ def by_rate(table, metrics, title, name, ylabel="ms", log=False):
 # saturation throughput (full table at the end).
 
 # %%
-from schedlab.report import (METRIC_WORDS, asr_rows, change_group, paper_vs_ours, plot_beside_paper, seed_changes,
-                             within_count)
+from schedlab.report import METRIC_WORDS, paper_vs_ours, plot_beside_paper, within_count
+from schedlab.asr.report import asr_rows, change_group, seed_changes
 
 def words(x):
     """Metric column names (or a table's columns) in words, for panel titles."""

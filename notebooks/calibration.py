@@ -42,10 +42,21 @@ import seaborn as sns
 
 from schedlab.fit.steptime import predict
 from schedlab.render import read_manifest
-from schedlab.report import (
-    FIDELITY_METRICS, READING_METRICS, STEP_FITS, engine_view, fidelity_errors, fidelity_reading, fit_comparison,
-    fit_errors, front_end_note, interference_note, replayed_note, save_figure, speed_ratio,
+from schedlab.fidelity import (
+    FIDELITY_METRICS,
+    READING_METRICS,
+    STEP_FITS,
+    engine_view,
+    fidelity_errors,
+    fidelity_reading,
+    fit_comparison,
+    fit_errors,
+    front_end_note,
+    interference_note,
+    replayed_note,
+    speed_ratio,
 )
+from schedlab.report import save_figure
 from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")

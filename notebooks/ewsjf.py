@@ -44,7 +44,8 @@ import pandas as pd
 import seaborn as sns
 
 from schedlab.render import read_manifest
-from schedlab.report import reported_ewsjf_table3, save_figure
+from schedlab.ewsjf.report import reported_ewsjf_table3
+from schedlab.report import save_figure
 
 sns.set_theme(style="whitegrid", context="notebook")
 inputs = read_manifest(manifest)["inputs"]
@@ -61,7 +62,8 @@ METHODS = ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
 # k-means or EWSJF number enters it.
 
 # %%
-from schedlab.report import ewsjf_rows, paper_vs_ours, within_count
+from schedlab.ewsjf.report import ewsjf_rows
+from schedlab.report import paper_vs_ours, within_count
 
 SAME_WORK = ("Predicted: every order does the same work in this linear step model, so throughput cannot rise "
              "(see the end of the notebook).")

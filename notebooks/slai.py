@@ -69,7 +69,8 @@ print(f"{len(summary)} runs: shares {shares}, rates {rates}, seeds {sorted(summa
 # below is a prediction. Full table at the end.
 
 # %%
-from schedlab.report import paper_vs_ours, slai_rows, within_count
+from schedlab.report import paper_vs_ours, within_count
+from schedlab.slai.report import slai_rows
 
 serving = model.meta["calibration"].get("serving", {})
 overhead_s = serving.get("overhead_s", 0.0)

@@ -63,7 +63,8 @@ print("studies driven by the", study["compare"]["predictor"].iloc[0], "predictor
 # N = 10 (paper: 0.48 ms). Full table at the end.
 
 # %%
-from schedlab.report import paper_vs_ours, slosa_rows, within_count
+from schedlab.report import paper_vs_ours, within_count
+from schedlab.slosa.report import slosa_rows
 
 _cmp = study["compare"]
 _key = ["n", "max_batch", "seed"]

@@ -3,7 +3,6 @@ the drifting workload, and the study's effect (and where switching cannot help).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -11,6 +10,7 @@ import pytest
 
 from schedlab.errors import SchedlabError
 from schedlab import registry
+from schedlab.policies import Job
 
 make_policy = lambda name: registry.make(name, kind=registry.QUEUE)
 from schedlab.policies.adaptive import Adaptive, SwitchRule
@@ -22,12 +22,8 @@ from schedlab.extensions.switching import switching_study
 from schedlab.workload.drift import drift_trace, parse_phases
 
 
-@dataclass(eq=False)
-class J:
-    request_id: int
-    arrival_s: float
-    size: float
-    prompt_tokens: int = 1
+def J(request_id: int, arrival_s: float, size: float, prompt_tokens: int = 1) -> Job:
+    return Job(request_id, arrival_s, size, prompt_tokens)
 
 
 #: Small thresholds so states are easy to build: FCFS at <= 2 waiting, deep at >= 4, tail at 10 s.

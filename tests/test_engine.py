@@ -20,7 +20,7 @@ from schedlab.examples import TOY_STEP, toy_trace
 from schedlab.io import write_json, write_parquet
 from schedlab.metrics import summarize
 from schedlab import registry
-from schedlab.engine import Arena, ContinuousBatching, EngineConfig, engine_config, run
+from schedlab.engine import Arena, EngineConfig, engine_config, run
 from schedlab.engine.core import Engine
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.simulate import run_summary, scheduler_for

@@ -450,7 +450,7 @@ def test_implied_saturation_finds_the_engine_each_overloaded_row_needs():
 def test_calibration_reads_no_treatment_column():
     """Only FCFS rows and the fitted metrics reach a fit: changing every treatment number (SJF,
     HRRN, any extra column) leaves the fit's input unchanged."""
-    from schedlab.report import reported_asr_table1
+    from schedlab.asr.report import reported_asr_table1
 
     table = reported_asr_table1()
     rows = baseline_rows(table)

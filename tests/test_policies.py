@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from schedlab.errors import SchedlabError
 from schedlab import registry
-from schedlab.policies import Policy
+from schedlab.policies import Job, Policy
 
 make_policy = lambda name: registry.make(name, kind=registry.QUEUE)
 from schedlab.policies.fcfs import FCFS
@@ -17,12 +16,8 @@ from schedlab.policies.hrrn import HRRN, response_ratio
 from schedlab.policies.sjf import SJF
 
 
-@dataclass(eq=False)
-class J:
-    request_id: int
-    arrival_s: float
-    size: float
-    prompt_tokens: int = 1
+def J(request_id: int, arrival_s: float, size: float, prompt_tokens: int = 1) -> Job:
+    return Job(request_id, arrival_s, size, prompt_tokens)
 
 
 def drain(policy, now: float = 0.0) -> list[int]:

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from schedlab.report import asr_rows, paper_vs_ours, reported_asr_table1, within_count
+from schedlab.asr.report import asr_rows, reported_asr_table1
+from schedlab.report import paper_vs_ours, within_count
 
 
 def test_paper_vs_ours_computes_errors_on_a_toy_table():
@@ -63,7 +64,7 @@ def _engine_summary():
 
 
 def test_engine_fidelity_is_read_per_fit_without_interfered_runs():
-    from schedlab.report import engine_view, fidelity_reading, fit_comparison, fit_errors, interference_note
+    from schedlab.fidelity import engine_view, fidelity_reading, fit_comparison, fit_errors, interference_note
 
     summary = _engine_summary()
     view, spread, bad, clean = engine_view(summary)
@@ -97,7 +98,7 @@ def test_engine_fidelity_is_read_per_fit_without_interfered_runs():
 def test_replays_whose_front_end_lagged_are_left_out_of_the_comparison():
     """A replay that spent most of its time outside the engine's scheduler measures the served
     system's front end: out of the medians like an interfered one, in the spread, with its reason."""
-    from schedlab.report import engine_view, fit_errors
+    from schedlab.fidelity import engine_view, fit_errors
 
     summary = _engine_summary().assign(outside_engine_share=0.08)
     engine = summary["backend"] == "vllm"
@@ -113,8 +114,8 @@ def test_a_replay_whose_client_fell_behind_is_left_out_and_interference_names_fi
     """A replay whose client sent a request more than 100 ms late did not offer the trace's
     arrivals: left out as "client late"; of several flaws the comparison names interference,
     then the front end, then the client."""
-    from schedlab.backends.step_log import replay_flaws
-    from schedlab.report import engine_view
+    from schedlab.backends.replay_quality import replay_flaws
+    from schedlab.fidelity import engine_view
 
     summary = _engine_summary().assign(outside_engine_share=0.05, send_lag_max_ms=4.0)
     engine = summary["backend"] == "vllm"
@@ -129,7 +130,7 @@ def test_a_replay_whose_client_fell_behind_is_left_out_and_interference_names_fi
 
 
 def test_the_replayed_note_counts_attempts_set_aside_and_why():
-    from schedlab.report import replayed_note
+    from schedlab.fidelity import replayed_note
 
     runs = pd.DataFrame({"policy": ["fcfs", "fcfs", "sjf", "sjf"], "rate": [5.0, 15.0, 15.0, 15.0],
                          "attempts": [1, 3, 2, 1],
@@ -144,7 +145,7 @@ def test_the_replayed_note_counts_attempts_set_aside_and_why():
 
 
 def test_the_front_end_note_names_where_requests_waited_outside_the_engine():
-    from schedlab.report import front_end_note
+    from schedlab.fidelity import front_end_note
 
     runs = pd.DataFrame({"policy": ["fcfs"] * 4 + ["sjf"] * 2, "rate": [5.0, 5.0, 25.0, 25.0, 25.0, 25.0],
                          "outside_engine_share": [0.1, 0.2, 0.5, 0.9, 0.05, 0.07]})
@@ -168,7 +169,7 @@ def test_the_front_end_note_names_where_requests_waited_outside_the_engine():
 
 def test_seed_changes_are_each_seeds_own_change_vs_fcfs():
     """Two seeds: SJF's change is taken against FCFS on the same seed and rate, never another."""
-    from schedlab.report import seed_changes
+    from schedlab.asr.report import seed_changes
 
     runs = [{"bound": f"seed {k}", "rate": r, "policy": p, "p50_e2el_ms": v, "p90_e2el_ms": 2 * v}
             for k, r, p, v in [(0, 20.0, "fcfs", 100.0), (0, 20.0, "sjf", 50.0), (1, 20.0, "fcfs", 200.0),

@@ -448,7 +448,7 @@ def test_capacity_brackets_extends_and_bisects():
 def test_serving_overhead_puts_the_baseline_at_the_capacity_and_runs_no_other_scheduler(monkeypatch):
     from dataclasses import replace
 
-    from schedlab.fit.serving import BASELINE_SCHEDULER, serving_overhead
+    from schedlab.slai.serving import BASELINE_SCHEDULER, serving_overhead
     from schedlab.slai.run import CAPACITY_TTFT_MS
     from schedlab.slai.studies import Setup
 
@@ -470,7 +470,7 @@ def test_serving_overhead_puts_the_baseline_at_the_capacity_and_runs_no_other_sc
     assert at == pytest.approx(CAPACITY_TTFT_MS, rel=0.02)
     assert calibrated.run(BASELINE_SCHEDULER, 1.3, 0.05, 0)[1]["p50_ttft_ms"] < CAPACITY_TTFT_MS
     # The treatment's capacity beside the baseline's across the overhead's interval (a prediction).
-    from schedlab.fit.serving import capacity_sensitivity
+    from schedlab.slai.serving import capacity_sensitivity
 
     sens = capacity_sensitivity(setup, record, rates=(0.8, 1.6, 2.4), iterations=2)
     assert list(sens["overhead"]) == ["low", "fitted", "high"]

@@ -14,10 +14,9 @@ import yaml
 from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
 from schedlab.errors import SchedlabError
 from schedlab.engine import EngineConfig
-from schedlab.engine.continuous import Job
+from schedlab.policies import Job
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.slosa.online import OnlineMapper, predictor_for
-from schedlab import registry
 from schedlab.tournament.entrants import lineup
 
 #: The shipped config's entrants.
@@ -98,7 +97,7 @@ def test_mapper_puts_the_request_that_can_still_make_its_slo_first():
     # e2e target that only holds if it goes first.
     req = _requests([np.nan, 0.5], [np.nan, np.nan], [1500, 100], [300, 5])
     mapper = OnlineMapper(req, predictor_for(STEP), max_batch=1)
-    jobs = [Job(i, float(i) * 0.01, 1.0, i, int(p)) for i, p in enumerate(req["prompt_tokens"])]
+    jobs = [Job(i, float(i) * 0.01, 1.0, int(p), i) for i, p in enumerate(req["prompt_tokens"])]
     for j in jobs:
         mapper.push(j)
     assert mapper.peek(0.02) is jobs[1]
@@ -111,7 +110,7 @@ def test_mapper_loses_and_duplicates_nothing_and_replans_on_arrivals():
     req = _requests(np.where(rng.random(n) < 0.5, 30.0, np.nan), np.full(n, 10.0), rng.integers(50, 2000, n),
                     rng.integers(1, 400, n))
     mapper = OnlineMapper(req, predictor_for(STEP), window=8)
-    jobs = [Job(i, i * 0.1, 1.0, i, int(req["prompt_tokens"][i])) for i in range(n)]
+    jobs = [Job(i, i * 0.1, 1.0, int(req["prompt_tokens"][i]), i) for i in range(n)]
     popped = []
     for k, j in enumerate(jobs):
         mapper.push(j)

@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("vllm")
 
 from schedlab.backends.vllm_build import build_scheduler, make_request  # noqa: E402
-from schedlab.backends.vllm_scheduler import PolicyQueue, VllmJob  # noqa: E402
+from schedlab.backends.vllm_scheduler import PolicyQueue  # noqa: E402
+from schedlab.policies import Job  # noqa: E402
 from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: E402
 from schedlab.examples import TOY_KAPPA, TOY_STEP, toy_trace  # noqa: E402
 from schedlab import registry  # noqa: E402
@@ -64,8 +65,8 @@ def test_peek_and_pop_agree_when_the_clock_moves():
     """HRRN's choice flips between t=5.5 and t=6; pop returns what peek showed."""
     now = {"t": 5.5}
     queue = PolicyQueue(registry.make("hrrn"), lambda r: r, lambda: now["t"])
-    a, b = VllmJob(0, 0.0, 10.0, None), VllmJob(1, 5.0, 1.0, None)
-    a.request, b.request = a, b  # the queue hands back ``job.request``
+    a, b = Job(0, 0.0, 10.0, 0), Job(1, 5.0, 1.0, 0)
+    a.ref, b.ref = a, b  # the queue hands back ``job.ref``
     queue.add_request(a)
     queue.add_request(b)
     assert queue.peek_request() is a  # 1.55 vs 1.5
@@ -76,9 +77,9 @@ def test_peek_and_pop_agree_when_the_clock_moves():
 
 def test_queue_remove_and_prepend():
     queue = PolicyQueue(registry.make("sjf"), lambda r: r, lambda: 0.0)
-    jobs = [VllmJob(i, float(i), float(s), None) for i, s in enumerate([5, 3, 9])]
+    jobs = [Job(i, float(i), float(s), 0) for i, s in enumerate([5, 3, 9])]
     for j in jobs:
-        j.request = j
+        j.ref = j
         queue.add_request(j)
     queue.remove_requests([jobs[1]])
     assert len(queue) == 2 and set(queue) == {jobs[0], jobs[2]}

@@ -20,7 +20,7 @@ pytest.importorskip("vllm")
 
 from schedlab.backends.http_client import replay_http  # noqa: E402
 from schedlab.backends.vllm_engine import EngineSpec  # noqa: E402
-from schedlab.backends.step_log import replay_flaws  # noqa: E402
+from schedlab.backends.replay_quality import replay_flaws  # noqa: E402
 from schedlab.backends.vllm_server import REPLAY_ATTEMPTS, serve_command, server_env, start_server  # noqa: E402
 from schedlab.contracts import RESULT_COLUMNS  # noqa: E402
 from schedlab.data.whisper_files import write_model_folder  # noqa: E402

@@ -191,7 +191,7 @@ def cmd_fit_calibrate(args) -> None:
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.fit.calibrate import baseline_rows, bound_study, calibrate, implied_saturation, sensitivity
-    from schedlab.report import reported_asr_table1
+    from schedlab.asr.report import reported_asr_table1
     from schedlab.workload.arrivals import arrival_times
     from schedlab.workload.asr import asr_trace, librispeech_pool
 

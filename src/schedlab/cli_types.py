@@ -1,4 +1,4 @@
-"""argparse types and argument groups the subcommands share: comma-separated positive numbers,
+"""argparse types and argument groups the subcommands share: positive numbers, whole numbers,
 a JSON object, a real vLLM engine's options."""
 
 from __future__ import annotations
@@ -7,29 +7,31 @@ import argparse
 import json
 
 
-def positive_numbers(cast):
-    """A comma-separated list of positive ``cast`` values (e.g. ``float`` or ``int``)."""
-
-    def parse(text: str) -> list:
-        try:
-            values = [cast(v) for v in text.split(",") if v]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-        if not values or not all(v > 0 for v in values):  # NaN is not positive either
-            raise argparse.ArgumentTypeError(f"need positive numbers, got {text!r}")
-        return values
-
-    return parse
-
-
 def positive_number(cast):
-    """One positive ``cast`` value."""
+    """One positive ``cast`` value (e.g. ``float`` or ``int``); a list flag takes several,
+    space-separated (``nargs="+"``), as every list flag of the command line does."""
 
     def parse(text: str):
-        (value,) = positive_numbers(cast)(text)
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:  # NaN is not positive either
+            raise argparse.ArgumentTypeError(f"need a positive number, got {text!r}")
         return value
 
     return parse
+
+
+def non_negative_int(text: str) -> int:
+    """A whole number >= 0 (seeds, counts)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"need a whole number >= 0, got {text!r}")
+    return value
 
 
 def json_object(text: str) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from schedlab.engine import Arena, ContinuousBatching, EngineConfig, run
+from schedlab.engine import Arena, EngineConfig, run
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.simulate import scheduler_for
 

@@ -440,8 +440,9 @@ def ewsjf_inputs():
     }
 
 
-def ewsjf_numbers(values):
-    return ",".join(map(str, values))
+def words(values):
+    """A list flag's values, as the command line takes them: space-separated."""
+    return " ".join(map(str, values))
 
 
 def ewsjf_study_flags(study):
@@ -451,10 +452,10 @@ def ewsjf_study_flags(study):
         kind = study.split("-")[1]
         return f"queues --kind {kind} --n-requests {q[kind]} --rate {q['rate']} --seed {seed}"
     if study == "load":
-        sizes, rates = ewsjf_numbers(EWSJF["load"]["sizes"]), ewsjf_numbers(EWSJF["load"]["rates"])
+        sizes, rates = words(EWSJF["load"]["sizes"]), words(EWSJF["load"]["rates"])
         return f"load --sizes {sizes} --rates {rates} --seed {seed}"
     s = EWSJF["starvation"]
-    return f"starvation --n-requests {s['n_requests']} --rates {ewsjf_numbers(s['rates'])} --seed {seed}"
+    return f"starvation --n-requests {s['n_requests']} --rates {words(s['rates'])} --seed {seed}"
 
 
 # -- Paper C: Sarathi-Serve, RAD and SLAI (slai.smk) ---------------------------------------------
@@ -510,9 +511,9 @@ def slai_engine_runs():
 def slai_engine_workload_flags():
     """The engine runs' traces and targets, the same on every backend."""
     e = SLAI_ENGINE
-    targets = ",".join(f"{k}={v}" for k, v in e["tbt_targets_s"].items())
+    targets = " ".join(f"{k}={v}" for k, v in e["tbt_targets_s"].items())
     return (
-        f"--share {e['share']} --rates {','.join(map(str, e['rates']))} --seeds 0 --duration-s {e['duration_s']} "
+        f"--share {e['share']} --rates {words(e['rates'])} --seeds 0 --duration-s {e['duration_s']} "
         f"--warmup-s {e['warmup_s']} --tbt-targets {targets} --model {e['model']}"
     )
 

@@ -60,7 +60,7 @@ rule slai_calibrate:
     params:
         flags=slai_flags(),
         capacity=SLAI["capacity_rps"],
-        shares=",".join(map(str, SLAI["shares"])),
+        shares=words(SLAI["shares"]),
     shell:
         "schedlab slai calibrate --base {input.base} --pool {input.pool} --capacity-rps {params.capacity} "
         "--shares {params.shares} {params.flags} --out {output} > {log} 2>&1"
@@ -82,8 +82,8 @@ rule slai_sweep:
         flags=slai_flags(),
         backend=SLAI_BACKEND,
         schedulers=" ".join(SLAI["schedulers"]),
-        rates=",".join(map(str, SLAI["rates"])),
-        seeds=",".join(map(str, SLAI["seeds"])),
+        rates=words(SLAI["rates"]),
+        seeds=words(SLAI["seeds"]),
         share=lambda w: int(w.share) / 100,
         out=lambda w: f"{SLAI_DIR}/sweep/p{w.share}",
     shell:
@@ -107,7 +107,7 @@ rule slai_fidelity:
     params:
         flags=f"--hardware {SLAI['hardware']} --model {SLAI['model']}",
         schedulers=" ".join(SLAI_FIDELITY["schedulers"]),
-        rates=",".join(map(str, SLAI_FIDELITY["rates"])),
+        rates=words(SLAI_FIDELITY["rates"]),
         share=SLAI_FIDELITY["share"],
         run=f"--duration-s {SLAI_FIDELITY['duration_s']} --warmup-s {SLAI_FIDELITY['warmup_s']}",
         out=lambda w: f"{SLAI_DIR}/fidelity/{w.backend}",
@@ -168,7 +168,7 @@ rule slai_throughput:
         SIM_ENV
     params:
         flags=slai_flags(),
-        schedulers=",".join(SLAI["throughput_schedulers"]),
+        schedulers=words(SLAI["throughput_schedulers"]),
         backlog=SLAI["throughput_backlog"],
         queue=SLAI["queue_duration_s"],
     shell:

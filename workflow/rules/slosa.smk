@@ -105,9 +105,9 @@ rule slosa_study:
         SIM_ENV
     params:
         flags=slosa_flags(),
-        seeds=",".join(map(str, SLOSA["seeds"])),
-        ns=",".join(map(str, SLOSA["ns"])),
-        batches=",".join(map(str, SLOSA["max_batches"])),
+        seeds=words(SLOSA["seeds"]),
+        ns=words(SLOSA["ns"]),
+        batches=words(SLOSA["max_batches"]),
         exhaustive=SLOSA["exhaustive_max_n"],
     shell:
         "schedlab slosa study {wildcards.study} --predictor {input.predictor} --chat {input.chat} "

@@ -29,8 +29,8 @@ rule tournament_play:
         spec=lambda w: shell_json(TOURNAMENT["workloads"][w.workload]),
         arena=lambda w: shell_json(tournament_arena(w)),
         pools=lambda w: " ".join(f"--pool {k}={v}" for k, v in tournament_pools(w).items()),
-        loads=",".join(map(str, TOURNAMENT["loads"])),
-        entrants=",".join(TOURNAMENT["entrants"]),
+        loads=words(TOURNAMENT["loads"]),
+        entrants=words(TOURNAMENT["entrants"]),
     shell:
         "schedlab tournament play --workload {wildcards.workload} --spec {params.spec} --arena {params.arena} "
         "{params.pools} --loads {params.loads} --entrants {params.entrants} --out {output} > {log} 2>&1"

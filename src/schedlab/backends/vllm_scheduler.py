@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -34,21 +33,10 @@ from schedlab.backends.step_log import StepLog
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_estimate
 from schedlab import registry
-from schedlab.policies import Policy
+from schedlab.policies import Job, Policy
 from schedlab.validation.hints import checked_hint, server_options
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True, eq=False)
-class VllmJob:
-    """A vLLM request seen as a schedlab job (compared by identity)."""
-
-    request_id: int
-    arrival_s: float
-    size: float
-    request: Request
-    prompt_tokens: int = 0
 
 
 def step_composition(sched, out) -> tuple[int, int, int, int, int]:
@@ -79,7 +67,7 @@ class PolicyQueue(RequestQueue):
     reading), so time-dependent policies such as HRRN keep vLLM's peek/pop contract.
     """
 
-    def __init__(self, policy: Policy, job_of: Callable[[Request], VllmJob], clock: Callable[[], float]):
+    def __init__(self, policy: Policy, job_of: Callable[[Request], Job], clock: Callable[[], float]):
         self.policy, self.job_of, self.clock = policy, job_of, clock
         self._peeked_at: float | None = None
 
@@ -91,12 +79,12 @@ class PolicyQueue(RequestQueue):
         if not len(self.policy):
             raise IndexError("peek from an empty queue")
         self._peeked_at = self.clock()
-        return self.policy.peek(self._peeked_at).request
+        return self.policy.peek(self._peeked_at).ref
 
     def pop_request(self) -> Request:
         now = self.clock() if self._peeked_at is None else self._peeked_at
         self._peeked_at = None
-        return self.policy.pop(now).request
+        return self.policy.pop(now).ref
 
     def prepend_request(self, request: Request) -> None:
         self.add_request(request)
@@ -111,7 +99,7 @@ class PolicyQueue(RequestQueue):
     def remove_requests(self, requests: Iterable[Request]) -> None:
         self._peeked_at = None
         drop = {id(r) for r in requests}
-        for job in [j for j in self.policy if id(j.request) in drop]:
+        for job in [j for j in self.policy if id(j.ref) in drop]:
             self.policy.remove(job)
 
     def __bool__(self) -> bool:
@@ -121,7 +109,7 @@ class PolicyQueue(RequestQueue):
         return len(self.policy)
 
     def __iter__(self) -> Iterator[Request]:
-        return (job.request for job in self.policy)
+        return (job.ref for job in self.policy)
 
 
 class _Unset(Policy):
@@ -177,11 +165,11 @@ class SchedlabMixin:
         if policy.ranks_victims:
             self.policy = SchedulingPolicy.PRIORITY
 
-    def _job(self, request: Request) -> VllmJob:
+    def _job(self, request: Request) -> Job:
         """The request's job, made once (ids in order of first sight) and kept on the request."""
         job = getattr(request, "schedlab_job", None)
         if job is None:
-            job = VllmJob(self._next_id, request.arrival_time, self._size(request), request, request.num_prompt_tokens)
+            job = Job(self._next_id, request.arrival_time, self._size(request), request.num_prompt_tokens, request)
             self._next_id += 1
             request.schedlab_job = job
         return job

@@ -400,24 +400,17 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     """Start one server for ``policy`` and replay every trace (``{rate label: trace}``)
     ``repeats`` times, in that order; write ``rate<label>_seed<seed>_rep<k>.parquet`` (the
     per-request results), ``.json`` (the run summary) and ``.steps.parquet`` (every engine
-    step of the replay, :func:`schedlab.backends.step_log.step_table`, with the run's policy,
+    step of the replay, :func:`schedlab.backends.step_tables.step_table`, with the run's policy,
     rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log.
-    A replay that does not measure the engine (:func:`schedlab.backends.step_log.replay_flaws`:
+    A replay that does not measure the engine (:func:`schedlab.backends.replay_quality.replay_flaws`:
     interference, a lagging front end, a late client) is run again, :data:`REPLAY_ATTEMPTS`
     times in all at most, the last on a fresh server (:func:`replay_served`); the attempt kept
     is the first without a flaw, or the last, and its summary's ``attempts`` and
     ``replayed_for`` say how many it took and why."""
-    from schedlab.backends.step_log import (
-        front_end_timing,
-        outside_engine_share,
-        read_request_log,
-        replay_flaws,
-        request_log_path,
-        request_timeline,
-        step_table,
-        steps_between,
-        wait_for_idle,
-    )
+    from schedlab.backends.front_end import front_end_timing
+    from schedlab.backends.replay_quality import outside_engine_share, replay_flaws
+    from schedlab.backends.step_tables import read_request_log, request_timeline, step_table, steps_between, wait_for_idle
+    from schedlab.backends.step_log import request_log_path
     from schedlab.backends.vllm_profile import device_label
     from schedlab.io import write_json, write_parquet
     from schedlab.metrics import summarize

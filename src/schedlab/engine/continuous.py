@@ -11,25 +11,13 @@ in here; ``sim`` and ``vllm-sim`` give identical per-request times for them.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from schedlab.engine import kernels
 from schedlab.engine.plan import Planner, StepPlan
 from schedlab.engine.scheduler import NOT_STEADY, UNTIL_ARRIVAL, UNTIL_COMPLETION, Scheduler
-from schedlab.policies.base import Policy
-
-
-@dataclass(slots=True)
-class Job:
-    """The policy's view of a request (see :mod:`schedlab.policies.base`)."""
-
-    request_id: int
-    arrival_s: float
-    size: float
-    index: int
-    prompt_tokens: int
+from schedlab.policies.base import Job, Policy
 
 
 class ContinuousBatching(Scheduler):
@@ -45,7 +33,7 @@ class ContinuousBatching(Scheduler):
         e = engine
         rid = e.trace["request_id"].to_numpy(np.int64)
         self.jobs = [
-            Job(int(rid[i]), float(e.arrival[i]), float(e.sizes[i]), i, int(e.prompt[i])) for i in range(e.n)
+            Job(int(rid[i]), float(e.arrival[i]), float(e.sizes[i]), int(e.prompt[i]), i) for i in range(e.n)
         ]
         self._totals = None
 
@@ -61,7 +49,7 @@ class ContinuousBatching(Scheduler):
         return len(self.policy)
 
     def victim(self, running: list[int]) -> int:
-        return self.policy.victim([self.jobs[x] for x in running], self.engine.now).index
+        return self.policy.victim([self.jobs[x] for x in running], self.engine.now).ref
 
     def _running_totals(self):
         e = self.engine
@@ -101,11 +89,11 @@ class ContinuousBatching(Scheduler):
             t0 = clock()
             job = policy.peek(now)
             spent = clock() - t0
-            if not plan.can_admit(job.index):
+            if not plan.can_admit(job.ref):
                 self.overhead_s += spent
                 break
             t0 = clock()
             policy.pop(now)
             self.overhead_s += spent + clock() - t0
-            plan.admit(job.index, min(int(e.seq[job.index]), plan.budget))
+            plan.admit(job.ref, min(int(e.seq[job.ref]), plan.budget))
         return plan.plan()

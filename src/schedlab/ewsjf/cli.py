@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from schedlab.cli_types import positive_number, positive_numbers
+from schedlab.cli_types import positive_number
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json, read_parquet, write_outputs, write_parquet
 
@@ -47,9 +47,9 @@ def cmd_pools(args) -> None:
 
 def cmd_steptime(args) -> None:
     from schedlab.latency.catalogue import hardware, model_arch
-    from schedlab.slosa.dispatch import engine_steptime
+    from schedlab.fit.steptime import roofline_grid_steptime
 
-    engine_steptime(hardware(args.hardware), model_arch(args.model)).save(args.out)
+    roofline_grid_steptime(hardware(args.hardware), model_arch(args.model)).save(args.out)
 
 
 def cmd_calibrate(args) -> None:
@@ -152,8 +152,9 @@ def add_commands(sub) -> None:
     st.add_argument("--kind", choices=("mixed", "short", "long"), default="mixed", help="queues: workload")
     st.add_argument("--n-requests", type=positive_number(int), default=30_000, help="queues, tuning, starvation: requests per run")
     st.add_argument("--rate", type=positive_number(float), default=40.0, help="queues, tuning: req/s")
-    st.add_argument("--sizes", type=positive_numbers(int), default=[10_000, 30_000], help="load: requests per run")
-    st.add_argument("--rates", type=positive_numbers(float), default=[10, 20, 40, 60, 100, 500], help="load, starvation: req/s")
+    st.add_argument("--sizes", type=positive_number(int), nargs="+", default=[10_000, 30_000], help="load: requests per run")
+    st.add_argument("--rates", type=positive_number(float), nargs="+", default=[10, 20, 40, 60, 100, 500],
+                    help="load, starvation: req/s")
     st.add_argument("--trial-s", type=positive_number(float), default=300.0, help="tuning: seconds per trial")
     st.add_argument("--max-trials", type=positive_number(int), default=20, help="tuning: trials before it settles")
     st.add_argument("--seed", type=int, default=0)

@@ -10,7 +10,7 @@ import pandas as pd
 import statsmodels.api as sm
 from scipy.stats import kendalltau
 
-from schedlab.backends.step_log import replay_flaws
+from schedlab.backends.replay_quality import replay_flaws
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel, beyond_knee, padded_tokens
@@ -144,7 +144,7 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     they were. Where the step tables carry each replay's median way in to the engine core and
     way out from the scheduler (``to_core_s``, ``way_out_s``: from the client's and the
     scheduler's times of each request; the way in without the wait for the step in progress,
-    :func:`schedlab.backends.step_log.way_to_core`, which the simulator makes a request wait
+    :func:`schedlab.backends.front_end.way_to_core`, which the simulator makes a request wait
     itself), the model's ``frontend_s`` and ``output_s`` come from those replays
     (:func:`front_end_at`): the served system's front end, which the steps do not hold."""
     rates = sorted(float(r) for r in steps["rate"].unique())
@@ -199,3 +199,23 @@ def front_end_at(replays: pd.DataFrame, rate: float | None, column: str = "to_co
     slope, intercept = np.polyfit(medians.index, medians.to_numpy(), 1)
     return (max(0.0, float(intercept + slope * float(rate))),
             f"a line in the offered rate through each rate's median (trend p = {p:.2g}), at {float(rate):g} req/s")
+
+
+def roofline_grid_steptime(hw, arch, max_tokens: int = 8192, **eff) -> StepTimeModel:
+    """The engine's step-time model fitted to the latency predictor's (calibrated) roofline
+    grid (:func:`schedlab.latency.predictor_profile.roofline_profile`; ``eff``: efficiencies):
+    prefill rows as prompt tokens, decode rows as decodes over a context; only compositions one
+    step can hold (at most ``max_tokens`` prompt tokens, lengths < 2k)."""
+    from schedlab.latency.predictor_profile import roofline_profile
+
+    grid = roofline_profile(hw, arch, **eff)
+    grid = grid[(grid["length"] <= 2000) & ((grid["phase"] == "decode") | (grid["batch"] * grid["length"] <= max_tokens))]
+    prefill = grid["phase"] == "prefill"
+    tokens = grid["batch"] * grid["length"]
+    table = grid[["source", "hardware", "model", "time_s"]].assign(
+        n_encoder=0,
+        n_prefill_tokens=np.where(prefill, tokens, 0),
+        n_decode=np.where(prefill, 0, grid["batch"]),
+        ctx_tokens=np.where(prefill, 0, tokens),
+    )
+    return fit_steptime(table)

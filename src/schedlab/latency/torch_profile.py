@@ -190,7 +190,7 @@ def _whisper_rows(net, config, timer: PassTimer, dtype, encoder_batches, decode_
         mel = torch.randn(b, config.num_mel_bins, MEL_FRAMES, device=device, dtype=dtype)
         t, graph = timer(lambda: net.model.encoder(mel), tokens=b * frames)
         yield (b, 0, 0, 0, t, 0, graph)
-        del mel
+        mel = None  # freed before the next, larger batch
     encoded = torch.randn(1, frames, config.d_model, device=device, dtype=dtype)
     for b, ctx in decode_points:
         if skip("decode", b, ctx):
@@ -205,7 +205,7 @@ def _whisper_rows(net, config, timer: PassTimer, dtype, encoder_batches, decode_
         step = lambda: net(encoder_outputs=(enc,), decoder_input_ids=ids, past_key_values=cache, use_cache=True)
         t, graph = timer(step, tokens=b)
         yield (0, 0, b, b * ctx, t, 0, graph)
-        del cache, step
+        cache = step = None  # freed before the next point's cache
 
 
 def _full_layer(shape, dtype, device) -> DynamicLayer:
@@ -229,7 +229,7 @@ def _decoder_rows(net, config, timer: PassTimer, dtype, prefill_points, decode_p
         run = lambda: net(prompt, use_cache=True, logits_to_keep=1)
         t, graph = timer(run, tokens=b * n)
         yield (0, b * n, 0, 0, t, b * n * (n + 1) // 2, graph)
-        del prompt, run
+        prompt = run = None
     for b, n in decode_points:
         if skip("decode", b, n):
             continue
@@ -238,7 +238,7 @@ def _decoder_rows(net, config, timer: PassTimer, dtype, prefill_points, decode_p
         step = lambda: net(ids, past_key_values=cache, use_cache=True)
         t, graph = timer(step, tokens=b)
         yield (0, 0, b, b * n, t, 0, graph)
-        del cache, step
+        cache = step = None  # freed before the next point's cache
 
 
 @dataclass

@@ -1,22 +1,29 @@
 """The policy interface: a waiting queue that also names the preemption victim.
 
-A policy orders *jobs*: any object with ``request_id`` (int), ``arrival_s`` (float),
-``size`` (the job-size estimate, e.g. paper A's n_hat in tokens) and ``prompt_tokens``
-(int). Backends wrap their own request objects to this shape, so one policy serves the
-simulator and vLLM alike. ``peek`` and ``pop`` agree when called at the same ``now``.
+A policy orders :class:`Job`\ s. Every backend wraps its own requests in them (schedlab's
+engine with the request's trace position as ``ref``, vLLM's scheduler with its ``Request``),
+so one policy serves the simulator and vLLM alike. ``peek`` and ``pop`` agree when called at
+the same ``now``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Iterator, Protocol, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
 
 
-class Job(Protocol):
+@dataclass(slots=True, eq=False)
+class Job:
+    """A waiting request as a policy sees it (compared by identity): its id, arrival, the
+    job-size estimate (paper A's n_hat in tokens, a priority, or the output length), its prompt
+    length, and ``ref``, the backend's own handle on the request."""
+
     request_id: int
     arrival_s: float
     size: float
     prompt_tokens: int
+    ref: Any = None
 
 
 class Policy(ABC):

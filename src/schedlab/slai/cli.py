@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from schedlab.cli_types import engine_spec, positive_number, positive_numbers, vllm_engine_args
+from schedlab.cli_types import engine_spec, non_negative_int, positive_number, vllm_engine_args
 from schedlab import registry
 from schedlab.errors import SchedlabError
 from schedlab.contracts import SIM_BACKENDS
 from schedlab.io import read_parquet, write_outputs, write_parquet
-from schedlab.slosa.cli import _ints
 
 TABLES = ("summary", "buckets", "timeline")
 
@@ -27,22 +26,23 @@ def _share(text: str) -> float:
     return value
 
 
-def _targets(text: str) -> dict[str, float]:
-    """``paying=0.5,free=2.5``: each class's TBT target in seconds."""
+def _target(text: str) -> tuple[str, float]:
+    """``paying=0.5``: one class's TBT target in seconds."""
+    cls, sep, value = text.partition("=")
     try:
-        targets = {k.strip(): float(v) for k, v in (item.split("=") for item in text.split(","))}
+        seconds = float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not class=seconds pairs: {text!r}") from None
-    if set(targets) != {"paying", "free"} or not all(v > 0 for v in targets.values()):
-        raise argparse.ArgumentTypeError(f"need positive targets for paying and free, got {text!r}")
-    return targets
+        seconds = float("nan")
+    if not sep or cls not in ("paying", "free") or not seconds > 0:
+        raise argparse.ArgumentTypeError(f"need paying=SECONDS or free=SECONDS (positive), got {text!r}")
+    return cls, seconds
 
 
 def _workload_args(g) -> None:
     g.add_argument("--pool", required=True, help="length pool parquet from `schedlab slai lengths` (or `scale`)")
     g.add_argument("--duration-s", type=float, default=2100.0, help="seconds of arrivals (35 minutes)")
     g.add_argument("--warmup-s", type=float, default=120.0, help="arrivals before this are not measured (< --duration-s)")
-    g.add_argument("--tbt-targets", type=_targets, default=None,
+    g.add_argument("--tbt-targets", type=_target, nargs=2, default=None,
                    help="TBT target (s) per class, e.g. paying=0.5,free=2.5 (default: the paper's 0.1 and 0.5)")
 
 
@@ -59,7 +59,10 @@ def _setup(args):
                             max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                             kv_blocks=args.kv_capacity_blocks)
     pool = read_parquet(args.pool, ("prompt_tokens", "output_tokens"))
-    extra = {"targets": args.tbt_targets} if args.tbt_targets else {}
+    targets = dict(args.tbt_targets or ())
+    if args.tbt_targets and set(targets) != {"paying", "free"}:
+        raise SchedlabError("--tbt-targets needs paying=SECONDS and free=SECONDS")
+    extra = {"targets": targets} if targets else {}
     return Setup(pool, arena, args.duration_s, args.warmup_s, getattr(args, "backend", "vllm"), args.model, **extra)
 
 
@@ -80,7 +83,7 @@ def cmd_calibrate(args) -> None:
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.fit.chunk_times import calibrate_chunks
-    from schedlab.fit.serving import capacity_sensitivity, serving_overhead
+    from schedlab.slai.serving import capacity_sensitivity, serving_overhead
     from schedlab.slai.studies import Setup
     from schedlab.validation import check_run_length
 
@@ -166,8 +169,8 @@ def _grid_args(p: argparse.ArgumentParser) -> None:
     """A sweep's schedulers, paying share, rates and seeds."""
     p.add_argument("--scheduler", nargs="+", required=True, help="registered schedulers (schedlab schedulers)")
     p.add_argument("--share", type=_share, required=True)
-    p.add_argument("--rates", type=positive_numbers(float), required=True, help="req/s, comma-separated")
-    p.add_argument("--seeds", type=_ints, default=[0])
+    p.add_argument("--rates", type=positive_number(float), nargs="+", required=True, help="req/s")
+    p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0])
 
 
 def _setup_args(p: argparse.ArgumentParser) -> None:
@@ -204,11 +207,11 @@ def add_commands(sub) -> None:
 
     c = ssub.add_parser("calibrate", help="scale a step-time fit to measured prefill-chunk batch times")
     c.add_argument("--base", required=True, help="step-time JSON from `schedlab fit steptime`")
-    c.add_argument("--chunks", type=_ints, default=[64, 512, 1024], help="chunk sizes (tokens)")
-    c.add_argument("--times-ms", type=positive_numbers(float), default=[22.7, 46.5, 74.7], help="measured batch times (ms)")
+    c.add_argument("--chunks", type=positive_number(int), nargs="+", default=[64, 512, 1024], help="chunk sizes (tokens)")
+    c.add_argument("--times-ms", type=positive_number(float), nargs="+", default=[22.7, 46.5, 74.7], help="measured batch times (ms)")
     c.add_argument("--capacity-rps", type=positive_number(float),
                    help="the baseline's (Sarathi-Serve, FCFS) published serving capacity: fit a per-batch overhead to it")
-    c.add_argument("--shares", type=positive_numbers(float), default=[0.05, 0.5, 0.95], help="paying shares of that fit")
+    c.add_argument("--shares", type=positive_number(float), nargs="+", default=[0.05, 0.5, 0.95], help="paying shares of that fit")
     c.add_argument("--pool", help="length pool parquet (with --capacity-rps)")
     c.add_argument("--hardware", default="RTX-6000-Ada")
     c.add_argument("--model", default="mistral-7b")
@@ -264,7 +267,7 @@ def add_commands(sub) -> None:
     pa.set_defaults(func=cmd_params)
 
     t = ssub.add_parser("throughput", help="highest stable rate per scheduler, and queues around it")
-    t.add_argument("--schedulers", type=lambda x: x.split(","), default=list(THROUGHPUT_SCHEDULERS))
+    t.add_argument("--schedulers", nargs="+", default=list(THROUGHPUT_SCHEDULERS))
     t.add_argument("--backlog", type=positive_number(int), default=1500, help="requests waiting at t = 0 for the saturation runs")
     t.add_argument("--queue-duration-s", type=positive_number(float), default=1200.0, help="seconds of arrivals around capacity")
     _setup_args(t)

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 
+from schedlab.cli_types import non_negative_int, positive_number
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_outputs, write_parquet
 
 STUDIES = ("compare", "schedule", "lengths", "coefficients", "instances")
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"need non-negative integers, got {text!r}")
-    return values
 
 
 def cmd_pools(args) -> None:
@@ -114,9 +104,9 @@ def add_commands(sub) -> None:
     st.add_argument("--code", required=True)
     st.add_argument("--hardware", default="2xV100-32GB")
     st.add_argument("--model", default="qwen2.5-7b")
-    st.add_argument("--seeds", type=_ints, default=[0, 1, 2, 3, 4])
-    st.add_argument("--ns", type=_ints, default=[4, 6, 8, 10, 20, 40], help="compare: requests per decision")
-    st.add_argument("--max-batches", type=_ints, default=[1, 2, 4], help="compare: maximum batch sizes")
+    st.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2, 3, 4])
+    st.add_argument("--ns", type=positive_number(int), nargs="+", default=[4, 6, 8, 10, 20, 40], help="compare: requests per decision")
+    st.add_argument("--max-batches", type=positive_number(int), nargs="+", default=[1, 2, 4], help="compare: maximum batch sizes")
     st.add_argument("--exhaustive-max-n", type=int, default=8, help="compare: largest N searched exhaustively")
     st.add_argument("--out", required=True)
     st.set_defaults(func=cmd_study)

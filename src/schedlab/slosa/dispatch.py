@@ -13,40 +13,21 @@ import numpy as np
 import pandas as pd
 
 from schedlab.fit.latency_predictor import REFERENCE, calibrate_roofline
-from schedlab.fit.steptime import fit_steptime
+from schedlab.fit.steptime import roofline_grid_steptime
 from schedlab.latency.catalogue import Hardware, ModelArch, kv_capacity_blocks
-from schedlab.latency.predictor_profile import roofline_profile
 from schedlab.engine import Arena, EngineConfig
 from schedlab.simulate import run_summary
-from schedlab.engine.steptime import StepTimeModel
 from schedlab.slosa.objective import Mapping, Score
 from schedlab.slosa.problem import CHAT_SLO, CODE_SLO
 
 GAP_S = 0.01
 
 
-def engine_steptime(hw: Hardware, arch: ModelArch, max_tokens: int = 8192, **eff) -> StepTimeModel:
-    """The sim engine's step-time model, fitted to the same (calibrated) roofline grid as the
-    latency predictor: prefill rows as prompt tokens, decode rows as decodes over a context;
-    only compositions one step can hold (at most ``max_tokens`` prompt tokens, lengths < 2k)."""
-    grid = roofline_profile(hw, arch, **eff)
-    grid = grid[(grid["length"] <= 2000) & ((grid["phase"] == "decode") | (grid["batch"] * grid["length"] <= max_tokens))]
-    prefill = grid["phase"] == "prefill"
-    tokens = grid["batch"] * grid["length"]
-    table = grid[["source", "hardware", "model", "time_s"]].assign(
-        n_encoder=0,
-        n_prefill_tokens=np.where(prefill, tokens, 0),
-        n_decode=np.where(prefill, 0, grid["batch"]),
-        ctx_tokens=np.where(prefill, 0, tokens),
-    )
-    return fit_steptime(table)
-
-
 def paper_engine(hw: Hardware, arch: ModelArch) -> Arena:
     """The arena mappings are served in: the roofline calibrated to the paper's reference
     times, and engine limits with ``hw``'s KV capacity."""
     eff = calibrate_roofline(REFERENCE, hw, arch)
-    return Arena(engine_steptime(hw, arch, **eff), EngineConfig(kv_capacity_blocks=kv_capacity_blocks(hw, arch)))
+    return Arena(roofline_grid_steptime(hw, arch, **eff), EngineConfig(kv_capacity_blocks=kv_capacity_blocks(hw, arch)))
 
 
 def serve(

@@ -6,7 +6,7 @@ import argparse
 
 import pandas as pd
 
-from schedlab.cli_types import json_object, positive_numbers
+from schedlab.cli_types import json_object, positive_number
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_parquet
 
@@ -44,7 +44,7 @@ def cmd_play(args) -> None:
     pools = {name: read_parquet(path) for name, path in pools.items()}
     kind = modality(args.spec)
     ring = Arena.from_spec(args.arena, kind)
-    players = lineup(args.entrants.split(","), kind)
+    players = lineup(args.entrants, kind)
     cap = capacity(args.spec, pools, ring, registry.entry("fcfs"))
     rows = []
     for load in args.loads:
@@ -77,8 +77,8 @@ def add_commands(sub) -> None:
     m.add_argument("--arena", type=json_object, required=True,
                    help='engine spec as JSON: steptime, hardware, model, engine limits, kappa (file)')
     m.add_argument("--pool", type=_named_path, action="append", default=[], help="NAME=PATH of a pool the kind draws from")
-    m.add_argument("--loads", type=positive_numbers(float), required=True, help="offered rates as fractions of FCFS's backlog capacity")
-    m.add_argument("--entrants", required=True, help="comma-separated entrant names")
+    m.add_argument("--loads", type=positive_number(float), nargs="+", required=True, help="offered rates as fractions of FCFS's backlog capacity")
+    m.add_argument("--entrants", nargs="+", required=True, help="registered schedulers (schedlab schedulers)")
     m.add_argument("--out", required=True)
     m.set_defaults(func=cmd_play)
 
