@@ -14,6 +14,13 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/scheduler.smk"
 include: "workflow/rules/common.smk"
+include: "workflow/rules/helpers/run.smk"
+include: "workflow/rules/helpers/fit.smk"
+include: "workflow/rules/helpers/slosa.smk"
+include: "workflow/rules/helpers/ewsjf.smk"
+include: "workflow/rules/helpers/slai.smk"
+include: "workflow/rules/helpers/extensions.smk"
+include: "workflow/rules/helpers/tournament.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/fit.smk"

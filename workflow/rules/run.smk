@@ -3,6 +3,7 @@
 # run's per-request table and summary; then one summary table per study. A served
 # experiment's `-heldout` twin runs each rate with its own step-time fit (fit_engine_steps_*).
 
+
 for (_backend, _experiment), _job in simulation_plan().items():
     _exp = EXPERIMENTS[_experiment]
     _labels = [rate_label(r) for r in _job["rates"]]

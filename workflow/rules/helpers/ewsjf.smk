@@ -1,0 +1,61 @@
+# Helpers of Paper B: EWSJF (ewsjf.smk): config sections, paths, flags and checks.
+
+
+EWSJF = config["ewsjf"]
+EWSJF_DIR = f"{RESULTS}/ewsjf"
+
+
+def _check_ewsjf():
+    """Cross-references of the ewsjf section, as one-line errors."""
+    problems = []
+    if EWSJF["model"] not in model_names():
+        problems.append(f"ewsjf.model {EWSJF['model']!r} is not a known model ({', '.join(model_names())})")
+    try:
+        hardware(EWSJF["hardware"])
+    except SchedlabError as e:
+        problems.append(f"ewsjf.hardware: {e}")
+    if problems:
+        raise ValueError("config.yaml: " + "; ".join(problems))
+
+
+_check_ewsjf()
+
+
+def ewsjf_flags():
+    return f"--hardware {EWSJF['hardware']} --model {EWSJF['model']}"
+
+
+def ewsjf_inputs():
+    return {
+        "steptime": f"{EWSJF_DIR}/fit/calibrated.json",
+        "short": rules.ewsjf_pools.output.short,
+        "long": rules.ewsjf_pools.output.long,
+    }
+
+
+def ewsjf_study_flags(study):
+    """`schedlab ewsjf study` arguments of one configured study."""
+    q, seed = EWSJF["queue_count"], EWSJF["seed"]
+    if study.startswith("queues-"):
+        kind = study.split("-")[1]
+        return f"queues --kind {kind} --n-requests {q[kind]} --rate {q['rate']} --seed {seed}"
+    if study == "load":
+        sizes, rates = words(EWSJF["load"]["sizes"]), words(EWSJF["load"]["rates"])
+        return f"load --sizes {sizes} --rates {rates} --seed {seed}"
+    s = EWSJF["starvation"]
+    return f"starvation --n-requests {s['n_requests']} --rates {words(s['rates'])} --seed {seed}"
+
+
+def ewsjf_notebook_inputs():
+    """Paper B's notebook's inputs."""
+    studies = ("tuning", "queues-mixed", "queues-short", "queues-long", "load", "starvation", "starvation_timeline")
+    return {
+        **{s: f"{EWSJF_DIR}/study/{s}.parquet" for s in studies},
+        "params": rules.ewsjf_tuning.output.params,
+        "calibrated": rules.ewsjf_calibrate.output[0],
+        "short": rules.ewsjf_pools.output.short,
+        "long": rules.ewsjf_pools.output.long,
+    }
+
+
+NOTEBOOK_INPUTS["ewsjf"] = ewsjf_notebook_inputs

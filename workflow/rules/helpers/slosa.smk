@@ -1,0 +1,24 @@
+# Helpers of Paper D: SLO-aware priority mapping (slosa.smk): config sections, paths, flags and checks.
+
+
+SLOSA = config["slosa"]
+SLOSA_DIR = f"{RESULTS}/slosa"
+
+
+def slosa_flags():
+    return f"--hardware {SLOSA['hardware']} --model {SLOSA['model']}"
+
+
+def slosa_notebook_inputs():
+    """Paper D's notebook's inputs."""
+    studies = ("compare", "schedule", "lengths", "coefficients", "instances")
+    return {
+        **{s: f"{SLOSA_DIR}/study/{s}.parquet" for s in studies},
+        **{f"fit_{s}": f"{SLOSA_DIR}/fit/{s}.json" for s in ("roofline", "torch", "vllm", "reference")},
+        **{f"profile_{s}": f"{SLOSA_DIR}/profile/{s}.parquet" for s in ("roofline", "torch", "vllm")},
+        "chat": rules.slosa_pools.output.chat,
+        "code": rules.slosa_pools.output.code,
+    }
+
+
+NOTEBOOK_INPUTS["slosa"] = slosa_notebook_inputs

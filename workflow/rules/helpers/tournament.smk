@@ -1,0 +1,52 @@
+# Helpers of The tournament (tournament.smk): config sections, paths, flags and checks.
+
+
+TOURNAMENT = config["tournament"]
+TOURNAMENT_DIR = f"{RESULTS}/tournament"
+
+
+def _check_tournament():
+    """Cross-references of the tournament section, as one-line errors."""
+    problems = scheduler_problems("entrants", TOURNAMENT["entrants"])
+    if problems:
+        raise ValueError("config.yaml: tournament: " + "; ".join(problems))
+    try:
+        for name, spec in TOURNAMENT["workloads"].items():
+            check_spec(name, spec)
+    except SchedlabError as e:
+        raise ValueError(f"config.yaml: tournament: {e}")
+    if TOURNAMENT["engines"]["llm"]["model"] not in model_names():
+        raise ValueError(
+            f"config.yaml: tournament.engines.llm.model {TOURNAMENT['engines']['llm']['model']!r} is not a known model"
+        )
+
+
+_check_tournament()
+
+
+def tournament_arena(w):
+    spec = TOURNAMENT["workloads"][w.workload]
+    if modality(spec) == "asr":
+        return asr_engine_spec()
+    return {**TOURNAMENT["engines"]["llm"], "steptime": rules.slai_calibrate.output[0]}
+
+
+def arena_files(arena):
+    """The files an engine spec names (its step-time model, and kappa for ASR)."""
+    return {k: arena[k] for k in ("steptime", "kappa") if k in arena}
+
+
+def tournament_pools(w):
+    where = {
+        "utterances": rules.librispeech.output[0],
+        "short": rules.ewsjf_pools.output.short,
+        "long": rules.ewsjf_pools.output.long,
+        "openchat": rules.slai_lengths.output[0],
+    }
+    return {
+        p: where.get(p, f"{TOURNAMENT_DIR}/pools/{p}.parquet")
+        for p in pool_names(TOURNAMENT["workloads"][w.workload]["kind"])
+    }
+
+
+NOTEBOOK_INPUTS["tournament"] = lambda: {"table": rules.tournament_table.output[0]}
