@@ -41,7 +41,7 @@ def setup():
 def test_full_35_minute_run_at_1_6_rps(benchmark, setup, scheduler):
     trace, arena = setup
     assert 3000 < len(trace) < 3800 and trace["output_tokens"].sum() > 1.2e6
-    res = benchmark.pedantic(serve, args=(trace, scheduler, arena), kwargs={"warmup_s": 120.0},
+    res = benchmark.pedantic(serve, args=(trace, scheduler, arena), kwargs={"warmup_s": 120.0, "sample_s": 1.0},
                              rounds=2, iterations=1)
     assert res.requests["finish_s"].notna().all()
     best = benchmark.stats.stats.min

@@ -1,6 +1,6 @@
 """The policy interface: a waiting queue that also names the preemption victim.
 
-A policy orders :class:`Job`\ s. Every backend wraps its own requests in them (schedlab's
+A policy orders jobs (:class:`Job`). Every backend wraps its own requests in them (schedlab's
 engine with the request's trace position as ``ref``, vLLM's scheduler with its ``Request``),
 so one policy serves the simulator and vLLM alike. ``peek`` and ``pop`` agree when called at
 the same ``now``.
