@@ -179,8 +179,7 @@ if backend == "vllm":
     print("the real engine runs whisper-tiny on a CPU: no paper number applies")
 else:
     vs_paper = paper_vs_ours(asr_rows(libri), why=WHY)
-    print(f"{within_count(vs_paper)} (fitted: {within_count(vs_paper[vs_paper['role'] == 'fitted'])}; "
-          f"predicted: {within_count(vs_paper[vs_paper['role'] == 'predicted'])})")
+    print(within_count(vs_paper))
 
 # %% [markdown]
 # ## Fig. 1 — the head-of-line toy example

@@ -57,10 +57,13 @@ print("studies driven by the", study["compare"]["predictor"].iloc[0], "predictor
 
 # %% [markdown]
 # ## Paper vs ours at a glance
-# The paper's published numbers: its predictor's coefficients (ours: the fit to the
-# roofline of Qwen2.5-7B on 2x V100, calibrated to the paper's single-request times), SA's G
-# as a share of the exhaustive optimum (paper: within about 1 %) and SA's time per decision at
-# N = 10 (paper: 0.48 ms). Full table at the end.
+# The paper's predictor is compared by what it predicts: prefill and decode times at batch 1 and
+# 32 and lengths up to 2,000 tokens (where the paper finds its form valid) from the paper's
+# coefficients against ours (the fit to the roofline of Qwen2.5-7B on 2x V100, calibrated to the
+# paper's single-request times); its coefficients are shown too, but counted apart: the terms
+# are collinear, so different coefficients give the same times. The paper's claims about
+# simulated annealing are bounds, and count as met when ours meets them: G within about 1 % of
+# the exhaustive optimum, well under a millisecond per decision at N = 10. Full table at the end.
 
 # %%
 from schedlab.report import paper_vs_ours, within_count
@@ -74,12 +77,40 @@ _t = _cmp[(_cmp["method"] == "sa") & (_cmp["n"] == 10) & (_cmp["max_batch"] == _
 WHY = {
     "coefficient": "A roofline has no per-sequence or fixed overheads of the paper's measured engine, and the "
                    "decode step's KV read moves into the b*l term, so single coefficients differ while summed times match.",
+    "prediction prefill": "The calibrated roofline matches the paper's single-request prefill at 1,000 tokens; away "
+                          "from it, its compute-bound prefill scales with tokens where the measured engine has per-sequence costs.",
+    "prediction decode": "The calibrated roofline matches the paper's single-request decode step at 1,000 tokens; a "
+                         "batch's decode step reads the weights once, so the roofline's per-sequence cost is lower.",
     "sa": "SA's gap to the optimum depends on the instances, which differ from the paper's (lengths and SLO mix).",
     "sa_time": "Measured on this machine's CPU with numba kernels, not the paper's host.",
 }
-vs_paper = paper_vs_ours(slosa_rows(fits["roofline"].coefficients_ms(), float((_sa / _ex).mean() * 100),
+vs_paper = paper_vs_ours(slosa_rows(fits["roofline"], float((_sa / _ex).mean() * 100),
                                     float(_t.median()) if len(_t) else float("nan")), why=WHY)
 print(within_count(vs_paper))
+
+# %% [markdown]
+# ### The predictor as the paper uses it: predictions over its whole profiling grid
+# Our predictor's error against the paper's, at every (batch, length) point of the paper's
+# grid (batch 1-32, lengths 100-8,000 tokens), per phase.
+
+# %%
+from schedlab.slosa.report import prediction_errors
+
+pred = prediction_errors(fits["roofline"])
+display(pred.groupby("phase")["error_pct"].describe(percentiles=[0.1, 0.5, 0.9]).round(1))
+within = pred.assign(within=pred["error_pct"].abs() <= 15).groupby("phase")["within"].mean() * 100
+print("; ".join(f"{phase}: {share:.0f} % of the grid's {int((pred['phase'] == phase).sum())} points within 15 %"
+                for phase, share in within.items()))
+g = sns.relplot(data=pred, x="length", y="error_pct", hue="batch", col="phase", kind="line", marker="o",
+                palette="viridis", height=3.3, aspect=1.2, facet_kws={"sharey": False})
+for ax in g.axes.flat:
+    ax.axhspan(-15, 15, color="grey", alpha=0.15)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xscale("log")
+g.set_axis_labels("tokens per sequence", "ours vs the paper's predictor (%)")
+g.set_titles("{col_name}")
+save_figure(g.figure, figures_dir, "predictor_errors")
+plt.show()
 
 # %% [markdown]
 # ## Workload: how it differs from the paper's

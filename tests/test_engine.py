@@ -646,3 +646,39 @@ def test_cli_bad_input_fails_with_one_line_and_no_output(case, cli_inputs, tmp_p
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
+
+
+def test_the_front_end_station_is_lindleys_recursion_on_a_toy():
+    """Three requests through one API process of 50 ms, then a 10 ms delay."""
+    model = StepTimeModel(intercept=0.01, frontend_s=0.01, frontend_service_s=0.05)
+    np.testing.assert_allclose(model.visible_times(np.array([0.0, 0.0, 0.12, 0.13])), [0.06, 0.11, 0.18, 0.23])
+    plain = StepTimeModel(intercept=0.01, frontend_s=0.01)
+    np.testing.assert_array_equal(plain.visible_times(np.array([0.0, 0.5])), [0.01, 0.51])
+
+
+def test_an_m_d_1_front_end_waits_as_pollaczek_khinchine_says():
+    """Poisson arrivals at 10 req/s into a 60 ms station (load 0.6): the mean wait in its queue
+    is rho * s / (2 * (1 - rho)) = 45 ms."""
+    lam, s = 10.0, 0.06
+    arrivals = arrival_times(lam, rng=np.random.default_rng(4), n_requests=300_000)
+    waits = StepTimeModel(intercept=0.0, frontend_service_s=s).visible_times(arrivals) - arrivals - s
+    rho = lam * s
+    assert waits.min() >= 0
+    assert waits.mean() == pytest.approx(rho * s / (2 * (1 - rho)), rel=0.03)
+
+
+def test_a_front_end_station_delays_the_same_requests_on_both_simulators():
+    """The station is in the arrival path of sim and vllm-sim alike: identical per-request times,
+    and later first tokens than with the fixed delay alone."""
+    pytest.importorskip("vllm")
+    trace = asr_like_trace(12.0, 120, seed=2)
+    engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
+    step = replace(CALIBRATED, frontend_s=0.01, frontend_service_s=0.06)
+    sim = run_summary(trace, "fcfs", Arena(step, engine, {"en": 3.0}), identity={})[0].requests
+    vs = run_summary(trace, "fcfs", Arena(step, engine, {"en": 3.0}), identity={}, backend="vllm-sim",
+                     model="whisper-large-v3")[0].requests
+    for col in ("first_scheduled_s", "first_token_s", "finish_s"):
+        np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9)
+    plain = run_summary(trace, "fcfs", Arena(replace(step, frontend_service_s=0.0), engine, {"en": 3.0}), identity={})[0]
+    assert (sim["first_token_s"] >= plain.requests["first_token_s"] - 1e-12).all()
+    assert sim["first_token_s"].sum() > plain.requests["first_token_s"].sum()

@@ -462,3 +462,60 @@ def test_calibration_reads_no_treatment_column():
     pd.testing.assert_frame_equal(baseline_rows(scrambled), rows)
     with pytest.raises(SchedlabError, match="no FCFS rows"):
         baseline_rows(table[treated])
+
+
+def test_interval_residual_is_zero_inside_and_the_log_distance_outside():
+    from schedlab.fit.calibrate import interval_residual
+
+    assert interval_residual(80.0, 60.0, 100.0) == 0.0
+    assert interval_residual(60.0, 60.0, 100.0) == 0.0
+    assert interval_residual(30.0, 60.0, 100.0) == pytest.approx(np.log(0.5))
+    assert interval_residual(200.0, 60.0, 100.0) == pytest.approx(np.log(2.0))
+
+
+def test_the_step_time_target_is_fcfs_on_the_overloaded_trace():
+    """The step-time target enters the fit as FCFS's mean step on the overloaded trace (no
+    treatment's number), recorded with its residual; a model whose step falls inside the
+    interval pays nothing for it, and the fit's other parameters then match the plain fit's."""
+    pool = _pool()
+    truth = BASE.scaled(4.0, 2.5, 0.02)
+    rates = [1.0, 8.0, 14.0]
+    traces = {r: _trace(pool, r, 200, 3) for r in rates}
+    overload = _trace(pool, 60.0, 300, 1)
+    over = _fcfs(overload, truth)
+    reported = pd.DataFrame([{"rate": r, "policy": "fcfs", **{m: _fcfs(traces[r], truth)[m] for m in BASELINE_METRICS}}
+                             for r in rates])
+    step = over["mean_step_ms"]
+    fits = {}
+    for label, interval in (("plain", None), ("inside", (0.5 * step, 2 * step)), ("outside", (3 * step, 4 * step))):
+        fits[label] = calibrate(Arena(BASE, ENGINE, KAPPA), baseline=baseline_rows(reported), traces=traces,
+                                overload_trace=overload, saturation_rps=over["throughput_rps"], step_ms=interval)[1]
+    (target,) = [r for r in fits["inside"]["other_residuals"] if r["metric"] == "mean_step_ms_at_overload"]
+    assert target["residual_log"] == 0.0 and target["ours"] == pytest.approx(step, rel=0.05)
+    assert fits["inside"]["targets"]["step_ms_at_load"] == [0.5 * step, 2 * step]
+    assert fits["inside"]["compute"] == pytest.approx(fits["plain"]["compute"], rel=0.02)
+    assert not any(r["metric"] == "mean_step_ms_at_overload" for r in fits["plain"]["other_residuals"])
+    # A target the engine cannot meet pulls the fit off the FCFS cells: its cost rises.
+    assert fits["outside"]["cost"] > 10 * fits["inside"]["cost"]
+
+
+def test_the_front_end_station_is_fitted_when_asked_and_recovers_a_known_service_time():
+    """Reported FCFS rows simulated with a 30 ms API process in front of the scheduler: the fit
+    with the station finds it (within its 95 % interval), from the best of its starts."""
+    pool = _pool()
+    truth = BASE.scaled(4.0, 2.5, 0.01, 0.03)
+    assert truth.frontend_service_s == 0.03
+    rates = [1.0, 8.0, 14.0, 20.0]
+    traces = {r: _trace(pool, r, 300, 3) for r in rates}
+    overload = _trace(pool, 60.0, 300, 1)
+    reported = pd.DataFrame([{"rate": r, "policy": "fcfs", **{m: _fcfs(traces[r], truth)[m] for m in BASELINE_METRICS}}
+                             for r in rates])
+    model, record = calibrate(Arena(BASE, ENGINE, KAPPA), baseline=baseline_rows(reported), traces=traces,
+                              overload_trace=overload, saturation_rps=_fcfs(overload, truth)["throughput_rps"],
+                              station=True)
+    assert record["frontend_service_s"] == pytest.approx(0.03, rel=0.15)
+    lo, hi = record["uncertainty"]["frontend_service_s"]["ci95"]
+    assert lo <= 0.03 <= hi
+    assert model.frontend_service_s == record["frontend_service_s"]
+    assert record["cost"] == min(s["cost"] for s in record["station_starts"])
+    assert max(abs(r["error_pct"]) for r in record["residuals"]) < 5

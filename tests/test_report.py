@@ -16,15 +16,23 @@ def test_paper_vs_ours_computes_errors_on_a_toy_table():
         {"quantity": "d", "unit": "% vs FCFS", "paper": 79.0, "ours": -41.0, "role": "predicted", "group": "g2"},
         {"quantity": "e", "unit": "req/s", "paper": 1.15, "ours": np.nan, "role": "fitted", "group": "g3"},
         {"quantity": "f", "unit": "req/s", "paper": 1.0, "ours": 1.15, "role": "fitted", "group": "g3"},
+        {"quantity": "g", "unit": "ms", "paper": 0.48, "ours": 0.9, "role": "bound", "bound": "<= 1", "group": "g4"},
+        {"quantity": "h", "unit": "%", "paper": 99.0, "ours": 97.5, "role": "bound", "bound": ">= 99", "group": "g4"},
+        {"quantity": "i", "unit": "ms", "paper": 5.7, "ours": 0.3, "role": "not identified", "group": "g5"},
     ]
-    t = paper_vs_ours(rows, why={"g1": "too slow", "g2": "starvation", "g3": "no run"}).set_index("quantity")
-    assert t["error"].to_dict() == pytest.approx({"a": 10.0, "b": -30.0, "c": 13.0, "d": -120.0, "e": np.nan, "f": 15.0},
-                                                 nan_ok=True)
-    assert list(t["error unit"]) == ["%", "%", "points", "points", "%", "%"]
-    assert list(t["within"]) == ["yes", "no", "yes", "no", "no", "yes"]  # 15 % exactly is within
-    assert list(t["why"]) == ["", "too slow", "", "starvation", "no run", ""]
-    assert within_count(t) == "3 of 6 within 15 %"
-    assert within_count(t, tolerance=10) == "3 of 6 within 10 %"
+    t = paper_vs_ours(rows, why={"g1": "too slow", "g2": "starvation", "g3": "no run", "g4": "slower"}).set_index("quantity")
+    assert t["error"].to_dict() == pytest.approx({"a": 10.0, "b": -30.0, "c": 13.0, "d": -120.0, "e": np.nan, "f": 15.0,
+                                                  "g": 87.5, "h": -1.5, "i": -94.7368}, nan_ok=True, rel=1e-4)
+    assert list(t["error unit"]) == ["%", "%", "points", "points", "%", "%", "%", "points", "%"]
+    # 15 % exactly is within; a bound's row is within when ours meets it, whatever its error
+    assert list(t["within"]) == ["yes", "no", "yes", "no", "no", "yes", "yes", "no", "no"]
+    assert list(t["why"]) == ["", "too slow", "", "starvation", "no run", "", "", "slower", ""]
+    assert list(t["bound"]) == ["", "", "", "", "", "", "<= 1", ">= 99", ""]
+    assert within_count(t) == ("fitted within 15 %: 2 of 3; predicted within 15 %: 1 of 3; bounds met: 1 of 2; "
+                               "not separately identified, within: 0 of 1")
+    assert within_count(t, tolerance=10).startswith("fitted within 10 %: 2 of 3")
+    with pytest.raises(ValueError, match="unknown roles"):
+        paper_vs_ours([dict(rows[0], role="guessed")])
 
 
 def test_asr_rows_cover_table1_changes_and_saturation():

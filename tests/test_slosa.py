@@ -336,3 +336,26 @@ def test_slosa_cli_fits_and_fails_clearly(tmp_path):
     missing = _cli("slosa", "study", "compare", "--predictor", "nope.json", "--chat", "c", "--code", "d", "--out", "o.parquet", cwd=tmp_path)
     assert missing.returncode == 2 and "nope.json" in missing.stderr and missing.stderr.strip().count("\n") == 0
     assert not (tmp_path / "x.json").exists() and not (tmp_path / "o.parquet").exists()
+
+
+def test_paper_d_is_compared_by_what_its_predictor_predicts():
+    """The paper's predictor against itself: every prediction row matches, its coefficients are
+    shown but counted apart, and SA's two claims are bounds (met or not by the value alone)."""
+    from schedlab.fit.latency_predictor import REFERENCE
+    from schedlab.report import paper_vs_ours, within_count
+    from schedlab.slosa.report import ROW_BATCHES, ROW_LENGTHS, prediction_errors, slosa_rows
+
+    grid = prediction_errors(REFERENCE)
+    assert len(grid) == 2 * 6 * 8 and (grid["error_pct"].abs() < 1e-9).all()
+    slower = REFERENCE.scaled({"prefill.d": 2.0})
+    off = prediction_errors(slower, batches=(1,), lengths=(1000,)).set_index("phase")
+    assert off.loc["decode", "error_pct"] == pytest.approx(0.0)
+    assert off.loc["prefill", "error_pct"] == pytest.approx(REFERENCE.prefill.d / REFERENCE.prefill(1, 1000) * 100)
+    table = paper_vs_ours(slosa_rows(REFERENCE, 99.4, 0.2))
+    counts = table.groupby("role").size().to_dict()
+    assert counts == {"predicted": 2 * len(ROW_BATCHES) * len(ROW_LENGTHS), "not identified": 8, "bound": 2}
+    assert (table.loc[table["role"] != "bound", "within"] == "yes").all()
+    assert within_count(table).startswith(f"predicted within 15 %: {counts['predicted']} of {counts['predicted']}; "
+                                          "bounds met: 2 of 2")
+    missed = paper_vs_ours(slosa_rows(REFERENCE, 97.0, 1.5))
+    assert (missed.loc[missed["role"] == "bound", "within"] == "no").all()

@@ -207,15 +207,19 @@ def cmd_fit_calibrate(args) -> None:
     traces = {r: trace(r, n_requests=args.requests_per_rate) for r in baseline.index}
     overload = trace(args.overload_rate, n_requests=args.n_requests)
     model, record = calibrate(arena, baseline=baseline, traces=traces, overload_trace=overload,
-                              saturation_rps=args.saturation_rps)
+                              saturation_rps=args.saturation_rps, step_ms=args.step_ms, station=args.station)
+    if args.fit_only:
+        model.save(args.out)
+        return
     top = sorted(baseline.index)[-2:]
     fixed = {r: traces[r] for r in top}
     timed = {r: trace(r, duration_s=args.alt_duration_s) for r in top}
-    study = bound_study(replace(arena, step_time=model), {
-        f"{args.requests_per_rate} requests": (fixed, None),
-        f"{args.alt_duration_s:g} s, at most {args.alt_max_in_flight} in flight": (timed, args.alt_max_in_flight),
-        f"{args.alt_duration_s:g} s, open": (timed, None),
-    })
+    bounds = {f"{args.requests_per_rate} requests": (fixed, None),
+              f"{args.alt_duration_s:g} s, at most {args.alt_max_in_flight} in flight": (timed, args.alt_max_in_flight),
+              f"{args.alt_duration_s:g} s, open": (timed, None)}
+    if model.frontend_service_s:  # a client's cap is not modelled with a front-end station
+        bounds = {k: v for k, v in bounds.items() if v[1] is None}
+    study = bound_study(replace(arena, step_time=model), bounds)
     record["bounds"] = study.to_dict(orient="records")  # the model's meta holds this record
     # Every policy on other trace seeds at the overloaded rates: how much one run's arrivals move
     # the treatments' changes vs FCFS there (the paper reports one run).
@@ -237,7 +241,8 @@ def cmd_fit_apply(args) -> None:
     if record is None:
         raise SchedlabError(f"{args.calibrated} holds no calibration")
     base = StepTimeModel.load(args.base)
-    base.scaled(record["compute"], record["memory"], record["frontend_s"], calibration=record).save(args.out)
+    base.scaled(record["compute"], record["memory"], record["frontend_s"], record.get("frontend_service_s", 0.0),
+                calibration=record).save(args.out)
 
 
 # -- simulate -----------------------------------------------------------------------------
@@ -447,6 +452,10 @@ def build_parser() -> argparse.ArgumentParser:
     fc.add_argument("--seed", type=int, default=0)
     fc.add_argument("--spread-seeds", type=_positive_int, default=10,
                     help="trace seeds (from --seed on) on which every policy also runs at the two highest rates")
+    fc.add_argument("--step-ms", type=_positive, nargs=2, metavar=("LOW", "HIGH"),
+                    help="FCFS's mean step time on the overloaded trace, a target interval (ms)")
+    fc.add_argument("--station", action="store_true", help="fit the front end as a queue (its service time)")
+    fc.add_argument("--fit-only", action="store_true", help="the fit alone, without the studies beside it")
     _engine_args(fc)
     fc.add_argument("--out", required=True)
     fc.set_defaults(func=cmd_fit_calibrate)

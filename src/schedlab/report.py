@@ -80,26 +80,51 @@ METRIC_WORDS = {"p50_ttft_ms": "median TTFT", "p90_ttft_ms": "P90 TTFT", "p50_e2
                 "p50_itl_ms": "median ITL"}
 
 
+#: What a paper's number is to us: a calibration input; a prediction, matched when within the
+#: tolerance; a claim stated as a bound (``bound``: ``"<= 1"``, ``">= 99"``), met or not; a
+#: number of the paper's that the data cannot pin down on its own (a coefficient collinear with
+#: others), shown but counted apart.
+ROLES = ("fitted", "predicted", "bound", "not identified")
+
+
 def paper_vs_ours(rows: list[dict], why: dict[str, str] | None = None, tolerance: float = TOLERANCE) -> pd.DataFrame:
     """One row per number the paper reports: ``quantity``, ``unit``, ``paper``, ``ours``, ``role``
-    (``fitted``: a calibration input; ``predicted``: not) and ``group``; adds ``error`` (percent
-    of the paper's value, or percentage points for units in :data:`POINT_UNITS`), ``within``
-    (``yes``/``no``; a missing value of ours is ``no``) and ``why``: the sentence ``why`` holds for
-    the row's group, on rows not within."""
-    table = pd.DataFrame(rows, columns=["quantity", "unit", "paper", "ours", "role", "group"])
+    (:data:`ROLES`), ``group`` and, for a bound, ``bound``; adds ``error`` (percent of the paper's
+    value, or percentage points for units in :data:`POINT_UNITS`), ``within`` (``yes``/``no``: a
+    bound's row is ``yes`` when ours meets the bound; a missing value of ours is ``no``) and
+    ``why``: the sentence ``why`` holds for the row's group, on rows not within."""
+    table = pd.DataFrame(rows, columns=["quantity", "unit", "paper", "ours", "role", "group", "bound"])
+    unknown = set(table["role"]) - set(ROLES)
+    if unknown:
+        raise ValueError(f"unknown roles {sorted(unknown)}; use {', '.join(ROLES)}")
     paper, ours = table["paper"].astype(float), table["ours"].astype(float)
     points = table["unit"].isin(POINT_UNITS)
     table["error"] = np.where(points, ours - paper, (ours / paper - 1) * 100)
     table["error unit"] = np.where(points, "points", "%")
-    ok = table["error"].abs() <= tolerance
+    ok = (table["error"].abs() <= tolerance).to_numpy().copy()
+    is_bound = (table["role"] == "bound").to_numpy()
+    ok[is_bound] = [_meets(o, b) for o, b in zip(ours[is_bound], table.loc[is_bound, "bound"])]
     table["within"] = np.where(ok, "yes", "no")
     table["why"] = np.where(ok, "", [(why or {}).get(g, "") for g in table["group"]])
+    table["bound"] = table["bound"].fillna("")
     return table.drop(columns="group")
 
 
+def _meets(value: float, bound: str) -> bool:
+    op, limit = bound.split()
+    return bool(value <= float(limit)) if op == "<=" else bool(value >= float(limit))
+
+
 def within_count(table: pd.DataFrame, tolerance: float = TOLERANCE) -> str:
-    """``"N of M within 15 %"`` of a :func:`paper_vs_ours` table."""
-    return f"{int((table['within'] == 'yes').sum())} of {len(table)} within {tolerance:g} %"
+    """The count line of a :func:`paper_vs_ours` table, one part per role present: fitted rows
+    and predicted numbers within ``tolerance``, bounds met, and the numbers not identified."""
+    parts = []
+    for role, words in (("fitted", f"fitted within {tolerance:g} %"), ("predicted", f"predicted within {tolerance:g} %"),
+                        ("bound", "bounds met"), ("not identified", "not separately identified, within")):
+        rows = table[table["role"] == role]
+        if len(rows):
+            parts.append(f"{words}: {int((rows['within'] == 'yes').sum())} of {len(rows)}")
+    return "; ".join(parts)
 
 
 def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.DataFrame | None = None, *,

@@ -92,14 +92,41 @@ rule calibrate:
     params:
         c=ASR["calibration"],
         engine=engine_flags(),
+        targets=calibration_flags(),
     shell:
         "schedlab fit calibrate --base {input.base} --utterances {input.utterances} --kappa {input.kappa} "
-        "--saturation-rps {params.c[saturation_rps]} --requests-per-rate {params.c[requests_per_rate]} "
+        "{params.targets} --requests-per-rate {params.c[requests_per_rate]} "
         "--overload-rate {params.c[overload_rate]} --n-requests {params.c[n_requests]} "
         "--alt-duration-s {params.c[alternative][duration_s]} --alt-max-in-flight {params.c[alternative][max_in_flight]} "
         "--spread-seeds {params.c[spread_seeds]} "
         "--hardware {wildcards.hardware} "
         "--model {params.c[model]} {params.engine} --out {output} > {log} 2>&1"
+
+
+# The calibration's alternatives, fitted alone for the calibration notebook: without the
+# step-time target, and with the front end modelled the other way.
+rule calibrate_variant:
+    input:
+        base=f"{RESULTS}/fit/steptime/roofline/{{hardware}}/{ASR['calibration']['model']}.json",
+        utterances=rules.librispeech.output,
+        kappa=rules.kappa.output,
+    output:
+        f"{RESULTS}/fit/calibration-variants/{{hardware}}/{{variant}}.json",
+    log:
+        f"{RESULTS}/logs/fit/calibration-variants/{{hardware}}/{{variant}}.log",
+    wildcard_constraints:
+        variant="|".join(CALIBRATION_VARIANTS),
+    conda:
+        SIM_ENV
+    params:
+        c=ASR["calibration"],
+        engine=engine_flags(),
+        targets=lambda w: calibration_flags(w.variant),
+    shell:
+        "schedlab fit calibrate --base {input.base} --utterances {input.utterances} --kappa {input.kappa} "
+        "{params.targets} --requests-per-rate {params.c[requests_per_rate]} "
+        "--overload-rate {params.c[overload_rate]} --n-requests {params.c[n_requests]} --fit-only "
+        "--hardware {wildcards.hardware} --model {params.c[model]} {params.engine} --out {output} > {log} 2>&1"
 
 
 rule apply_calibration:

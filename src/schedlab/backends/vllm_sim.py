@@ -51,7 +51,7 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
     sched.clock = lambda: clock["now"]
     n = len(trace)
     arrival = trace["arrival_s"].to_numpy(float)
-    visible = arrival + step_time.frontend_s
+    visible = step_time.visible_times(arrival)
     prompt = trace["prompt_tokens"].to_numpy(np.int64)
     output = trace["output_tokens"].to_numpy(np.int64)
     hints = size_hints(trace, arena.duration)

@@ -96,7 +96,7 @@ class Engine(EngineView):
         self.limits, self.step_time = arena.limits, arena.step_time
         self.n = len(trace)
         self.arrival = trace["arrival_s"].to_numpy(float)
-        self.visible = self.arrival + self.step_time.frontend_s
+        self.visible = self.step_time.visible_times(self.arrival)
         self.prompt = trace["prompt_tokens"].to_numpy(np.int64)
         self.total = self.prompt + trace["output_tokens"].to_numpy(np.int64)  # sequence length when complete
         self.sizes = arena.job_sizes(trace)

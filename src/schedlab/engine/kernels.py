@@ -134,3 +134,16 @@ def decoding(run, seq, computed, prompt):
         r = run[k]
         out[k] = seq[r] - computed[r] == 1 and seq[r] > prompt[r]
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def station_departures(arrival, service):
+    """Departures from one first-come-first-served server of fixed ``service`` seconds:
+    ``d[i] = max(arrival[i], d[i-1]) + service`` (Lindley's recursion)."""
+    out = np.empty(arrival.size)
+    free = -np.inf
+    for i in range(arrival.size):
+        start = arrival[i] if arrival[i] > free else free
+        free = start + service
+        out[i] = free
+    return out

@@ -8,6 +8,12 @@ request reaches the scheduler, and ``output_s`` one after it, from each token th
 to the client that receives it (first token and finish move by it; gaps do not; a client's
 in-flight cap frees its slot when the engine finishes); both are 0 unless fitted.
 
+``frontend_service_s`` makes the front end a queue: one API process that serves requests in
+arrival order, each holding it for that many seconds (Whisper's feature extractor pads every
+clip to a 30 s window, so its work per request does not depend on the clip), before the fixed
+delay. A request reaches the scheduler at :meth:`StepTimeModel.visible_times`; with no service
+time that is its arrival plus ``frontend_s``, as before.
+
 Three optional terms (off by default, leaving every other model unchanged): ``prefill_pairs``
 seconds per prefill attention (query, key) pair, for chunked prefills over a context; the
 GEMM tile staircase: with ``tile`` > 0, ``tile_tokens`` seconds per token of the batch padded
@@ -62,6 +68,17 @@ class StepTimeModel:
     tile: int = 0
     knee_tokens: float = 0.0
     knee: int = 0
+    frontend_service_s: float = 0.0
+
+    def visible_times(self, arrival: np.ndarray) -> np.ndarray:
+        """When each request (``arrival``, sorted) reaches the scheduler: through the front-end
+        station (Lindley's recursion, first come first served), then the fixed delay."""
+        arrival = np.asarray(arrival, dtype=float)
+        if not self.frontend_service_s:
+            return arrival + self.frontend_s
+        from schedlab.engine.kernels import station_departures
+
+        return station_departures(arrival, float(self.frontend_service_s)) + self.frontend_s
 
     def __call__(self, n_encoder, n_prefill_tokens, n_decode, ctx_tokens, prefill_pairs=0):
         """Step time in seconds; accepts scalars or numpy arrays."""
@@ -85,10 +102,12 @@ class StepTimeModel:
         return {"intercept": self.intercept, **{f: getattr(self, f) for f in STEP_FEATURES}}
 
     def scaled(
-        self, compute: float = 1.0, memory: float = 1.0, frontend_s: float | None = None, **meta
+        self, compute: float = 1.0, memory: float = 1.0, frontend_s: float | None = None,
+        frontend_service_s: float | None = None, **meta
     ) -> "StepTimeModel":
         """Compute-bound terms times ``compute`` and memory-bound terms times ``memory`` (inverse
-        achieved efficiencies); the front-end delay is replaced when given, kept otherwise."""
+        achieved efficiencies); the front end's delay and service time are replaced when given,
+        kept otherwise."""
         factor = {**dict.fromkeys(COMPUTE_TERMS + OPTIONAL_TERMS, compute), **dict.fromkeys(MEMORY_TERMS, memory)}
         terms = {**self.coefficients, **{t: getattr(self, t) for t in OPTIONAL_TERMS}}
         return StepTimeModel(
@@ -97,6 +116,7 @@ class StepTimeModel:
             knee=self.knee,
             frontend_s=self.frontend_s if frontend_s is None else frontend_s,
             output_s=self.output_s,
+            frontend_service_s=self.frontend_service_s if frontend_service_s is None else frontend_service_s,
             meta={**self.meta, **meta},
         )
 

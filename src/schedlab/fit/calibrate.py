@@ -9,13 +9,17 @@ a prediction:
 2. ``memory``: the factor on memory-bound costs (each step's weight reads, each decode's KV),
    which sets the per-token share of a request's cost;
 3. ``frontend_s``: the fixed per-request delay before the scheduler sees a request (HTTP, audio
-   decoding, feature extraction).
+   decoding, feature extraction);
+4. optionally ``frontend_service_s``: the front end as a queue, one API process that holds each
+   request that long, first come first served (:class:`~schedlab.engine.steptime.StepTimeModel`).
 
 :func:`calibrate` fits them jointly by least squares on the logarithm of simulated over reported
-values: every FCFS cell of the paper's table (each rate's P50 TTFT, P50 and P90 E2EL) plus the
-saturation throughput on an overloaded trace. The start is the two-number solution of
-:func:`saturation_factor` and the light-load TTFT; the parameters' uncertainty comes from the
-Jacobian at the optimum (covariance ``s^2 (J'J)^-1``, ``s^2`` the residual variance).
+values: every FCFS cell of the paper's table (each rate's P50 TTFT, P50 and P90 E2EL), the
+saturation throughput on an overloaded trace and, given ``step_ms``, FCFS's mean step time on
+that trace against the interval the paper gives for one decoder step at load (no penalty
+inside it; outside, the log distance to its nearer end). The start is the two-number solution
+of :func:`saturation_factor` and the light-load TTFT; the parameters' uncertainty comes from
+the Jacobian at the optimum (covariance ``s^2 (J'J)^-1``, ``s^2`` the residual variance).
 :func:`baseline_rows` is the only door from a reported table into a fit: it keeps the FCFS rows
 and the fitted metrics, nothing of SJF, HRRN or any other treatment.
 """
@@ -37,6 +41,21 @@ BASELINE_POLICY = "fcfs"
 #: The reported cells a fit matches, per rate.
 BASELINE_METRICS = ("p50_ttft_ms", "p50_e2el_ms", "p90_e2el_ms")
 PARAMETERS = ("compute", "memory", "frontend_s")
+#: The front-end station's service time, fitted when the calibration models the front end as a queue.
+STATION = "frontend_service_s"
+#: The station's first guesses (s). Its waits grow with the square of its service time at low
+#: load, so a fit that starts at a few milliseconds sees almost no gradient: it starts from each
+#: of these, and keeps the best.
+STATION_STARTS_S = (0.005, 0.02, 0.05)
+
+
+def interval_residual(value: float, low: float, high: float) -> float:
+    """0 inside ``[low, high]``; outside, the log distance to the nearer end."""
+    if value < low:
+        return float(np.log(value / low))
+    if value > high:
+        return float(np.log(value / high))
+    return 0.0
 
 
 def baseline_rows(reported: pd.DataFrame) -> pd.DataFrame:
@@ -71,16 +90,30 @@ def saturation_factor(arena: Arena, overload_trace: pd.DataFrame, saturation_rps
 
 
 def _model(base: StepTimeModel, x: np.ndarray) -> StepTimeModel:
-    compute, memory, frontend_s = np.exp(x)
-    return base.scaled(float(compute), float(memory), float(frontend_s))
+    values = np.exp(x)
+    compute, memory, frontend_s = values[:3]
+    service = float(values[3]) if values.size > 3 else 0.0
+    return base.scaled(float(compute), float(memory), float(frontend_s), service)
 
 
 def simulate_baseline(arena: Arena, model: StepTimeModel, traces: dict[float, pd.DataFrame],
-                      overload_trace: pd.DataFrame) -> tuple[pd.DataFrame, float]:
-    """FCFS's fitted metrics at each rate's trace (indexed by rate), and its throughput on the
-    overloaded trace."""
+                      overload_trace: pd.DataFrame) -> tuple[pd.DataFrame, float, float]:
+    """FCFS's fitted metrics at each rate's trace (indexed by rate), its throughput on the
+    overloaded trace and its mean step time there (ms)."""
     rows = {rate: {m: _fcfs(tr, arena, model)[m] for m in BASELINE_METRICS} for rate, tr in traces.items()}
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("rate"), _fcfs(overload_trace, arena, model)["throughput_rps"]
+    over = _fcfs(overload_trace, arena, model)
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("rate"), over["throughput_rps"], over["mean_step_ms"]
+
+
+def request_work(model: StepTimeModel, duration_s: float, kappa: float) -> dict[str, float]:
+    """Where a clip's work sits in ``model``: its encoder pass (with the 4-token prompt's
+    prefill) and its decode steps' per-token costs (``n_hat`` tokens over a growing context),
+    in ms, beside the per-step cost every step pays whatever it holds."""
+    tokens = max(1, int(np.floor(duration_s * kappa)))
+    ctx = 4 * tokens + tokens * (tokens - 1) / 2
+    return {"encoder_ms": (model.n_encoder + 4 * model.n_prefill_tokens) * 1e3,
+            "decode_ms": (model.n_decode * tokens + model.ctx_tokens * ctx) * 1e3,
+            "step_fixed_ms": model.intercept * 1e3, "tokens": tokens}
 
 
 def calibrate(
@@ -90,11 +123,15 @@ def calibrate(
     traces: dict[float, pd.DataFrame],
     overload_trace: pd.DataFrame,
     saturation_rps: float,
+    step_ms: tuple[float, float] | None = None,
+    station: bool = False,
     diff_step: float = 0.03,
 ) -> tuple[StepTimeModel, dict]:
-    """Fit ``compute``, ``memory`` and ``frontend_s`` to ``baseline`` (from :func:`baseline_rows`;
-    one trace per rate in ``traces``) and the saturation throughput; return the calibrated model
-    and a record of targets, estimates with standard errors, residuals and achieved values."""
+    """Fit ``compute``, ``memory`` and ``frontend_s`` (and with ``station`` the front end's
+    service time) to ``baseline`` (from :func:`baseline_rows`; one trace per rate in ``traces``),
+    the saturation throughput and, given ``step_ms``, the step-time interval; return the
+    calibrated model and a record of targets, estimates with standard errors, residuals and
+    achieved values."""
     base = arena.step_time
     missing = set(baseline.index) - set(traces)
     if missing:
@@ -106,47 +143,76 @@ def calibrate(
     compute0 = saturation_factor(arena, overload_trace, saturation_rps)
     ttft0 = _fcfs(traces[light], arena, base.scaled(compute0))["p50_ttft_ms"]
     frontend0 = max(1e-4, (baseline.loc[light, "p50_ttft_ms"] - ttft0) / 1e3)
-    x0 = np.log([compute0, 1.0, frontend0])
+    if step_ms is not None and not 0 < step_ms[0] <= step_ms[1]:
+        raise SchedlabError(f"the step-time interval must be 0 < low <= high ms, got {list(step_ms)}")
+    names = PARAMETERS + ((STATION,) if station else ())
+    starts = [np.log([compute0, 1.0, frontend0] + ([s] if station else [])) for s in (STATION_STARTS_S if station else [0])]
+    low, high = [1e-2, 1e-2, 1e-5] + ([1e-4] if station else []), [1e4, 1e2, 10.0] + ([1.0] if station else [])
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        sim, thr = simulate_baseline(arena, _model(base, x), {r: traces[r] for r in rates}, overload_trace)
+        sim, thr, step = simulate_baseline(arena, _model(base, x), {r: traces[r] for r in rates}, overload_trace)
         cells = np.log(sim.loc[rates, list(BASELINE_METRICS)].to_numpy(float) / target).ravel()
-        return np.append(cells, np.log(thr / saturation_rps))
+        extra = [np.log(thr / saturation_rps)] + ([interval_residual(step, *step_ms)] if step_ms else [])
+        return np.append(cells, extra)
 
-    fit = least_squares(residuals, x0, diff_step=diff_step, x_scale=1.0, bounds=(np.log([1e-2, 1e-2, 1e-5]), np.log([1e4, 1e2, 10.0])))
+    fits = [least_squares(residuals, x0, diff_step=diff_step, x_scale=1.0, bounds=(np.log(low), np.log(high)))
+            for x0 in starts]
+    best = int(np.argmin([f.cost for f in fits]))
+    fit, x0 = fits[best], starts[best]
     dof = max(fit.fun.size - fit.x.size, 1)
     s2 = 2 * fit.cost / dof
     cov = s2 * np.linalg.pinv(fit.jac.T @ fit.jac)
     sd_log = np.sqrt(np.clip(np.diag(cov), 0, None))
     est = np.exp(fit.x)
     model = _model(base, fit.x)
-    sim, thr = simulate_baseline(arena, model, {r: traces[r] for r in rates}, overload_trace)
+    sim, thr, step = simulate_baseline(arena, model, {r: traces[r] for r in rates}, overload_trace)
     cells = [
         {"rate": float(r), "metric": m, "paper": float(baseline.loc[r, m]), "ours": float(sim.loc[r, m]),
          "error_pct": float((sim.loc[r, m] / baseline.loc[r, m] - 1) * 100)}
         for r in rates for m in BASELINE_METRICS
     ]
+    extra = [{"metric": "saturation_rps", "paper": saturation_rps, "ours": float(thr),
+              "residual_log": float(np.log(thr / saturation_rps))}]
+    if step_ms:
+        extra.append({"metric": "mean_step_ms_at_overload", "paper": list(step_ms), "ours": float(step),
+                      "residual_log": interval_residual(step, *step_ms)})
     record = {
-        "method": "least squares on log(simulated / reported), FCFS rows and saturation only",
+        "method": "least squares on log(simulated / reported), FCFS rows, saturation"
+                  + (" and the step time at load (an interval)" if step_ms else "") + " only",
         "targets": {"saturation_rps": saturation_rps, "light_p50_ttft_ms": float(baseline.loc[light, "p50_ttft_ms"]),
-                    "fcfs_rows": {str(r): baseline.loc[r].to_dict() for r in rates}},
-        **{p: float(v) for p, v in zip(PARAMETERS, est)},
+                    "fcfs_rows": {str(r): baseline.loc[r].to_dict() for r in rates},
+                    **({"step_ms_at_load": list(step_ms)} if step_ms else {})},
+        **{p: float(v) for p, v in zip(names, est)},
+        **({} if station else {STATION: 0.0}),
         "uncertainty": {p: {"estimate": float(v), "se": float(v * s), "se_log": float(s),
                             "ci95": [float(v * np.exp(-1.96 * s)), float(v * np.exp(1.96 * s))]}
-                        for p, v, s in zip(PARAMETERS, est, sd_log)},
+                        for p, v, s in zip(names, est, sd_log)},
         "covariance_log": cov.tolist(),
-        "start": {p: float(v) for p, v in zip(PARAMETERS, np.exp(x0))},
+        "start": {p: float(v) for p, v in zip(names, np.exp(x0))},
         "residual_sd_log": float(np.sqrt(s2)),
+        "cost": float(fit.cost),
         "residuals": cells,
+        "other_residuals": extra,
         "achieved": {
             "saturation_rps": float(thr),
             "light_p50_ttft_ms": float(sim.loc[light, "p50_ttft_ms"]),
             "light_p50_e2el_ms": float(sim.loc[light, "p50_e2el_ms"]),
-            "mean_step_ms_at_overload": _fcfs(overload_trace, arena, model)["mean_step_ms"],
+            "mean_step_ms_at_overload": float(step),
         },
-        "evaluations": int(fit.nfev),
+        "evaluations": int(sum(f.nfev for f in fits)),
+        **({"station_starts": [{"start_s": float(np.exp(x[3])), "service_s": float(np.exp(f.x[3])), "cost": float(f.cost)}
+                               for x, f in zip(starts, fits)]} if station else {}),
     }
-    return base.scaled(*est, calibration=record), record
+    return model.scaled(calibration=record), record
+
+
+def aic(record: dict) -> float:
+    """Akaike's information criterion of a fit from its record (Gaussian log residuals): ``n
+    ln(RSS / n) + 2 k``, over its ``n`` residuals and ``k`` parameters; of two fits of the same
+    targets, the lower is the better trade of fit against parameters."""
+    n = len(record["residuals"]) + len(record["other_residuals"])
+    k = len(record["uncertainty"])
+    return float(n * np.log(2 * record["cost"] / n) + 2 * k)
 
 
 def implied_saturation(arena: Arena, model: StepTimeModel, rows: pd.DataFrame, traces: dict[float, pd.DataFrame],
@@ -192,11 +258,12 @@ def sensitivity(arena: Arena, record: dict, trace: pd.DataFrame, *, treatment: s
     """``treatment``'s change vs FCFS (%) in ``metric`` on ``trace`` as each fitted parameter
     moves ``steps`` standard errors (in log units) from its estimate, the others held: which
     conclusions survive the calibration's uncertainty. ``arena`` holds the uncalibrated model."""
-    x_hat = np.log([record[p] for p in PARAMETERS])
-    se = np.array([record["uncertainty"][p]["se_log"] for p in PARAMETERS])
+    names = [p for p in (*PARAMETERS, STATION) if p in record["uncertainty"]]
+    x_hat = np.log([record[p] for p in names])
+    se = np.array([record["uncertainty"][p]["se_log"] for p in names])
     raw = arena.step_time
     rows = []
-    for k, name in enumerate(PARAMETERS):
+    for k, name in enumerate(names):
         for step in steps:
             x = x_hat.copy()
             x[k] += step * se[k]

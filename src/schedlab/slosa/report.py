@@ -1,23 +1,52 @@
-"""Paper D's tables: every number it reports beside ours."""
+"""Paper D's tables: every number it reports beside ours, and its predictor compared by what it
+predicts."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from schedlab.fit.latency_predictor import PHASES, REFERENCE, LatencyPredictor
+from schedlab.latency.predictor_profile import BATCHES, LENGTHS
 
-def slosa_rows(coefficients_ms: pd.DataFrame, sa_share_of_optimum_pct: float, sa_ms_at_10: float) -> list[dict]:
-    """Paper D: the published predictor coefficients (ms) against ours (``coefficients_ms``:
-    phase, term, ms), SA's G as a share of the exhaustive optimum (paper: within ~1 %) and SA's
-    time per decision at N = 10 (paper: 0.48 ms)."""
-    from schedlab.fit.latency_predictor import REFERENCE
+#: The grid points of the paper-vs-ours rows: both ends of the batch range at lengths up to
+#: 2,000 tokens, where the paper finds its bilinear form valid (the whole grid is in the figure).
+ROW_BATCHES = (1, 32)
+ROW_LENGTHS = (100, 500, 1000, 2000)
 
-    ours = coefficients_ms.set_index(["phase", "term"])["ms"]
-    rows = [{"quantity": f"{r.phase} coefficient {r.term}", "unit": "ms", "paper": r.ms,
-             "ours": ours.get((r.phase, r.term), np.nan), "role": "predicted", "group": "coefficient"}
-            for r in REFERENCE.coefficients_ms().itertuples(index=False)]
+
+def prediction_errors(ours: LatencyPredictor, reference: LatencyPredictor = REFERENCE,
+                      batches=BATCHES, lengths=LENGTHS) -> pd.DataFrame:
+    """The paper's predictor and ours over the paper's profiling grid: one row per (phase,
+    batch, length) with both predictions (ms) and our error (%)."""
+    rows = []
+    for phase in PHASES:
+        for b in batches:
+            for n in lengths:
+                paper = float(getattr(reference, phase)(b, n)) * 1e3
+                mine = float(getattr(ours, phase)(b, n)) * 1e3
+                rows.append({"phase": phase, "batch": b, "length": n, "paper_ms": paper, "ours_ms": mine,
+                             "error_pct": (mine / paper - 1) * 100})
+    return pd.DataFrame(rows)
+
+
+def slosa_rows(ours: LatencyPredictor, sa_share_of_optimum_pct: float, sa_ms_at_10: float) -> list[dict]:
+    """Paper D: its predictor's prefill and decode times at :data:`ROW_BATCHES` x
+    :data:`ROW_LENGTHS` against ours (predicted); its published coefficients against ours
+    (shown, but not separately identified: the terms are collinear, so different coefficients
+    can give the same times); and its two claims about simulated annealing, as the bounds it
+    states: G within about 1 % of the exhaustive optimum (ours >= 99 %) and well under a
+    millisecond per decision at N = 10 (ours <= 1 ms; the paper measured 0.48 ms)."""
+    errors = prediction_errors(ours, batches=ROW_BATCHES, lengths=ROW_LENGTHS)
+    rows = [{"quantity": f"predicted {r.phase} time, batch {r.batch}, {r.length} tokens", "unit": "ms",
+             "paper": r.paper_ms, "ours": r.ours_ms, "role": "predicted", "group": f"prediction {r.phase}"}
+            for r in errors.itertuples(index=False)]
+    coef = ours.coefficients_ms().set_index(["phase", "term"])["ms"]
+    rows += [{"quantity": f"{r.phase} coefficient {r.term}", "unit": "ms", "paper": r.ms,
+              "ours": coef.get((r.phase, r.term), np.nan), "role": "not identified", "group": "coefficient"}
+             for r in REFERENCE.coefficients_ms().itertuples(index=False)]
     rows.append({"quantity": "SA's G as a share of the exhaustive optimum", "unit": "%", "paper": 99.0,
-                 "ours": sa_share_of_optimum_pct, "role": "predicted", "group": "sa"})
+                 "ours": sa_share_of_optimum_pct, "role": "bound", "bound": ">= 99", "group": "sa"})
     rows.append({"quantity": "SA time per decision at N = 10", "unit": "ms", "paper": 0.48, "ours": sa_ms_at_10,
-                 "role": "predicted", "group": "sa_time"})
+                 "role": "bound", "bound": "<= 1", "group": "sa_time"})
     return rows

@@ -63,6 +63,7 @@ class StepTimeTerms(Strict):
     tile: NonNegativeInt = 0
     knee_tokens: NonNegative = 0.0
     knee: NonNegativeInt = 0
+    frontend_service_s: NonNegative = 0.0
     meta: dict = {}
 
 

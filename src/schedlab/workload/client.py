@@ -13,6 +13,7 @@ from collections import deque
 
 import numpy as np
 
+from schedlab.errors import SchedlabError
 from schedlab.engine.scheduler import NOT_STEADY, Scheduler
 
 
@@ -34,6 +35,9 @@ class InFlightCap(Scheduler):
         return self.inner.overhead_s
 
     def bind(self, engine) -> None:
+        if engine.step_time.frontend_service_s:
+            raise SchedlabError("a cap on requests in flight is not modelled with a front-end station "
+                                "(its queue would order requests by when the client sends them)")
         super().bind(engine)
         self.inner.bind(engine)
         self.held: deque[int] = deque()

@@ -1,4 +1,22 @@
-# Helpers of The calibration notebook's inputs (fit.smk): config sections, paths, flags and checks.
+# Helpers of the fits (fit.smk): the calibration's targets and alternatives, and the calibration
+# notebook's inputs.
+
+
+#: The calibration's alternatives beside the configured one (``calibrate_variant``).
+CALIBRATION_VARIANTS = ("without-step-target", "other-front-end")
+
+
+def calibration_flags(variant=None):
+    """The targets of paper A's calibration, as configured or as one of its alternatives."""
+    c = ASR["calibration"]
+    step = variant != "without-step-target"
+    station = c["front_end_station"] != (variant == "other-front-end")
+    low, high = c["step_ms_at_load"]
+    return (
+        f"--saturation-rps {c['saturation_rps']}"
+        + (f" --step-ms {low} {high}" if step else "")
+        + (" --station" if station else "")
+    )
 
 
 def calibration_notebook_inputs():
@@ -35,6 +53,9 @@ def calibration_notebook_inputs():
         ],
         "engine_steps": [engine_run_dir(n, p) for n in served for p in EXPERIMENTS[n]["policies"]],
         "fidelity": rules.collect_fidelity.output[0],
+        "calibration_variants": [
+            f"{RESULTS}/fit/calibration-variants/{ASR['hardware']}/{v}.json" for v in CALIBRATION_VARIANTS
+        ],
         # GPU profiles shipped with the package, their fits, and the factors the papers'
         # calibrations settled on (paper A's is `calibration`), to hold against them.
         "gpu_profiles": [str(shipped_path(h, m)) for h in config["profile"]["gpu"] for m in shipped_models(h)],
