@@ -13,7 +13,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
 
-.PHONY: install reproduce report test test-fast bench clean gpu-profile
+.PHONY: install reproduce report test test-fast test-compat bench clean gpu-profile
 
 install: $(STAMP)
 
@@ -53,6 +53,21 @@ test: $(STAMP)
 # Iteration: everything but the end-to-end runs (pipeline, real engines and servers).
 test-fast: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
+
+# The sim == vllm-sim equivalence tests against the next vLLM release's scheduler: its wheel
+# installed beside the pinned one (no dependencies: the scheduler is pure Python over CPU torch)
+# and put first on the path.
+COMPAT_VLLM ?= 0.33.0
+COMPAT_DIR := .compat/vllm-$(COMPAT_VLLM)
+
+$(COMPAT_DIR)/.installed: $(STAMP)
+	$(PY) -m pip install --quiet --no-deps --no-compile --target $(COMPAT_DIR) vllm==$(COMPAT_VLLM)
+	touch $@
+
+test-compat: $(COMPAT_DIR)/.installed
+	PATH="$(abspath $(VENV))/bin:$$PATH" PYTHONPATH="$(abspath $(COMPAT_DIR))" SCHEDLAB_EXPECT_VLLM=$(COMPAT_VLLM) \
+		$(PY) -m pytest -n $(TEST_WORKERS) -p no:cacheprovider tests/test_vllm_scheduler.py tests/test_vllm_plan.py \
+		-k "equals or expected_vllm"
 
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest benchmarks --benchmark-only

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -257,3 +258,14 @@ def test_vllm_sim_equals_sim_for_every_registered_queue_policy(name):
     np.testing.assert_array_equal(vs["preemptions"], sim["preemptions"])
     for col in ("first_scheduled_s", "first_token_s", "finish_s"):
         np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9, err_msg=col)
+
+
+def test_the_expected_vllm_release_is_the_one_imported():
+    """`make test-compat` runs these tests against another vLLM release put first on the path:
+    this one fails if the path did not take."""
+    import vllm
+
+    expected = os.environ.get("SCHEDLAB_EXPECT_VLLM")
+    if expected is None:
+        pytest.skip("not a compatibility run (SCHEDLAB_EXPECT_VLLM unset)")
+    assert vllm.__version__ == expected
