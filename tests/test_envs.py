@@ -200,3 +200,100 @@ def test_slurm_executor_requirements_hold_but_the_numpy_floor():
             if installed is None or not req.specifier.contains(installed, prereleases=True):
                 unmet.append((name, str(req), installed))
     assert [(name, Requirement(req).name) for name, req, _ in unmet] == [("snakemake-executor-plugin-slurm", "numpy")], unmet
+
+
+# -- which environment each rule gets ------------------------------------------------------------
+#: What in a rule's command needs torch or vLLM (or Whisper's asset packages, which need torch).
+ENGINE_MARKERS = ("vllm-serve", "vllm-run", "whisper-files", "--source torch", "--source vllm", "slai serve",
+                  "vllm-sim", "schedlab data ")
+
+
+def _workflow(config: dict):
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    api = SnakemakeApi(OutputSettings())
+    api.__enter__()
+    wf = api.workflow(resource_settings=ResourceSettings(cores=1), config_settings=ConfigSettings(config=config),
+                      snakefile=ROOT / "Snakefile", workdir=ROOT)
+    return api, wf._workflow
+
+
+def _command(rule) -> str:
+    """A rule's shell command with its plain string parameters filled in."""
+    text = rule.shellcmd or ""
+    for name, value in rule.params.items():
+        if isinstance(value, str):
+            text = text.replace("{params.%s}" % name, value)
+    return text
+
+
+def _envs_of(rule) -> set[str]:
+    """The environment file(s) a rule can get (a per-wildcard choice gives each backend's)."""
+    env = rule.conda_env
+    if callable(env):
+        from types import SimpleNamespace
+
+        return {env(SimpleNamespace(backend=b)) for b in ("sim", "vllm-sim")}
+    return {env}
+
+
+@pytest.mark.slow
+def test_no_rule_gets_the_slim_environment_for_work_that_needs_torch_or_vllm(tmp_path):
+    api, wf = _workflow({"results": str(tmp_path / "results")})
+    try:
+        checked = 0
+        for rule in wf.rules:
+            if not rule.shellcmd and not rule.script:  # a target rule: it runs nothing
+                continue
+            envs = {Path(e).name for e in _envs_of(rule)}
+            assert envs <= set(ENVS), (rule.name, envs)
+            command = _command(rule)
+            if any(marker in command for marker in ENGINE_MARKERS):
+                checked += 1
+                assert "sim.yaml" not in envs or callable(rule.conda_env), (rule.name, command)
+        assert checked >= 5
+    finally:
+        api.__exit__(None, None, None)
+
+
+@pytest.mark.slow
+def test_a_cuda_engine_takes_the_gpu_environment(tmp_path):
+    api, wf = _workflow({"results": str(tmp_path / "results"), "vllm": {"device": "cuda"}})
+    try:
+        rules = {r.name: r for r in wf.rules}
+        for name in ("profile_vllm", "slosa_profile_vllm"):
+            assert Path(rules[name].conda_env).name == "gpu.yaml", name
+        assert Path(rules["profile_torch"].conda_env).name == "cpu.yaml"  # profile.torch_device stays cpu
+        assert Path(rules["simulate_sim_librispeech"].conda_env).name == "sim.yaml"
+    finally:
+        api.__exit__(None, None, None)
+
+
+@pytest.mark.slow
+def test_the_slim_environment_installs_and_runs_a_simulation(tmp_path):
+    """envs/sim.yaml's pip section in a fresh venv (conda itself is not on the test machine):
+    what its rules import is there, and `schedlab simulate` runs."""
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    lines = [line for line in _conda_pip_lines("sim.yaml") if not line.startswith("-e")]
+    done = subprocess.run([str(py), "-m", "pip", "install", "--quiet", *lines], capture_output=True, text=True,
+                          timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "-e",
+                           str(ROOT)], capture_output=True, text=True, timeout=600)
+    if done.returncode:  # the venv has no setuptools of the pinned build backend's version: bring it
+        subprocess.run([str(py), "-m", "pip", "install", "--quiet", "setuptools==80.9.0"], check=True)
+        done = subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "-e",
+                               str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    probe = ("import schedlab.cli, schedlab.simulate, schedlab.fit.calibrate, schedlab.latency.roofline, "
+             "schedlab.render, papermill, jupytext, statsmodels, seaborn, snakemake; "
+             "from schedlab import registry; assert 'slo-sa' in registry.names(); "
+             "import importlib.util as u; assert u.find_spec('torch') is None and u.find_spec('vllm') is None")
+    done = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]

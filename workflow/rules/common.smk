@@ -23,7 +23,14 @@ FIDELITY = config["fidelity"]
 # start an engine, time torch, run vLLM's scheduler (vllm-sim) or read Whisper's tokenizer and
 # speech-sample assets (their packages need torch).
 SIM_ENV = "../../envs/sim.yaml"
-ENGINE_ENV = SIM_ENV
+
+
+def engine_env(device="cpu"):
+    """The environment with torch and vLLM: their CPU builds, or the CUDA ones for a cuda device."""
+    return "../../envs/gpu.yaml" if str(device).startswith("cuda") else "../../envs/cpu.yaml"
+
+
+ENGINE_ENV = engine_env(VLLM["device"])
 
 
 def backend_env(backend):

@@ -20,7 +20,7 @@ rule profile_torch:
     log:
         f"{RESULTS}/logs/profile/torch/{{model}}.log",
     conda:
-        ENGINE_ENV
+        engine_env(config["profile"]["torch_device"])
     threads: all_cores
     resources:
         gpu=int(config["profile"]["torch_device"].startswith("cuda")),

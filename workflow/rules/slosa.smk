@@ -34,7 +34,7 @@ rule slosa_profile_torch:
     log:
         f"{RESULTS}/logs/slosa/profile_torch.log",
     conda:
-        ENGINE_ENV
+        engine_env(SLOSA["torch_device"])
     threads: all_cores
     resources:
         gpu=int(SLOSA["torch_device"].startswith("cuda")),
