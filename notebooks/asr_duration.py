@@ -44,6 +44,7 @@ from schedlab.examples import toy_head_of_line
 from schedlab.render import read_manifest
 from schedlab.asr.report import asr_findings, reported_asr_table1
 from schedlab.report import (
+    METRIC_WORDS,
     pct_change_vs,
     save_figure,
     scheduler_order,
@@ -84,6 +85,7 @@ def by_rate(table, metrics, title, name, ylabel="ms", log=False):
                     marker="o", palette=palette, hue_order=POLICY_ORDER,
                     facet_kws={"sharey": False}, height=3.2, aspect=1.2)
     g.set_axis_labels("offered rate (req/s)", ylabel)
+    g.set_titles("{col_name}")
     if log:
         g.set(yscale="log")
     g.figure.suptitle(title, y=1.04)
@@ -338,6 +340,7 @@ top = thr["rate"].max()
 for ax in g.axes.flat:
     ax.plot([0, top], [0, top], ls=":", color="grey")
 g.set_axis_labels("offered rate (req/s)", "completed req/s")
+g.set_titles("{col_name}")
 save_figure(g.figure, figures_dir, "fig07_throughput")
 plt.show()
 thr.groupby(["workload", "policy"])["throughput_rps"].max().unstack().round(2)
@@ -369,9 +372,11 @@ if burst.empty:
     print(f"burst: not part of the {backend} sweep")
 else:
     b = burst[bm].reset_index().melt(["rate", "policy"], var_name="metric")
+    b["metric"] = b["metric"].map(lambda m: METRIC_WORDS.get(m, m))
     g = sns.catplot(data=b, x="policy", y="value", col="metric", kind="bar", order=POLICY_ORDER, palette=palette,
-                    hue="policy", sharey=False, height=3, aspect=0.8)
+                    hue="policy", sharey=False, height=3, aspect=0.8, legend=False)
     g.set_axis_labels("", "ms")
+    g.set_titles("{col_name}")
     save_figure(g.figure, figures_dir, "fig12_burst")
     plt.show()
     display(pd.concat({"ms": burst[bm], "% vs FCFS": pct_change_vs(burst, bm)}, axis=1).round(1))

@@ -119,6 +119,7 @@ grid = sns.relplot(data=d, x="rate", y="group_p50_ms", hue="estimate", style="gr
                    kind="line", marker="o", height=2.8)
 grid.set(yscale="log")
 grid.set_axis_labels("offered rate (req/s)", "P50 E2EL (ms)")
+grid.set_titles("{row_name}, second-language ratio {col_name}")
 save_figure(grid.fig, figures_dir, "kappa_who_gains")
 
 # %%

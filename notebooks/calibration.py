@@ -56,7 +56,7 @@ from schedlab.fidelity import (
     replayed_note,
     speed_ratio,
 )
-from schedlab.report import save_figure
+from schedlab.report import METRIC_WORDS, save_figure
 from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -314,8 +314,10 @@ def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
         long = errs.reset_index().melt(["workload", "model", "policy", "rate", "seed", "reference", "candidate", "fit"],
                                        value_vars=FIDELITY_METRICS, var_name="metric", value_name="error_pct")
         long["simulator, fit"] = long["candidate"] + ", " + long["fit"]
+        long["metric"] = long["metric"].map(lambda m: METRIC_WORDS.get(m, m))
         g = sns.relplot(data=long, x="rate", y="error_pct", hue="simulator, fit", style="policy", col="metric",
                         kind="line", marker="o", col_wrap=3, height=2.8, aspect=1.2, facet_kws={"sharey": False})
+        g.set_titles("{col_name}")
         for ax in g.axes.flat:
             ax.axhline(0, color="grey", lw=0.8)
         g.set_axis_labels("offered rate (req/s)", "% error vs real engine")

@@ -312,9 +312,11 @@ save_figure(fig, figures_dir, "fig9_ttft_buckets")
 
 # %%
 pri = summary[summary["scheduler"] == "slai-spf-priority-dynamic"]
-long = pd.concat([pri.assign(cls=c, ttft=pri[f"mean_ttft_ms_{c}"]) for c in ("paying", "free")])
-g = sns.relplot(data=long, x="rate", y="ttft", hue="cls", col="share", kind="line", marker="o", errorbar=None, height=3.6)
+long = pd.concat([pri.assign(**{"user class": c}, ttft=pri[f"mean_ttft_ms_{c}"]) for c in ("paying", "free")])
+g = sns.relplot(data=long, x="rate", y="ttft", hue="user class", col="share", kind="line", marker="o", errorbar=None,
+                height=3.6)
 g.set(yscale="log", xlabel="arrival rate (req/s)", ylabel="mean TTFT (ms)")
+g.set_titles("paying share {col_name}")
 save_figure(g.figure, figures_dir, "fig10_priority")
 
 # %% [markdown]
@@ -328,11 +330,14 @@ save_figure(g.figure, figures_dir, "fig10_priority")
 cap = capacity.assign(label=capacity["scheduler"].map(LABELS))
 display(cap.pivot_table(index="label", columns="share", values="capacity_rps"))
 display(capacity_gain(capacity))
-g = sns.catplot(data=cap, x="share", y="capacity_rps", hue="label", kind="bar", height=4, aspect=2)
+shown = cap[cap["capacity_rps"] > 0]
+missing = sorted(set(cap["label"]) - set(shown["label"]))
+if missing:
+    print(f"no capacity within the rates tried (no bar): {', '.join(missing)}")
+g = sns.catplot(data=shown, x="share", y="capacity_rps", hue="label", kind="bar", height=4, aspect=2, legend=False)
 g.set(xlabel="paying share", ylabel="serving capacity (req/s)")
-g.ax.axhline(1.15, color="k", ls="--", label="paper")
-g.ax.legend(*g.ax.get_legend_handles_labels(), fontsize="small")
-g.ax.set_title("dashed: the paper's Sarathi-Serve (FCFS) capacity")
+g.ax.axhline(1.15, color="k", ls="--", label="the paper's Sarathi-Serve (FCFS)")
+g.ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", frameon=False)
 save_figure(g.figure, figures_dir, "capacity")
 
 # %% [markdown]
@@ -378,6 +383,7 @@ q = queue[queue["engine_model"] == "calibrated"]
 g = sns.relplot(data=q.assign(label=q["scheduler"].map(LABELS), load=q["factor"].map(lambda f: f"{f:g} x capacity")),
                 x="t_s", y="waiting", hue="label", col="load", kind="line", height=3.8, aspect=1.4, lw=0.9)
 g.set(xlabel="time (s)", ylabel="waiting requests")
+g.set_titles("{col_name}")
 save_figure(g.figure, figures_dir, "queue_around_capacity")
 
 # %% [markdown]

@@ -56,6 +56,7 @@ figures_dir = "../results/figures/tournament"
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from adjustText import adjust_text
 from matplotlib.ticker import FuncFormatter, NullFormatter
 import pandas as pd
 import seaborn as sns
@@ -96,17 +97,19 @@ shown[shown["load"] == top].style.format(fmt).hide(axis="index")
 at_top = table[table["load"] == top].assign(p50_s=lambda d: d["p50_e2el_ms"] / 1e3, p99_s=lambda d: d["p99_e2el_ms"] / 1e3)
 grid = sns.relplot(data=at_top, x="p50_s", y="p99_s", hue="paper", style="kind", col="workload",
                    col_wrap=4, s=70, facet_kws={"sharex": False, "sharey": False}, height=3.2)
+grid.set_titles("{col_name}")
 for ax, name in zip(grid.axes.flat, grid.col_names):
     g = at_top[at_top["workload"] == name]
     f = g[g["pareto"]].sort_values("p50_s")
     ax.plot(f["p50_s"], f["p99_s"], color="0.3", lw=1, zorder=0)
-    for _, r in g.iterrows():
-        ax.annotate(r["policy"], (r["p50_s"], r["p99_s"]), fontsize=6, alpha=0.8, xytext=(2, 2), textcoords="offset points")
+    labels = [ax.text(r["p50_s"], r["p99_s"], r["policy"], fontsize=6) for _, r in g.iterrows()]
     for axis, col in ((ax.xaxis, "p50_s"), (ax.yaxis, "p99_s")):
         if g[col].max() > 10 * g[col].min():  # log only where the entrants span decades
             (ax.set_xscale if axis is ax.xaxis else ax.set_yscale)("log")
             axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             axis.set_minor_formatter(NullFormatter())
+    # Labels moved apart from each other and from the points, with a line back to their point.
+    adjust_text(labels, ax=ax, arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.5})
 grid.set_axis_labels("P50 E2EL (s)", "P99 E2EL (s)")
 grid.fig.suptitle(f"Median vs tail end-to-end latency at load {top}", y=1.02)
 save_figure(grid.fig, figures_dir, "pareto")
@@ -129,6 +132,7 @@ save_figure(fig, figures_dir, "slo_g_heatmap")
 grid = sns.relplot(data=table, x="load", y="slo_attainment", hue="policy", style="paper", col="workload",
                    col_wrap=4, kind="line", marker="o", height=3)
 grid.set_axis_labels("load (fraction of FCFS backlog capacity)", "SLO attainment")
+grid.set_titles("{col_name}")
 save_figure(grid.fig, figures_dir, "attainment_vs_load")
 
 # %% [markdown]

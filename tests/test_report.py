@@ -187,3 +187,22 @@ def test_seed_changes_are_each_seeds_own_change_vs_fcfs():
     assert out.loc[("sjf", "p50_e2el_ms", 20.0)].tolist() == [-50.0, -37.5, -25.0, 2]
     assert out.loc[("sjf", "p90_e2el_ms", 25.0), ["min", "max"]].tolist() == [-75.0, -25.0]
     assert set(out.index.get_level_values("policy")) == {"sjf"}
+
+
+def test_save_figure_refuses_seaborn_default_facet_titles(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+    import seaborn as sns
+
+    from schedlab.report import save_figure
+
+    data = pd.DataFrame({"x": [1, 2, 1, 2], "y": [1, 2, 2, 1], "workload": ["a", "a", "b", "b"]})
+    g = sns.relplot(data=data, x="x", y="y", col="workload", kind="line")
+    with pytest.raises(ValueError, match="facet title 'workload = a' is in the 'column = value' form"):
+        save_figure(g.figure, tmp_path, "bad")
+    assert not list(tmp_path.iterdir())
+    g.set_titles("{col_name}")
+    save_figure(g.figure, tmp_path, "good")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.pdf", "good.png"]

@@ -5,6 +5,7 @@ fidelity against a real engine in :mod:`schedlab.fidelity`."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +39,18 @@ def scheduler_palette(names=None) -> dict:
     return dict(zip(everyone, colours))
 
 
+#: A facet title of seaborn's default form, ``column = value`` (and ``a = x | b = y``).
+_DEFAULT_FACET_TITLE = re.compile(r"^[A-Za-z_][\w ]* = ")
+
+
 def save_figure(fig, figures_dir: str | Path, name: str) -> None:
-    """Write ``name``.png and ``name``.pdf atomically."""
+    """Write ``name``.png and ``name``.pdf atomically. A facet titled in seaborn's default
+    ``column = value`` form is refused: a reader needs words (``FacetGrid.set_titles``)."""
+    for ax in fig.axes:
+        title = ax.get_title()
+        if _DEFAULT_FACET_TITLE.match(title):
+            raise ValueError(f"figure {name!r}: facet title {title!r} is in the 'column = value' form; "
+                             "title the facets in words (FacetGrid.set_titles)")
     for ext in ("png", "pdf"):
         with atomic_path(Path(figures_dir) / f"{name}.{ext}") as tmp:
             fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
