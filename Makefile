@@ -38,8 +38,8 @@ $(STAMP): pyproject.toml envs/whisper-assets.txt envs/slurm-executor.txt envs/vl
 reproduce: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" snakemake --cores $(CORES)
 
-# One self-contained HTML page of the last run: every figure (captions from the README's figure
-# map) and every executed notebook with its tables.
+# One self-contained HTML page of the last run: every figure (captions from the figure map,
+# workflow/report/figure_map.yaml) and every executed notebook with its tables.
 report: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" snakemake --report results/report.html
 

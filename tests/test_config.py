@@ -293,7 +293,7 @@ def test_json_reaches_the_shell_as_one_quoted_word(config, tmp_path):
 def test_unlock_needs_no_cores(tmp_path, profile):
     """`snakemake --unlock` after a hard kill works without --cores, with or without the
     default profile (no rule reads the core count before it plans a job)."""
-    for item in ("Snakefile", "workflow", "profiles", "config.yaml", "README.md"):
+    for item in ("Snakefile", "workflow", "profiles", "config.yaml"):
         (shutil.copytree if (ROOT / item).is_dir() else shutil.copy)(ROOT / item, tmp_path / item)
     r = subprocess.run([_snakemake(), "--unlock", *profile], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
+from schedlab import figure_map
 from schedlab.fit.latency_predictor import fit_predictor
 from schedlab.latency.predictor_profile import PREDICTOR_PROFILE_COLUMNS
 from schedlab.slai.report import backend_differences
@@ -103,7 +104,7 @@ def workflow_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     synthetic data mirror and finds this interpreter's commands first."""
     work = tmp_path / "work"
     work.mkdir()
-    for item in ("Snakefile", "config.yaml", "README.md", ".test", "workflow", "notebooks", "envs", "profiles"):
+    for item in ("Snakefile", "config.yaml", ".test", "workflow", "notebooks", "envs", "profiles"):
         src = REPO / item
         if src.is_dir():
             shutil.copytree(src, work / item, ignore=shutil.ignore_patterns("results", ".snakemake"))
@@ -226,7 +227,8 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
         for name in names:
             assert f"{name}.png" in html, (notebook, name)
         assert f"{notebook}.html" in html
-    assert "A Fig. 3 LibriSpeech P50/P90 E2EL" in html  # a caption from the README's figure map
+    assert figure_map.label(figure_map.figures(REPO / "workflow" / "report" / "figure_map.yaml"), "asr_duration",
+                            "fig03_librispeech_e2el") in html  # a caption from the figure map
 
     # Jupyter-first: opened by hand (jupytext, no papermill parameters), a notebook runs top to
     # bottom against this run's results: its parameter cell's defaults find the rule's manifest.
