@@ -42,3 +42,4 @@ rule all:
         notebook_outputs("slai"),
         notebook_outputs("tournament"),
         notebook_outputs("asr_extensions"),
+        rules.results_page.output,
