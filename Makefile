@@ -13,7 +13,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
 
-.PHONY: install reproduce report test test-fast bench clean gpu-profile
+.PHONY: install reproduce report test test-fast bench clean gpu-profile docs
 
 install: $(STAMP)
 
@@ -54,6 +54,12 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
 
+# The documentation site (mkdocs.yml), built as the tests build it (--strict) and served at
+# http://$(DOCS_ADDR), rebuilt on every change; its results page shows the last run in results/.
+DOCS_ADDR ?= 127.0.0.1:8000
+docs: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" mkdocs serve --strict --dev-addr $(DOCS_ADDR)
+
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest benchmarks --benchmark-only
 
@@ -64,4 +70,4 @@ gpu-profile:
 	PYTHONPATH=src $(GPU_PYTHON) -m schedlab.latency.suite --device cuda:0 --out results/gpu-profile
 
 clean:
-	rm -rf results .snakemake
+	rm -rf results .snakemake site

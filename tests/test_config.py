@@ -301,11 +301,11 @@ def test_unlock_needs_no_cores(tmp_path, profile):
 
 
 def test_the_readmes_paper_c_on_vllm_sim_line_plans_paper_cs_jobs_on_vllm_sim(tmp_path):
-    """The README's timed line (`... --config backend=vllm-sim -- results/notebooks/slai.html`), dry-run
+    """The serving page's line (`... --config backend=vllm-sim -- results/notebooks/slai.html`), dry-run
     with its results moved to tmp_path: paper C's 15 jobs, the sweeps on vLLM's scheduler."""
     import shlex
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "backends.md").read_text()
     line = re.search(r"`(snakemake --cores all --config backend=vllm-sim -- \S+)`", text.replace("\n", " ")).group(1)
     results = tmp_path / "results"
     args = shlex.split(line)[1:]
