@@ -13,7 +13,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
 
-.PHONY: install reproduce report test test-fast bench clean gpu-profile docs
+.PHONY: install reproduce report test test-fast bench clean gpu-profile docs record-run
 
 install: $(STAMP)
 
@@ -59,6 +59,10 @@ test-fast: $(STAMP)
 DOCS_ADDR ?= 127.0.0.1:8000
 docs: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" mkdocs serve --strict --dev-addr $(DOCS_ADDR)
+
+# After a run: its headline numbers (results/results.json) appended to the history, docs/runs.csv.
+record-run: $(STAMP)
+	$(PY) workflow/scripts/record_run.py results/results.json docs/runs.csv
 
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest benchmarks --benchmark-only

@@ -8,6 +8,7 @@ SECTION -->``:
 - ``replay-rules``: the replay acceptance rules with their thresholds, read from
   ``schedlab.backends.replay_quality``;
 - ``import-contracts``: the import-linter contracts of ``pyproject.toml``;
+- ``runs``: the history of runs (``docs/runs.csv``, appended by ``make record-run``);
 - ``results SECTION``: that section of the last run's results page (``<results>/results.md``,
   written by the pipeline's ``results_page`` rule), or a line saying how to make it.
 
@@ -160,8 +161,27 @@ def results_section(section: str) -> str:
     return body + "\n"
 
 
+# -- the history of runs ------------------------------------------------------------------------
+def runs_markdown(history: Path | None = None) -> str:
+    """The runs recorded in ``history`` (docs/runs.csv, appended by ``make record-run``): for each
+    number, its median and range over the runs, then every run."""
+    import csv
+
+    rows = list(csv.DictReader((history or ROOT / "docs" / "runs.csv").open()))
+    if not rows:
+        return "*No run recorded yet: after `make reproduce`, `make record-run` appends this run.*\n"
+    numeric = [c for c in rows[0] if c not in ("generated", "commit", "machine", "backend")]
+    values = {c: sorted(float(r[c]) for r in rows if r[c] not in ("", None)) for c in numeric}
+    summary = [f"| `{c}` | {len(v)} | {v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2:g} | "
+               f"{v[0]:g} | {v[-1]:g} |" for c, v in values.items() if v]
+    table = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    table += ["| " + " | ".join(_cell(r[c]) for c in rows[0]) + " |" for r in rows]
+    return (f"{len(rows)} runs recorded.\n\n| number | runs | median | min | max |\n|---|---|---|---|---|\n"
+            + "\n".join(summary) + "\n\n" + "\n".join(table) + "\n")
+
+
 GENERATORS = {"cli": cli_reference, "figure-map": figure_map_markdown, "replay-rules": replay_rules_markdown,
-              "import-contracts": import_contracts_markdown}
+              "import-contracts": import_contracts_markdown, "runs": runs_markdown}
 
 
 def fill(markdown: str) -> str:

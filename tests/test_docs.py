@@ -264,3 +264,29 @@ def test_a_notebook_writes_its_numbers_beside_its_manifest(tmp_path):
         assert path == tmp_path / "notebooks" / "slai.numbers.json"
         assert json.loads(path.read_text()) == {"vs": [{"quantity": "a", "ours": 1.5}, {"quantity": "b", "ours": None}],
                                                 "worst": 0.25, "rows": [{"n": 1}, {"n": 2}]}
+
+
+def test_a_run_is_appended_to_the_history_and_the_docs_show_the_spread(tmp_path):
+    """`make record-run`: one row per run from results.json (the counts, sim's largest error up to
+    80 % beside the engine's repeat span); the docs give each number's median and range."""
+    record_run = _load("record_run", ROOT / "workflow" / "scripts" / "record_run.py")
+    header = (ROOT / "docs" / "runs.csv").read_text().splitlines()[0]
+    assert header == ",".join(record_run.COLUMNS)  # the shipped history starts from the same columns
+    results = tmp_path / "results"
+    (results / "notebooks").mkdir(parents=True)
+    files = []
+    for name, numbers in _synthetic_numbers().items():
+        files.append(results / "notebooks" / f"{name}.numbers.json")
+        files[-1].write_text(json.dumps(numbers))
+    results_page.write([str(f) for f in files], results / "results.md", results / "results.json",
+                       results=str(results), backend="sim", workdir=tmp_path)
+    history = tmp_path / "runs.csv"
+    first = record_run.append(results / "results.json", history)
+    assert (first["A_within"], first["A_numbers"], first["C_numbers"]) == (1, 2, "")
+    assert (first["p50_e2el_error_pct"], first["engine_repeat_span_pct"]) == (4.25, 30.0)
+    record_run.append(results / "results.json", history)
+    assert len(history.read_text().splitlines()) == 3
+    shown = hooks.runs_markdown(history)
+    assert shown.startswith("2 runs recorded.") and "| `p50_e2el_error_pct` | 2 | 4.25 | 4.25 | 4.25 |" in shown
+    history.write_text(header + "\n")
+    assert "No run recorded yet" in hooks.runs_markdown(history)
