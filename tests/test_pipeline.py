@@ -142,6 +142,16 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors
         assert (results / "notebooks" / f"{name}.html").stat().st_size > 10_000
+    # The results page: every notebook's numbers, sim beside the served engine, the run's job times.
+    page = (results / "results.md").read_text()
+    for section in ("## Paper vs ours", "## Fidelity", "## Tournament", "## Paper A's future work", "## Timings"):
+        assert section in page
+    numbers = json.loads((results / "results.json").read_text())["notebooks"]
+    assert set(numbers) == {"asr_duration", "calibration", "slosa", "ewsjf", "slai", "tournament", "asr_extensions"}
+    assert all(numbers[n]["paper_vs_ours"] for n in ("asr_duration", "ewsjf", "slai", "slosa"))
+    # one row per (fit, policy, rate) with a clean replay (none where every replay was flawed)
+    assert {r["fit"] for r in numbers["calibration"]["engine"]} <= {"profile", "own steps, rate held out"}
+    assert "jobs from the first job's start to the last one's end" in page
     for fig in FIGURES:
         for ext in ("png", "pdf"):
             assert (results / "figures" / "asr_duration" / f"{fig}.{ext}").stat().st_size > 0

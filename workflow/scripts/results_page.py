@@ -1,9 +1,8 @@
-"""The `results_page` rule: this run's headline numbers as one page (`<results>/results.md`) and one
+"""The `results_page` rule (run by Snakemake's script directive, which puts its own preamble
+first: no ``from __future__`` import here): this run's headline numbers as one page (`<results>/results.md`) and one
 data file (`<results>/results.json`), from what the notebooks wrote (`<results>/notebooks/
 <name>.numbers.json`) and Snakemake's record of each job's start and end. The documentation's
 results page (docs/results.md) shows the Markdown section by section, under the same headings."""
-
-from __future__ import annotations
 
 import base64
 import datetime
