@@ -290,3 +290,30 @@ def test_a_run_is_appended_to_the_history_and_the_docs_show_the_spread(tmp_path)
     assert shown.startswith("2 runs recorded.") and "| `p50_e2el_error_pct` | 2 | 4.25 | 4.25 | 4.25 |" in shown
     history.write_text(header + "\n")
     assert "No run recorded yet" in hooks.runs_markdown(history)
+
+
+def test_the_results_page_script_runs_under_snakemakes_script_directive(tmp_path):
+    """The script as the `results_page` rule runs it (Snakemake puts its preamble first), in a
+    throwaway workflow whose jobs write the notebooks' numbers: their times are on the page."""
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    for name, numbers in _synthetic_numbers().items():
+        (staged / f"{name}.json").write_text(json.dumps(numbers))
+    script = ROOT / "workflow" / "scripts" / "results_page.py"
+    (tmp_path / "Snakefile").write_text(
+        "rule results_page:\n"
+        "    input: numbers=expand('results/notebooks/{n}.numbers.json', n=%r)\n"
+        "    output: md='results/results.md', json='results/results.json'\n"
+        "    log: 'results/logs/results_page.log'\n"
+        "    params: backend='sim'\n"
+        "    script: %r\n\n"
+        "rule numbers:\n"
+        "    input: 'staged/{n}.json'\n"
+        "    output: 'results/notebooks/{n}.numbers.json'\n"
+        "    shell: 'cp {input} {output}'\n" % (sorted(_synthetic_numbers()), str(script)))
+    done = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--cores", "1", "--quiet"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = (tmp_path / "results" / "results.md").read_text()
+    assert "| A | Duration-aware scheduling for ASR serving | `asr_duration` | 1 of 2 |" in page
+    assert f"{len(_synthetic_numbers())} jobs from the first job's start" in page and "| `numbers` |" in page
