@@ -13,7 +13,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
 
-.PHONY: install reproduce report test test-fast test-compat bench clean gpu-profile
+.PHONY: install reproduce report test test-fast test-compat bench clean gpu-profile docs record-run
 
 install: $(STAMP)
 
@@ -38,8 +38,8 @@ $(STAMP): pyproject.toml envs/whisper-assets.txt envs/slurm-executor.txt envs/vl
 reproduce: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" snakemake --cores $(CORES)
 
-# One self-contained HTML page of the last run: every figure (captions from the README's figure
-# map) and every executed notebook with its tables.
+# One self-contained HTML page of the last run: every figure (captions from the figure map,
+# workflow/report/figure_map.yaml) and every executed notebook with its tables.
 report: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" snakemake --report results/report.html
 
@@ -69,6 +69,16 @@ test-compat: $(COMPAT_DIR)/.installed
 		$(PY) -m pytest -n $(TEST_WORKERS) -p no:cacheprovider tests/test_vllm_scheduler.py tests/test_vllm_plan.py \
 		-k "equals or expected_vllm"
 
+# The documentation site (mkdocs.yml), built as the tests build it (--strict) and served at
+# http://$(DOCS_ADDR), rebuilt on every change; its results page shows the last run in results/.
+DOCS_ADDR ?= 127.0.0.1:8000
+docs: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" mkdocs serve --strict --dev-addr $(DOCS_ADDR)
+
+# After a run: its headline numbers (results/results.json) appended to the history, docs/runs.csv.
+record-run: $(STAMP)
+	$(PY) workflow/scripts/record_run.py results/results.json docs/runs.csv
+
 bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest benchmarks --benchmark-only
 
@@ -79,4 +89,4 @@ gpu-profile:
 	PYTHONPATH=src $(GPU_PYTHON) -m schedlab.latency.suite --device cuda:0 --out results/gpu-profile
 
 clean:
-	rm -rf results .snakemake
+	rm -rf results .snakemake site

@@ -1,5 +1,5 @@
 # schedlab pipeline: data -> profile -> fit -> workloads -> runs -> notebooks.
-# Run with `snakemake --cores all` (or `make reproduce`); see README.md for the figure map.
+# Run with `snakemake --cores all` (or `make reproduce`); the figure map is workflow/report/figure_map.yaml.
 from snakemake.utils import validate
 
 
@@ -42,3 +42,4 @@ rule all:
         notebook_outputs("slai"),
         notebook_outputs("tournament"),
         notebook_outputs("asr_extensions"),
+        rules.results_page.output,

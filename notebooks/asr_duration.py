@@ -429,3 +429,14 @@ if vs_paper is not None:
     print(within_count(vs_paper))
     with pd.option_context("display.max_rows", 200, "display.max_colwidth", None):
         display(vs_paper.round(1))
+
+
+# %% [markdown]
+# ## This run's numbers
+# The paper-vs-ours table, written beside the manifest (`asr_duration.numbers.json`) for the
+# pipeline's results page.
+
+# %%
+from schedlab.render import write_numbers
+
+write_numbers(manifest, paper_vs_ours=vs_paper)

@@ -173,3 +173,16 @@ display(Markdown(
     "reordering mostly moves waiting time between requests. Using HRRN for the tail (`adaptive-hrrn`) "
     "cannot beat HRRN's own tail: HRRN divides a wait in seconds by a size in tokens, so a long clip must "
     "wait many times longer than a short one to be picked."))
+
+
+# %% [markdown]
+# ## This run's numbers
+# The VAD and switching headlines, written beside the manifest (`asr_extensions.numbers.json`) for
+# the pipeline's results page.
+
+# %%
+from schedlab.render import write_numbers
+
+write_numbers(manifest, vad_sjf_change_pct=change(vad[vad["policy"] == "sjf"], ["scenario", "rate"], "p50_e2el_ms",
+                                                  "raw", "vad", "estimate").rename("change_pct"),
+              switching=sw["summary"][["policy", "p50_e2el_ms", "p99_e2el_ms"]])

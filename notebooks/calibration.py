@@ -631,3 +631,17 @@ if gpu_tables:
 
     print(f"Measured on {split['GPU measured'].iloc[0]}: " + "; ".join(
         says(p, c) for p, c in first.index) + ".")
+
+
+# %% [markdown]
+# ## This run's numbers
+# The simulators' agreement, and each served study's errors beside the engine's repeat spread,
+# written beside the manifest (`calibration.numbers.json`) for the pipeline's results page.
+
+# %%
+from schedlab.fidelity import fidelity_table
+from schedlab.render import write_numbers
+
+write_numbers(manifest, sim_vs_vllm_sim_max_error_pct=sched_err[["p50_ttft_ms", "p50_e2el_ms"]].abs().max().max(),
+              engine=fidelity_table(fid[fid["model"] == engine_model]),
+              whisper_engine=fidelity_table(easr) if "engine_asr" in inputs else None)

@@ -334,3 +334,14 @@ pd.Series(checks, name="holds")
 print(within_count(vs_paper))
 with pd.option_context("display.max_colwidth", None):
     display(vs_paper.round(4))
+
+
+# %% [markdown]
+# ## This run's numbers
+# The paper-vs-ours table, written beside the manifest (`slosa.numbers.json`) for the pipeline's
+# results page.
+
+# %%
+from schedlab.render import write_numbers
+
+write_numbers(manifest, paper_vs_ours=vs_paper)

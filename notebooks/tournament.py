@@ -176,3 +176,14 @@ display(Markdown(f"At load {top}:\n\n" + "\n".join(lines)))
 #   decision, and using it online needs a larger window or admission control.
 # - Throughput is nearly equal among work-conserving entrants at a given load: it is the
 #   offered rate until saturation.
+
+
+# %% [markdown]
+# ## This run's numbers
+# The winners at the highest load and the mean ranks, written beside the manifest
+# (`tournament.numbers.json`) for the pipeline's results page.
+
+# %%
+from schedlab.render import write_numbers
+
+write_numbers(manifest, load=top, best_g=best_g, best_p99=best_tail, mean_rank=mean_rank)

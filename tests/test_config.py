@@ -293,7 +293,7 @@ def test_json_reaches_the_shell_as_one_quoted_word(config, tmp_path):
 def test_unlock_needs_no_cores(tmp_path, profile):
     """`snakemake --unlock` after a hard kill works without --cores, with or without the
     default profile (no rule reads the core count before it plans a job)."""
-    for item in ("Snakefile", "workflow", "profiles", "config.yaml", "README.md"):
+    for item in ("Snakefile", "workflow", "profiles", "config.yaml"):
         (shutil.copytree if (ROOT / item).is_dir() else shutil.copy)(ROOT / item, tmp_path / item)
     r = subprocess.run([_snakemake(), "--unlock", *profile], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
@@ -301,11 +301,11 @@ def test_unlock_needs_no_cores(tmp_path, profile):
 
 
 def test_the_readmes_paper_c_on_vllm_sim_line_plans_paper_cs_jobs_on_vllm_sim(tmp_path):
-    """The README's timed line (`... --config backend=vllm-sim -- results/notebooks/slai.html`), dry-run
+    """The serving page's line (`... --config backend=vllm-sim -- results/notebooks/slai.html`), dry-run
     with its results moved to tmp_path: paper C's 15 jobs, the sweeps on vLLM's scheduler."""
     import shlex
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "backends.md").read_text()
     line = re.search(r"`(snakemake --cores all --config backend=vllm-sim -- \S+)`", text.replace("\n", " ")).group(1)
     results = tmp_path / "results"
     args = shlex.split(line)[1:]

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
+from schedlab import figure_map
 from schedlab.fit.latency_predictor import fit_predictor
 from schedlab.latency.predictor_profile import PREDICTOR_PROFILE_COLUMNS
 from schedlab.slai.report import backend_differences
@@ -103,7 +104,7 @@ def workflow_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     synthetic data mirror and finds this interpreter's commands first."""
     work = tmp_path / "work"
     work.mkdir()
-    for item in ("Snakefile", "config.yaml", "README.md", ".test", "workflow", "notebooks", "envs", "profiles"):
+    for item in ("Snakefile", "config.yaml", ".test", "workflow", "notebooks", "envs", "profiles"):
         src = REPO / item
         if src.is_dir():
             shutil.copytree(src, work / item, ignore=shutil.ignore_patterns("results", ".snakemake"))
@@ -141,6 +142,16 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors
         assert (results / "notebooks" / f"{name}.html").stat().st_size > 10_000
+    # The results page: every notebook's numbers, sim beside the served engine, the run's job times.
+    page = (results / "results.md").read_text()
+    for section in ("## Paper vs ours", "## Fidelity", "## Tournament", "## Paper A's future work", "## Timings"):
+        assert section in page
+    numbers = json.loads((results / "results.json").read_text())["notebooks"]
+    assert set(numbers) == {"asr_duration", "calibration", "slosa", "ewsjf", "slai", "tournament", "asr_extensions"}
+    assert all(numbers[n]["paper_vs_ours"] for n in ("asr_duration", "ewsjf", "slai", "slosa"))
+    # one row per (fit, policy, rate) with a clean replay (none where every replay was flawed)
+    assert {r["fit"] for r in numbers["calibration"]["engine"]} <= {"profile", "own steps, rate held out"}
+    assert "jobs from the first job's start to the last one's end" in page
     for fig in FIGURES:
         for ext in ("png", "pdf"):
             assert (results / "figures" / "asr_duration" / f"{fig}.{ext}").stat().st_size > 0
@@ -226,7 +237,8 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
         for name in names:
             assert f"{name}.png" in html, (notebook, name)
         assert f"{notebook}.html" in html
-    assert "A Fig. 3 LibriSpeech P50/P90 E2EL" in html  # a caption from the README's figure map
+    assert figure_map.label(figure_map.figures(REPO / "workflow" / "report" / "figure_map.yaml"), "asr_duration",
+                            "fig03_librispeech_e2el") in html  # a caption from the figure map
 
     # Jupyter-first: opened by hand (jupytext, no papermill parameters), a notebook runs top to
     # bottom against this run's results: its parameter cell's defaults find the rule's manifest.

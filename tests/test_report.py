@@ -206,3 +206,19 @@ def test_save_figure_refuses_seaborn_default_facet_titles(tmp_path):
     g.set_titles("{col_name}")
     save_figure(g.figure, tmp_path, "good")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["good.pdf", "good.png"]
+
+
+def test_the_fidelity_table_sets_each_error_beside_the_engines_clean_repeats():
+    """The results page's fidelity rows: sim's error per fit, the clean repeats' median, range
+    and count (rate 2's interfered repeat is not among them), and where the 10% target applies."""
+    from schedlab.fidelity import fidelity_table
+
+    t = fidelity_table(_engine_summary()).set_index(["fit", "rate"])
+    assert len(t) == 4 and set(t["policy"]) == {"fcfs"}
+    own = t.loc["own steps, rate held out"]
+    np.testing.assert_allclose(own["p50_e2el_ms_error_pct"], -5.0)
+    assert own.loc[1.0, ["p50_e2el_ms_engine", "p50_e2el_ms_min", "p50_e2el_ms_max", "repeats"]].tolist() == [110, 100, 900, 3]
+    assert own.loc[2.0, ["p50_e2el_ms_engine", "p50_e2el_ms_max", "repeats"]].tolist() == [105, 110, 2]
+    assert own["below_80"].to_dict() == {1.0: True, 2.0: False}  # 80% of the highest throughput, 2 req/s
+    np.testing.assert_allclose(t.loc["profile", "p50_e2el_ms_error_pct"], 50.0)
+    assert fidelity_table(_engine_summary().assign(foreign_cpu_share=0.9)).empty  # no clean run

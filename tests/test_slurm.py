@@ -1,4 +1,4 @@
-"""The SLURM path: the README's two lines, verbatim. `profiles/slurm/single-node.sh` starts a
+"""The SLURM path: the two lines of docs/getting-started.md, verbatim. `profiles/slurm/single-node.sh` starts a
 one-machine cluster (or finds it up), then `snakemake ... --workflow-profile profiles/slurm`
 runs paper B's chain of the tiny configuration through it on a synthetic mirror: trace pools
 from the Azure and Mooncake tables -> step-time fit -> calibration -> tuning -> the studies
@@ -41,10 +41,14 @@ REMOTE_RULES = {"ewsjf_pools", "ewsjf_steptime", "ewsjf_calibrate", "ewsjf_tunin
                 "ewsjf_starvation", "notebook"}
 
 
-def readme_line(start: str) -> str:
-    """The README's one line (indented or not) that starts with ``start``."""
-    lines = [line.strip() for line in (REPO / "README.md").read_text().splitlines() if line.strip().startswith(start)]
-    assert len(lines) == 1, f"the README has exactly one line starting {start!r}: {lines}"
+#: The page that gives the two lines.
+GUIDE = REPO / "docs" / "getting-started.md"
+
+
+def guide_line(start: str) -> str:
+    """The guide's one line (indented or not) that starts with ``start``."""
+    lines = [line.strip() for line in GUIDE.read_text().splitlines() if line.strip().startswith(start)]
+    assert len(lines) == 1, f"{GUIDE.name} has exactly one line starting {start!r}: {lines}"
     return lines[0]
 
 
@@ -58,10 +62,10 @@ def _running(process: str) -> bool:
 
 @pytest.fixture(scope="module")
 def slurm_cluster():
-    """The README's setup line, from the checkout: a single-node cluster, up and idle. The
+    """The guide's setup line, from the checkout: a single-node cluster, up and idle. The
     daemons it started are stopped after the module's tests (a cluster found up stays up)."""
     found_up = {process for process in DAEMONS if _running(process)}
-    setup = readme_line("profiles/slurm/single-node.sh")
+    setup = guide_line("profiles/slurm/single-node.sh")
     r = subprocess.run(shlex.split(setup), cwd=REPO, capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
@@ -76,7 +80,7 @@ def slurm_cluster():
 
 def test_the_tiny_chain_runs_through_slurm(slurm_cluster, tmp_path):
     work, env = workflow_copy(tmp_path)
-    command = readme_line("snakemake results/notebooks/ewsjf.html --workflow-profile profiles/slurm")
+    command = guide_line("snakemake results/notebooks/ewsjf.html --workflow-profile profiles/slurm")
     proc = subprocess.run(shlex.split(command), cwd=work, env=env, capture_output=True, text=True, timeout=1200)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]

@@ -1,6 +1,7 @@
 """`vllm serve` with schedlab's scheduler class, driven by the HTTP client (vLLM's CPU build).
 
-The Whisper server is started with the README's `vllm serve` line, verbatim (plus a port),
+The Whisper server is started with the documentation's `vllm serve` line (docs/backends.md),
+verbatim (plus a port),
 from a folder holding the model folder that `schedlab whisper-files` writes.
 """
 
@@ -28,26 +29,30 @@ from schedlab.data.whisper_files import write_model_folder  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The README's example: the pipeline's whisper-tiny engine on CPU, under SJF.
+#: The documentation's example: the pipeline's whisper-tiny engine on CPU, under SJF.
 SPEC = EngineSpec(model="whisper-tiny", max_num_seqs=8, max_num_batched_tokens=2048)
 KAPPA = {"en": 3.0}
-#: The README's paper C example: SLAI on the tiny decoder model, Sarathi's 512-token budget.
+#: The documentation's paper C example: SLAI on the tiny decoder model, Sarathi's 512-token budget.
 SLAI_SPEC = EngineSpec(model="tiny-llama", max_num_seqs=128, max_num_batched_tokens=512)
 
 
-def readme_serve_line(model: str = "whisper-tiny") -> str:
-    """The README's `vllm serve` line that serves ``model`` (one per model)."""
-    lines = [line for line in (ROOT / "README.md").read_text().splitlines()
+#: The page of the serving recipes.
+SERVING = ROOT / "docs" / "backends.md"
+
+
+def serve_line(model: str = "whisper-tiny") -> str:
+    """The serving page's `vllm serve` line that serves ``model`` (one per model)."""
+    lines = [line for line in SERVING.read_text().splitlines()
              if line.startswith("vllm serve ") and f"--served-model-name {model} " in line]
-    assert len(lines) == 1, f"the README has exactly one `vllm serve` line for {model}"
+    assert len(lines) == 1, f"{SERVING.name} has exactly one `vllm serve` line for {model}"
     return lines[0]
 
 
-def test_the_readme_serve_lines_are_the_pipelines_commands():
+def test_the_documented_serve_lines_are_the_pipelines_commands():
     cmd = serve_command("results/models/whisper-tiny", SPEC, policy="sjf", kappa=KAPPA)
-    assert shlex.split(readme_serve_line()) == cmd
+    assert shlex.split(serve_line()) == cmd
     slai = serve_command("src/schedlab/assets/models/tiny-llama", SLAI_SPEC, builder="slai-spf-dynamic")
-    assert shlex.split(readme_serve_line("tiny-llama")) == slai
+    assert shlex.split(serve_line("tiny-llama")) == slai
 
 
 def test_the_server_starts_without_a_job_runners_thread_counts(monkeypatch):
@@ -81,7 +86,7 @@ def test_the_client_side_starts_without_vllm_and_names_a_real_logits_processor()
 def whisper_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
     write_model_folder("whisper-tiny", root / "results" / "models" / "whisper-tiny")
-    cmd = shlex.split(readme_serve_line())
+    cmd = shlex.split(serve_line())
     with start_server(cmd, log=root / "results" / "logs" / "server.log", env=server_env(SPEC), cwd=root) as server:
         yield server
     assert server.proc.returncode is not None  # stopped with the module
@@ -200,11 +205,11 @@ def test_the_vllm_command_runs_on_this_install():
 
 
 def test_slai_served_by_the_readme_line_holds_relaxed_decodes_back(tmp_path):
-    """The README's SLAI server (step plans in vLLM's scheduler) behind the HTTP client: two
+    """The serving page's SLAI server (step plans in vLLM's scheduler) behind the HTTP client: two
     strict and two relaxed requests decode while a backlog of long prompts keeps the budget
     full; every request gets its tokens, the strict class keeps its 2 s target and the relaxed
     class's decodes are held back for many steps."""
-    cmd = shlex.split(readme_serve_line("tiny-llama"))
+    cmd = shlex.split(serve_line("tiny-llama"))
     head = pd.DataFrame({"arrival_s": 0.0, "prompt_tokens": 16, "output_tokens": [200] * 4,
                          "slo_class": ["strict", "relaxed"] * 2, "tbt_target_s": [2.0, 30.0] * 2})
     stream = pd.DataFrame({"arrival_s": np.full(40, 0.05), "prompt_tokens": 1500, "output_tokens": 2,
@@ -223,7 +228,7 @@ def test_slai_served_by_the_readme_line_holds_relaxed_decodes_back(tmp_path):
 
 def test_slai_serve_cli_runs_paper_c_on_the_engine_and_sim_replays_the_same_traces(tmp_path):
     """`schedlab slai serve` (rule `slai_engine_serve`): Sarathi-Serve on a real server over a
-    scaled openchat pool with the engine's TBT targets (SLAI is the README line's test above);
+    scaled openchat pool with the engine's TBT targets (SLAI is the serving page's line's test above);
     `schedlab slai sweep` with the engine's limits (rule `slai_engine_simulate`) replays the very
     same requests."""
     pool = tmp_path / "pool.parquet"

@@ -191,3 +191,28 @@ def fit_comparison(errs: pd.DataFrame, label: str, candidate: str = "sim") -> st
             f"P90 E2EL and {own['throughput_rps']:.1f}% on throughput, against {prof['p50_e2el_ms']:.1f}%, "
             f"{prof['p90_e2el_ms']:.1f}% and {prof['throughput_rps']:.1f}% with the profile's fit: {closer} the "
             f"engine on the median.")
+
+
+def fidelity_table(summary: pd.DataFrame, candidate: str = "sim") -> pd.DataFrame:
+    """The results page's fidelity table: one row per (policy, rate, fit) of a served study's
+    ``summary`` (engine and simulators), with ``candidate``'s error (%) on each of
+    :data:`READING_METRICS` against the median of the engine's clean repeats, beside that median,
+    the clean repeats' min and max, their number (``repeats``), and whether the rate is at most
+    80% of the engine's highest measured throughput (``below_80``: where the 10% target applies)."""
+    view, _, _, clean = engine_view(summary)
+    errs = fit_errors(view)
+    errs = errs[errs["candidate"] == candidate].reset_index()
+    if errs.empty:
+        return pd.DataFrame()
+    saturation = view.loc[view["backend"] == "vllm", "throughput_rps"].max()
+    reps = clean.groupby(RUN_KEYS)[READING_METRICS].agg(["min", "median", "max", "count"])
+    rows = []
+    for e in errs.itertuples(index=False):
+        r = reps.loc[tuple(getattr(e, k) for k in RUN_KEYS)]
+        row = {"policy": e.policy, "rate": float(e.rate), "fit": e.fit, "below_80": bool(e.rate <= 0.8 * saturation),
+               "repeats": int(r[(READING_METRICS[0], "count")])}
+        for m in READING_METRICS:
+            row |= {f"{m}_engine": r[(m, "median")], f"{m}_min": r[(m, "min")], f"{m}_max": r[(m, "max")],
+                    f"{m}_error_pct": getattr(e, m)}
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values(["fit", "policy", "rate"], ignore_index=True)

@@ -29,7 +29,45 @@ def read_manifest(path: str | Path) -> dict:
     path = Path(path)
     manifest = json.loads(path.read_text())
     resolve = lambda p: [resolve(q) for q in p] if isinstance(p, list) else path.parent / p
-    return {**manifest, "inputs": {k: resolve(v) for k, v in manifest["inputs"].items()}}
+    return {**manifest, "path": path, "inputs": {k: resolve(v) for k, v in manifest["inputs"].items()}}
+
+
+def numbers_path(manifest: str | Path | dict) -> Path:
+    """Where a notebook writes its headline numbers: ``<name>.numbers.json`` beside its manifest
+    ``<name>.inputs.json`` (``manifest``: the manifest's path, or :func:`read_manifest`'s dict)."""
+    path = Path(manifest["path"] if isinstance(manifest, dict) else manifest)
+    return path.with_name(path.name.removesuffix(".inputs.json") + ".numbers.json")
+
+
+def _plain(value):
+    """``value`` as JSON: tables as lists of records (their index as columns), numpy scalars as
+    Python numbers, NaN as null."""
+    import pandas as pd
+
+    if isinstance(value, pd.Series):
+        value = value.to_frame()
+    if isinstance(value, pd.DataFrame):
+        flat = value.reset_index() if not isinstance(value.index, pd.RangeIndex) else value
+        flat.columns = [" ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in flat.columns]
+        return json.loads(flat.to_json(orient="records"))
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item"):  # a numpy scalar
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def write_numbers(manifest: str | Path | dict, **numbers) -> Path:
+    """Write a notebook's headline numbers (tables, numbers, text) to :func:`numbers_path`, where
+    the pipeline's results page (``workflow/scripts/results_page.py``) reads them."""
+    path = numbers_path(manifest)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(_plain(numbers), indent=1, allow_nan=False) + "\n")
+    return path
 
 
 def render(source: str | Path, *, manifest: str | Path, ipynb: str | Path, html: str | Path, figures_dir: str | Path) -> None:

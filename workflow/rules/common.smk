@@ -11,7 +11,7 @@ from schedlab.contracts import BACKENDS, SIM_BACKENDS
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import hardware, hardware_names, model_dir, model_names
 from schedlab.latency.shipped import shipped_hardware, shipped_models, shipped_path
-from schedlab import registry
+from schedlab import figure_map, registry
 from schedlab.tournament.workloads import check_spec, modality, pool_names
 
 RESULTS = config["results"]
@@ -348,29 +348,13 @@ def notebook_outputs(name):
     return [f"{RESULTS}/notebooks/{name}.ipynb", f"{RESULTS}/notebooks/{name}.html"]
 
 
-def figure_map():
-    """(notebook, figure file stem) -> what the figure reproduces, read from the README's
-    figure map (a row's notebook `same` is the row above's)."""
-    text = open(os.path.join(workflow.basedir, "README.md")).read()
-    table = text.split("\n## Figure map\n", 1)[1].split("\n## ", 1)[0]
-    shows, notebook = {}, None
-    for line in table.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 4 or not cells[3].startswith(("`", "table")):
-            continue
-        found = re.search(r"notebooks/(\w+)\.py", cells[2])
-        notebook = found.group(1) if found else notebook
-        for stem in re.findall(r"(\w+)\.png", cells[3]):
-            shows[(notebook, stem)] = cells[0]
-    return shows
-
-
-FIGURE_MAP = figure_map()
+#: Every figure a notebook saves, with its caption (workflow/report/figure_map.yaml).
+FIGURE_MAP = figure_map.figures(os.path.join(workflow.basedir, "workflow", "report", "figure_map.yaml"))
 
 
 def figure_labels(wildcards):
-    """A figure's labels in the report: its name, and what it reproduces (the figure map)."""
-    return {"figure": wildcards.figure, "shows": FIGURE_MAP.get((wildcards.name, wildcards.figure), "")}
+    """A figure's labels in the report: its name, and what it shows (the figure map)."""
+    return {"figure": wildcards.figure, "shows": figure_map.label(FIGURE_MAP, wildcards.name, wildcards.figure)}
 
 
 def words(values):

@@ -1,7 +1,8 @@
 # Notebooks, one process each (workflow/scripts/render_notebook.py): the rule's declared inputs go
 # into a manifest (`<results>/notebooks/<name>.inputs.json`); the jupytext source (notebooks/*.py)
 # is executed by papermill with the manifest as its parameter and exported to HTML. Figures go to
-# results/figures/<name>/.
+# results/figures/<name>/, the notebook's headline numbers to `<results>/notebooks/<name>.numbers.json`,
+# which the results page (`<results>/results.md`) gathers.
 
 
 rule notebook:
@@ -9,6 +10,7 @@ rule notebook:
         unpack(lambda w: {"source": f"notebooks/{w.name}.py", **notebook_inputs(w.name)}),
     output:
         manifest=f"{RESULTS}/notebooks/{{name}}.inputs.json",
+        numbers=f"{RESULTS}/notebooks/{{name}}.numbers.json",
         ipynb=f"{RESULTS}/notebooks/{{name}}.ipynb",
         html=report(
             f"{RESULTS}/notebooks/{{name}}.html",
@@ -42,3 +44,19 @@ rule notebook:
         },
     script:
         "../scripts/render_notebook.py"
+
+
+rule results_page:
+    input:
+        numbers=[f"{RESULTS}/notebooks/{name}.numbers.json" for name in NOTEBOOKS],
+    output:
+        md=f"{RESULTS}/results.md",
+        json=f"{RESULTS}/results.json",
+    log:
+        f"{RESULTS}/logs/results_page.log",
+    conda:
+        SIM_ENV
+    params:
+        backend=config["backend"],
+    script:
+        "../scripts/results_page.py"

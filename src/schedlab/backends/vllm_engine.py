@@ -30,8 +30,7 @@ from schedlab.engine.core import RunResult
 
 #: Thread counts a job runner sets for a job (Snakemake: each to the job's threads). In a CPU
 #: engine they give torch or numpy's BLAS extra threads, which vLLM's worker pins to the core
-#: of its one compute thread, where they spin: steps measured under Snakemake with
-#: ``MKL_NUM_THREADS=2`` and ``OPENBLAS_NUM_THREADS=2`` took 0.3 s instead of 16 ms. The engine
+#: of its one compute thread, where they spin and slow every step many times over. The engine
 #: starts without them.
 RUNNER_THREAD_VARS = (
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",

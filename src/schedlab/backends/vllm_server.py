@@ -374,9 +374,8 @@ WARMUP_S = 3.0
 
 def warm_up(server: Server, trace: pd.DataFrame, *, model: str, whisper: bool, seconds: float = WARMUP_S) -> None:
     """Replay the first ``seconds`` of ``trace`` and discard the results: a fresh server's
-    first requests take first-time paths in its front end (in one run, 38-44% of the first
-    replay's time in the system was spent outside the engine's scheduler, against 8-12% in
-    the repeats that followed)."""
+    first requests take first-time paths in its front end, which would count as time outside
+    the engine's scheduler in the first measured replay."""
     from schedlab.backends.http_client import ConnectionLost, replay_http
 
     head = trace[trace["arrival_s"] < trace["arrival_s"].min() + seconds]

