@@ -3,11 +3,18 @@ on stderr naming the problem, no traceback, and no output file left behind."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -255,3 +262,314 @@ def _catches_sigterm(pid: int) -> bool:
     """Whether process ``pid`` has a handler for SIGTERM (``SigCgt`` in /proc/<pid>/status)."""
     caught = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigCgt"))
     return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+
+
+# -- outputs: every command that writes -------------------------------------------------------
+# Each writing command with valid inputs; ("out", name) is an output file, ("folder", name) an
+# output folder, ("in", key) an input (a file of the `files` fixture; "model" is a folder).
+SPEC = json.dumps({"kind": "mixed", "n_requests": 10})
+
+
+def _arena(kappa: bool = False, base: str = "") -> str:
+    return json.dumps({"steptime": f"{base}steptime.json", "hardware": "A100-40GB", "model": "whisper-tiny",
+                       **({"kappa": f"{base}kappa.json"} if kappa else {})})
+
+
+O, F = (lambda name: ("out", name)), (lambda name: ("folder", name))
+I = lambda key: ("in", key)  # noqa: E731
+ENGINE = ["--hardware", "A100-40GB", "--model", "whisper-tiny"]
+SLAI = ["--pool", I("pool"), "--steptime", I("steptime")]
+WRITERS = {
+    "data": ["data", "--out", O("u.parquet")],
+    "workload": ["workload", "--kind", "librispeech", "--utterances", I("trace"), "--rate", "5", "9",
+                 "--n-requests", "10", "--out", O("w5.parquet"), O("w9.parquet")],
+    "profile": ["profile", "--source", "roofline", "--model", "whisper-tiny", "--out", O("p.parquet")],
+    "fit steptime": ["fit", "steptime", "--profile", I("trace"), "--out", O("f.json")],
+    "fit engine-steps": ["fit", "engine-steps", "--steps", I("trace"), "--held-out", "5", "--out", O("h.json"),
+                         "--out-all", O("a.json")],
+    "fit kappa": ["fit", "kappa", "--librispeech", I("trace"), "--out", O("k.json")],
+    "fit calibrate": ["fit", "calibrate", "--base", I("steptime"), "--utterances", I("trace"), "--kappa", I("kappa"),
+                      "--saturation-rps", "18", *ENGINE, "--out", O("c.json")],
+    "fit apply": ["fit", "apply", "--base", I("steptime"), "--calibrated", I("kappa"), "--out", O("c.json")],
+    "simulate": ["simulate", "--trace", I("trace"), "--policy", "sjf", "--steptime", I("steptime"), *ENGINE,
+                 "--out-results", O("r.parquet"), "--out-summary", O("r.json")],
+    "vllm-run": ["vllm-run", "--trace", I("trace"), "--policy", "fcfs", "--out-results", O("r.parquet"),
+                 "--out-summary", O("r.json")],
+    "vllm-serve": ["vllm-serve", "--policy", "fcfs", "--model-folder", I("model"), "--traces", I("trace"),
+                   "--rates", "5", "--server-log", O("server.log"), "--out-dir", F("runs")],
+    "whisper-files": ["whisper-files", "--model", "whisper-tiny", "--out", F("whisper")],
+    "collect": ["collect", I("steptime"), "--out", O("all.parquet")],
+    "slosa pools": ["slosa", "pools", "--chat", O("chat.parquet"), "--code", O("code.parquet")],
+    "slosa profile": ["slosa", "profile", "--source", "roofline", "--out", O("p.parquet")],
+    "slosa fit": ["slosa", "fit", "--reference", "--out", O("pred.json")],
+    "slosa study": ["slosa", "study", "compare", "--predictor", I("steptime"), "--chat", I("pool"), "--code", I("pool"),
+                    "--out", O("s.parquet")],
+    "ewsjf pools": ["ewsjf", "pools", "--short", O("short.parquet"), "--long", O("long.parquet")],
+    "ewsjf steptime": ["ewsjf", "steptime", "--out", O("st.json")],
+    "ewsjf calibrate": ["ewsjf", "calibrate", "--base", I("steptime"), "--short", I("pool"), "--long", I("pool"),
+                        "--out", O("cal.json")],
+    "ewsjf workload": ["ewsjf", "workload", "--kind", "mixed", "--short", I("pool"), "--long", I("pool"),
+                       "--n-requests", "10", "--rate", "1", "--out", O("t.parquet")],
+    "ewsjf study": ["ewsjf", "study", "tuning", "--steptime", I("steptime"), "--short", I("pool"), "--long", I("pool"),
+                    "--out", O("s.parquet"), "--out-params", O("params.json"), "--out-timeline", O("tl.parquet")],
+    "slai lengths": ["slai", "lengths", "--out", O("l.parquet")],
+    "slai profile": ["slai", "profile", "--out", O("p.parquet")],
+    "slai calibrate": ["slai", "calibrate", "--base", I("steptime"), "--pool", I("pool"), "--out", O("c.json")],
+    "slai run": ["slai", "run", "--scheduler", "rad", "--rate", "1", *SLAI, "--out-results", O("r.parquet"),
+                 "--out-summary", O("r.json")],
+    "slai sweep": ["slai", "sweep", "--scheduler", "rad", "--share", "0.5", "--rates", "1", *SLAI, "--out-dir", F("sweep")],
+    "slai scale": ["slai", "scale", "--pool", I("pool"), "--factor", "0.5", "--model", "tiny-llama", "--out", O("s.parquet")],
+    "slai serve": ["slai", "serve", "--scheduler", "rad", "--share", "0.5", "--rates", "1", "--pool", I("pool"),
+                   "--server-log-dir", F("logs"), "--out-dir", F("served")],
+    "slai capacity": ["slai", "capacity", I("trace"), *SLAI, "--out", O("cap.parquet")],
+    "slai params": ["slai", "params", *SLAI, "--out", O("params.parquet")],
+    "slai throughput": ["slai", "throughput", *SLAI, "--out", O("cap.parquet"), "--out-queue", O("q.parquet")],
+    "tournament pool": ["tournament", "pool", "--kind", "azure-code", "--out", O("pool.parquet")],
+    "tournament play": ["tournament", "play", "--workload", "w", "--spec", SPEC, "--arena", ("arena", False),
+                        "--loads", "0.5", "--entrants", "fcfs", "--pool", "short=pool.parquet", "--out", O("m.parquet")],
+    "tournament table": ["tournament", "table", "--runs", I("trace"), "--out", O("table.parquet")],
+    "extension kappa": ["extension", "kappa", "--utterances", I("pool"), "--engine", ("arena", True),
+                        "--out-runs", O("runs.parquet"), "--out-quality", O("quality.parquet")],
+    "extension vad": ["extension", "vad", "--utterances", I("pool"), "--engine", ("arena", True),
+                      "--out-runs", O("runs.parquet"), "--out-accuracy", O("acc.parquet")],
+    "extension switching": ["extension", "switching", "--utterances", I("pool"), "--engine", ("arena", True),
+                            "--out-dir", F("switching")],
+}
+#: What a hostile output path can be, for a file and for a folder.
+FILE_KINDS = ("device", "FIFO", "socket", "folder", "under a file", "an input", "another output")
+FOLDER_KINDS = ("device", "FIFO", "socket", "file", "under a file")
+
+
+def _cases():
+    for name, argv in WRITERS.items():
+        slots = [i for i, a in enumerate(argv) if isinstance(a, tuple) and a[0] in ("out", "folder")]
+        outputs = [i for i in slots if argv[i][0] == "out"]
+        has_input = any(isinstance(a, tuple) and a[0] in ("in", "arena") for a in argv)
+        for i in slots:
+            for kind in FILE_KINDS if argv[i][0] == "out" else FOLDER_KINDS:
+                if (kind == "an input" and not has_input) or (kind == "another output" and len(outputs) < 2):
+                    continue
+                yield pytest.param(name, i, kind, id=f"{name} {_option(argv, i)} {kind}")
+
+
+def _hostile(kind: str, path: Path) -> None:
+    """Make ``path`` the hostile thing ``kind`` names (device, FIFO, socket, folder, file)."""
+    if kind == "device":  # a real character device: /dev/null's numbers, made here (root), where it may be lost
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    elif kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b"the user's file")
+
+
+def _state(path: Path):
+    """What must not change: the file's type, inode and device numbers, and a regular file's bytes."""
+    st = os.lstat(path)
+    return stat.S_IFMT(st.st_mode), st.st_ino, st.st_rdev, path.read_bytes() if stat.S_ISREG(st.st_mode) else None
+
+
+def _option(argv: list, i: int) -> str:
+    """The option an argument belongs to (the nearest ``--option`` before it)."""
+    return next(a for a in reversed(argv[:i]) if isinstance(a, str) and a.startswith("--"))
+
+
+def _materialise(command: str, files, base: str = "") -> tuple[list[str], str]:
+    """The command's argv with real paths (its inputs named as in ``files``, its outputs under
+    ``out/``, all under ``base``), and one of its inputs."""
+    argv, an_input = [], None
+    for a in WRITERS[command]:
+        if isinstance(a, tuple) and a[0] == "arena":
+            a, an_input = _arena(a[1], base), an_input or f"{base}steptime.json"
+        elif isinstance(a, tuple) and a[0] == "in":
+            a = base + ("model" if a[1] == "model" else files[a[1]].name)
+            an_input = an_input or (a if not a.endswith("model") else None)
+        elif isinstance(a, tuple):
+            a = f"{base}out/{a[1]}"
+        argv.append(a)
+    return argv, an_input
+
+
+@pytest.mark.parametrize("command, slot, kind", list(_cases()))
+def test_no_command_writes_over_a_device_fifo_socket_folder_or_input(capsys, files, monkeypatch, command, slot, kind):
+    """Every command that writes refuses, before any work and in one line, an output that is a
+    device, a FIFO, a socket, a folder where a file is meant (a file where a folder is), a path
+    under a file, one of its inputs or another of its outputs; the target is left as it was."""
+    if kind == "device" and os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    monkeypatch.chdir(files["dir"])  # short relative paths: a socket's path is limited to 108 bytes
+    (files["dir"] / "model").mkdir()
+    argv, an_input = _materialise(command, files)
+    target = Path(argv[slot])
+    if kind == "under a file":
+        _hostile("file", Path("out/plain"))
+        argv[slot], target = "out/plain/x", Path("out/plain")
+    elif kind == "an input":
+        argv[slot] = an_input
+        target = Path(an_input)
+    elif kind == "another output":  # named like another output of the command
+        argv[slot] = next(a for j, a in enumerate(argv) if j != slot and str(a).startswith("out/"))
+        target = None
+    else:
+        _hostile(kind, target)
+    before = _state(target) if target is not None else None
+    listing = sorted(str(p) for p in files["dir"].rglob("*"))
+    with _alarm(60):
+        rc, out, err = run_cli(capsys, argv)
+    assert rc == 2, err
+    assert err.startswith("schedlab: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(target if target is not None else argv[slot]) in err, err
+    if target is not None:
+        assert _state(target) == before
+    assert sorted(str(p) for p in files["dir"].rglob("*")) == listing  # nothing written, no temporary
+
+
+def test_every_writing_command_is_in_the_output_table():
+    """The table above holds every output option of every command (a new command joins it)."""
+    from schedlab.cli import build_parser
+    from schedlab.cli_types import OutputFolder, OutputPath
+
+    def options(parser, path=()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from options(sub, (*path, name))
+            elif action.type in (OutputPath, OutputFolder):
+                yield " ".join(path), action.option_strings[0]
+
+    table = {(name, _option(argv, i)) for name, argv in WRITERS.items()
+             for i, a in enumerate(argv) if isinstance(a, tuple) and a[0] in ("out", "folder")}
+    assert set(options(build_parser())) == table
+
+
+# -- another user: unreadable inputs, a package and a home that cannot be written -------------
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def elsewhere():
+    """A folder laid out for a user who owns none of it: a copy of the package and inputs it may
+    read but not write, a home it cannot make, and a writable ``out`` and ``tmp``. Returns the
+    folder, the command prefix that runs as that user (root: ``nobody``, through setpriv; any
+    other user: itself, the package made read-only) and the environment."""
+    root = Path(tempfile.mkdtemp(prefix="schedlab-elsewhere-"))
+    root.chmod(0o755)
+    shutil.copytree(ROOT / "src" / "schedlab", root / "pkg" / "schedlab", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("out", "tmp"):
+        (root / name).mkdir(mode=0o777)
+        (root / name).chmod(0o777)
+    (root / "ro").mkdir()
+    for folder, _, names in os.walk(root / "pkg"):
+        for name in names:
+            os.chmod(os.path.join(folder, name), 0o444)
+        os.chmod(folder, 0o555)
+    (root / "ro").chmod(0o555)
+    env = {**os.environ, "HOME": str(root / "ro" / "home"), "TMPDIR": str(root / "tmp"), "PYTHONPATH": str(root / "pkg")}
+    for name in ("XDG_CACHE_HOME", "NUMBA_CACHE_DIR"):
+        env.pop(name, None)
+    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] if os.geteuid() == 0 else []
+    yield root, prefix, env
+    for folder, _, _ in os.walk(root):
+        os.chmod(folder, 0o755)
+    shutil.rmtree(root)
+
+
+#: Runs ``schedlab`` command lines (JSON on stdin) in one process and prints, for each, its
+#: exit status and what it wrote on stderr.
+CASES_SCRIPT = """
+import contextlib, io, json, sys
+from schedlab.cli import main
+out = []
+for argv in json.load(sys.stdin):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as e:
+            rc = e.code
+    out.append([rc, err.getvalue()])
+print(json.dumps(out))
+"""
+
+
+def _inputs_of(command: str) -> list[str]:
+    return sorted({a[1] for a in WRITERS[command] if isinstance(a, tuple) and a[0] == "in" and a[1] != "model"}
+                  | ({"steptime"} if any(isinstance(a, tuple) and a[0] == "arena" for a in WRITERS[command]) else set()))
+
+
+def test_an_unreadable_input_is_one_line_in_every_command_that_reads(elsewhere, files):
+    """Each input of each command, made unreadable to the user running it: exit 2, one line
+    naming the file, before any work (nothing written)."""
+    root, prefix, env = elsewhere
+    cases, named = [], []
+    for command in WRITERS:
+        for key in _inputs_of(command):
+            work = root / "work" / f"{command.replace(' ', '_')}-{key}"
+            (work / "out").mkdir(parents=True)
+            (work / "out").chmod(0o777)
+            for name in ("trace", "steptime", "kappa", "pool"):
+                shutil.copy(files[name], work / files[name].name)
+                (work / files[name].name).chmod(0o644 if name != key else 0o000)
+            (work / "model").mkdir()
+            cases.append(_materialise(command, files, f"{work}/")[0])
+            named.append(str(work / files[key].name))
+    proc = subprocess.run([*prefix, sys.executable, "-c", CASES_SCRIPT], input=json.dumps(cases), env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for argv, name, (rc, err) in zip(cases, named, json.loads(proc.stdout)):
+        assert rc == 2 and err.count("\n") == 1 and "Permission denied" in err and name in err, (argv, err)
+    assert not [p for p in (root / "work").rglob("out/*")]
+
+
+def test_a_package_and_home_that_cannot_be_written_still_run(elsewhere, files):
+    """Another user's install and no writable home: numba's kernels cache in a folder that user
+    can write (NUMBA_CACHE_DIR, chosen before numba loads) instead of failing with "no locator
+    available"; the run completes and its outputs follow that user's umask."""
+    root, prefix, env = elsewhere
+    for name in ("trace", "steptime", "kappa"):
+        shutil.copy(files[name], root / "out" / files[name].name)
+        (root / "out" / files[name].name).chmod(0o644)
+    out = root / "out"
+    argv = ["simulate", "--trace", str(out / "trace.parquet"), "--policy", "sjf", "--steptime", str(out / "steptime.json"),
+            "--kappa", str(out / "kappa.json"), "--hardware", "A100-40GB", "--model", "whisper-tiny",
+            "--out-results", str(out / "r.parquet"), "--out-summary", str(out / "r.json")]
+    proc = subprocess.run(["sh", "-c", 'umask 027 && exec "$@"', "sh", *prefix, sys.executable, "-m", "schedlab.cli",
+                           *argv], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((out / "r.json").read_text())["completed"] == N
+    assert {stat.S_IMODE((out / f).stat().st_mode) for f in ("r.json", "r.parquet")} == {0o640}
+    assert list((root / "tmp").glob("schedlab-numba-*/**/*.nbi"))  # the kernels were cached there
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_outputs_follow_the_umask(capsys, files, umask):
+    """Outputs are created as `open` would create them (0666 less the umask), not 0600."""
+    old = os.umask(umask)
+    try:
+        rc, _, err = run_cli(capsys, simulate(files))
+        rc2, _, err2 = run_cli(capsys, ["collect", str(files["out"] / "run.json"), "--out", str(files["out"] / "all.parquet")])
+    finally:
+        os.umask(old)
+    assert rc == rc2 == 0, err + err2
+    for name in ("run.json", "run.parquet", "all.parquet"):
+        assert stat.S_IMODE((files["out"] / name).stat().st_mode) == 0o666 & ~umask, name
+
+
+@contextmanager
+def _alarm(seconds: int):
+    """Fail instead of hanging (a FIFO opened for writing blocks until someone reads it)."""
+    def expire(*_):
+        raise TimeoutError(f"took over {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

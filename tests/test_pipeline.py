@@ -213,7 +213,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     assert {r["rate"] for r in cal["implied_saturation"]} <= {20.0, 25.0}  # what each overloaded row alone implies
     assert {b["bound"] for b in cal["bounds"]} == {"150 requests", "10 s, at most 20 in flight", "10 s, open"}
     assert cal["achieved"]["saturation_rps"] == pytest.approx(cal["targets"]["saturation_rps"], rel=0.3)
-    assert not list(results.rglob("*.tmp"))
+    assert not list(results.rglob("*.tmp*"))  # no temporary left behind
 
     # `make report`: one self-contained HTML page holding every figure and executed notebook.
     report = subprocess.run(["snakemake", "--configfile", ".test/config.yaml", "--report", "results/report.html"],

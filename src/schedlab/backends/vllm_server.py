@@ -143,8 +143,11 @@ def start_server(cmd: list[str], *, log: str | Path, env: dict[str, str] | None 
     or an early exit the server is stopped and the log's tail is in the error."""
     import httpx
 
+    from schedlab.io import check_target
+
     port = port or free_port()
     log = Path(log)
+    check_target(log)  # a log is written through: never into a device, a FIFO or an input
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a" if append else "w") as out:
         out.write("$ " + shlex.join(cmd) + f" --port {port}\n")
@@ -394,6 +397,26 @@ def step_log_path(server_log: str | Path) -> Path:
     return log.with_name(log.stem + ".steps.csv")
 
 
+def replay_stem(out_dir: str | Path, label: str, seed: int, rep: int) -> Path:
+    """The name of one replay's files under ``out_dir``, without their extensions (a rate
+    label may hold a '.': no ``with_suffix``)."""
+    return Path(out_dir) / f"rate{label}_seed{seed}_rep{rep}"
+
+
+#: The files of one replay (:func:`run_served`), by extension.
+REPLAY_FILES = (".parquet", ".steps.parquet", ".json")
+
+
+def served_outputs(out_dir: str | Path, labels, *, seed: int, repeats: int, server_log: str | Path) -> list[Path]:
+    """Every file :func:`run_served` writes besides the server's log: the server's step and
+    request logs, and each replay's results, steps and summary."""
+    from schedlab.backends.step_log import request_log_path
+
+    steps_csv = step_log_path(server_log)
+    stems = [replay_stem(out_dir, label, seed, rep) for rep in range(repeats) for label in labels]
+    return [steps_csv, request_log_path(steps_csv), *(Path(f"{stem}{ext}") for stem in stems for ext in REPLAY_FILES)]
+
+
 def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict[str, float],
                traces: dict[str, pd.DataFrame], identity: dict, repeats: int, server_log: str | Path,
                out_dir: str | Path, seed: int = 0) -> list[Path]:
@@ -419,7 +442,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
         wait_for_idle,
     )
     from schedlab.backends.vllm_profile import device_label
-    from schedlab.io import write_json, write_parquet
+    from schedlab.io import check_target, write_outputs
     from schedlab.metrics import summarize
 
     whisper = model_arch(spec.model).encoder_frames > 0
@@ -491,6 +514,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
         return servers[-1]
 
     for log in (steps_csv, request_log_path(steps_csv)):  # this job's servers append to them
+        check_target(log)
         log.unlink(missing_ok=True)
     written = []
     try:
@@ -502,11 +526,9 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                 server = run.server
                 steps, summary = measured[run.token]  # the kept attempt's (its summary says why others were not)
                 measured.clear()
-                # (a rate label may hold a '.': no with_suffix)
-                stem = Path(out_dir) / f"rate{label}_seed{seed}_rep{rep}"
-                write_parquet(run.requests, f"{stem}.parquet")
-                write_parquet(steps, f"{stem}.steps.parquet")
-                write_json(summary, f"{stem}.json")
+                stem = replay_stem(out_dir, label, seed, rep)
+                results, steps_out, summary_out = (f"{stem}{ext}" for ext in REPLAY_FILES)
+                write_outputs({results: run.requests, steps_out: steps, summary_out: summary})
                 written.append(stem)
     finally:
         for started in servers:

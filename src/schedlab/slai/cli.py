@@ -7,13 +7,35 @@ from pathlib import Path
 
 import pandas as pd
 
-from schedlab.cli_types import engine_spec, positive_number, positive_numbers, vllm_engine_args
+from schedlab.cli_types import (
+    InputPath,
+    OutputFolder,
+    OutputPath,
+    count,
+    duration,
+    engine_spec,
+    number,
+    positive_number,
+    positive_numbers,
+    rate,
+    seed,
+    vllm_engine_args,
+)
+from schedlab.contracts import MAX_RATE_RPS, MAX_RUN_S
 from schedlab.errors import SchedlabError
 from schedlab.contracts import SIM_BACKENDS
-from schedlab.io import read_parquet, write_outputs, write_parquet
+from schedlab.io import write_outputs, write_parquet
+from schedlab.validation import read_pool
 from schedlab.slosa.cli import _ints
 
 TABLES = ("summary", "buckets", "timeline")
+#: The tables of one scheduler's served sweep (`schedlab slai serve`).
+SERVED_TABLES = ("summary", "buckets")
+
+
+def _scheduler_tables(args, tables) -> list[Path]:
+    """``<out-dir>/<scheduler>/<table>.parquet`` of every scheduler: what a sweep writes."""
+    return [Path(args.out_dir) / s / f"{t}.parquet" for s in args.scheduler for t in tables]
 
 
 def _share(text: str) -> float:
@@ -32,13 +54,13 @@ def _targets(text: str) -> dict[str, float]:
         targets = {k.strip(): float(v) for k, v in (item.split("=") for item in text.split(","))}
     except ValueError:
         raise argparse.ArgumentTypeError(f"not class=seconds pairs: {text!r}") from None
-    if set(targets) != {"paying", "free"} or not all(v > 0 for v in targets.values()):
+    if set(targets) != {"paying", "free"} or not all(0 < v <= MAX_RUN_S for v in targets.values()):
         raise argparse.ArgumentTypeError(f"need positive targets for paying and free, got {text!r}")
     return targets
 
 
 def _workload_args(g) -> None:
-    g.add_argument("--pool", required=True, help="length pool parquet from `schedlab slai lengths` (or `scale`)")
+    g.add_argument("--pool", type=InputPath, required=True, help="length pool parquet from `schedlab slai lengths` (or `scale`)")
     g.add_argument("--duration-s", type=float, default=2100.0, help="seconds of arrivals (35 minutes)")
     g.add_argument("--warmup-s", type=float, default=120.0, help="arrivals before this are not measured (< --duration-s)")
     g.add_argument("--tbt-targets", type=_targets, default=None,
@@ -57,7 +79,7 @@ def _setup(args):
         arena = Arena.build(StepTimeModel.load(args.steptime), args.hardware, args.model, block_size=args.block_size,
                             max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                             kv_blocks=args.kv_capacity_blocks)
-    pool = read_parquet(args.pool, ("prompt_tokens", "output_tokens"))
+    pool = read_pool(args.pool, ("prompt_tokens", "output_tokens"))
     extra = {"targets": args.tbt_targets} if args.tbt_targets else {}
     return Setup(pool, arena, args.duration_s, args.warmup_s, getattr(args, "backend", "vllm"), args.model, **extra)
 
@@ -89,7 +111,7 @@ def cmd_calibrate(args) -> None:
             raise SchedlabError("--capacity-rps needs --pool (the length pool the runs draw from)")
         check_run_length(args.duration_s, args.warmup_s, "--duration-s/--warmup-s")
         arena = Arena.build(model, args.hardware, args.model, block_size=args.block_size)
-        setup = Setup(read_parquet(args.pool, ("prompt_tokens", "output_tokens")), arena, args.duration_s, args.warmup_s)
+        setup = Setup(read_pool(args.pool, ("prompt_tokens", "output_tokens")), arena, args.duration_s, args.warmup_s)
         model, record = serving_overhead(setup, capacity_rps=args.capacity_rps, shares=args.shares)
         record["sensitivity"] = capacity_sensitivity(setup, record, share=min(args.shares)).to_dict(orient="records")
     model.save(args.out)
@@ -111,7 +133,7 @@ def cmd_scale(args) -> None:
     from schedlab.latency.catalogue import model_arch
     from schedlab.workload.openchat import scaled_pool
 
-    pool = read_parquet(args.pool, ("prompt_tokens", "output_tokens"))
+    pool = read_pool(args.pool, ("prompt_tokens", "output_tokens"))
     write_parquet(scaled_pool(pool, args.factor, model_arch(args.model).max_target_positions), args.out)
 
 
@@ -127,11 +149,13 @@ def cmd_serve(args) -> None:
     for scheduler in args.scheduler:
         tables = served_sweep(setup, spec, folder, scheduler, args.share, args.rates, args.seeds,
                               server_log=Path(args.server_log_dir) / f"{scheduler}.log")
-        write_outputs({Path(args.out_dir) / scheduler / f"{name}.parquet": table for name, table in tables.items()})
+        write_outputs({Path(args.out_dir) / scheduler / f"{name}.parquet": tables[name] for name in SERVED_TABLES})
 
 
 def cmd_capacity(args) -> None:
     from schedlab.slai.studies import capacity
+
+    from schedlab.io import read_parquet
 
     grid = pd.concat([read_parquet(p, ("scheduler", "share", "rate", "seed", "within_capacity")) for p in args.summaries])
     write_parquet(capacity(_setup(args), grid, iterations=args.iterations), args.out)
@@ -172,20 +196,20 @@ def _grid_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--scheduler", nargs="+", required=True, help=", ".join(SCHEDULERS))
     p.add_argument("--share", type=_share, required=True)
-    p.add_argument("--rates", type=positive_numbers(float), required=True, help="req/s, comma-separated")
+    p.add_argument("--rates", type=positive_numbers(float, MAX_RATE_RPS), required=True, help="req/s, comma-separated")
     p.add_argument("--seeds", type=_ints, default=[0])
 
 
 def _setup_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("setup")
     _workload_args(g)
-    g.add_argument("--steptime", required=True, help="engine model JSON (calibrated)")
+    g.add_argument("--steptime", type=InputPath, required=True, help="engine model JSON (calibrated)")
     g.add_argument("--hardware", default="RTX-6000-Ada")
     g.add_argument("--model", default="mistral-7b")
     g.add_argument("--block-size", type=positive_number(int), default=16)
     g.add_argument("--max-num-seqs", type=positive_number(int), default=256)
     g.add_argument("--max-num-batched-tokens", type=positive_number(int), default=8192)
-    g.add_argument("--kv-capacity-blocks", type=positive_number(int),
+    g.add_argument("--kv-capacity-blocks", type=positive_number(int, 2**40),
                    help="KV blocks of a measured engine, instead of deriving them from --hardware")
     g.add_argument("--backend", choices=SIM_BACKENDS, default="sim",
                    help="schedlab's engine, or vLLM's scheduler carrying out each step plan (runs, sweeps, capacity)")
@@ -199,83 +223,86 @@ def add_commands(sub) -> None:
     ssub = s.add_subparsers(dest="slai_command", required=True)
 
     p = ssub.add_parser("lengths", help="openchat_sharegpt4 (prompt, output) pairs, capped at 8192 tokens")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", type=OutputPath, required=True)
     p.set_defaults(func=cmd_lengths)
 
     pr = ssub.add_parser("profile", help="roofline profile of mixed batches (additive, tile staircase)")
     pr.add_argument("--hardware", default="RTX-6000-Ada")
     pr.add_argument("--model", default="mistral-7b")
-    pr.add_argument("--tile", type=int, default=128, help="GEMM tile width in tokens (0: no staircase)")
-    pr.add_argument("--out", required=True)
+    pr.add_argument("--tile", type=number(int, minimum=0, strict=False, maximum=2**20), default=128,
+                    help="GEMM tile width in tokens (0: no staircase)")
+    pr.add_argument("--out", type=OutputPath, required=True)
     pr.set_defaults(func=cmd_profile)
 
     c = ssub.add_parser("calibrate", help="scale a step-time fit to measured prefill-chunk batch times")
-    c.add_argument("--base", required=True, help="step-time JSON from `schedlab fit steptime`")
+    c.add_argument("--base", type=InputPath, required=True, help="step-time JSON from `schedlab fit steptime`")
     c.add_argument("--chunks", type=_ints, default=[64, 512, 1024], help="chunk sizes (tokens)")
     c.add_argument("--times-ms", type=positive_numbers(float), default=[22.7, 46.5, 74.7], help="measured batch times (ms)")
-    c.add_argument("--capacity-rps", type=positive_number(float),
+    c.add_argument("--capacity-rps", type=rate(),
                    help="the baseline's (Sarathi-Serve, FCFS) published serving capacity: fit a per-batch overhead to it")
     c.add_argument("--shares", type=positive_numbers(float), default=[0.05, 0.5, 0.95], help="paying shares of that fit")
-    c.add_argument("--pool", help="length pool parquet (with --capacity-rps)")
+    c.add_argument("--pool", type=InputPath, help="length pool parquet (with --capacity-rps)")
     c.add_argument("--hardware", default="RTX-6000-Ada")
     c.add_argument("--model", default="mistral-7b")
     c.add_argument("--block-size", type=positive_number(int), default=16)
     c.add_argument("--duration-s", type=float, default=2100.0)
     c.add_argument("--warmup-s", type=float, default=120.0)
-    c.add_argument("--out", required=True)
+    c.add_argument("--out", type=OutputPath, required=True)
     c.set_defaults(func=cmd_calibrate)
 
     r = ssub.add_parser("run", help="one scheduler at one rate and paying share")
     r.add_argument("--scheduler", required=True, help=", ".join(SCHEDULERS))
-    r.add_argument("--rate", type=positive_number(float), required=True, help="req/s")
+    r.add_argument("--rate", type=rate(), required=True, help="req/s")
     r.add_argument("--share", type=_share, default=0.05, help="probability a request is a paying user's")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=seed, default=0)
     _setup_args(r)
-    r.add_argument("--out-results", required=True)
-    r.add_argument("--out-summary", required=True)
+    r.add_argument("--out-results", type=OutputPath, required=True)
+    r.add_argument("--out-summary", type=OutputPath, required=True)
     r.set_defaults(func=cmd_run)
 
     w = ssub.add_parser("sweep", help="schedulers, one after another, over rates x seeds at one paying share")
     _grid_args(w)
     _setup_args(w)
-    w.add_argument("--out-dir", required=True, help="gets <scheduler>/summary.parquet, buckets.parquet, timeline.parquet")
-    w.set_defaults(func=cmd_sweep)
+    w.add_argument("--out-dir", type=OutputFolder, required=True,
+                   help="gets <scheduler>/summary.parquet, buckets.parquet, timeline.parquet")
+    w.set_defaults(func=cmd_sweep, planned_outputs=lambda a: _scheduler_tables(a, TABLES))
 
     sc = ssub.add_parser("scale", help="a length pool scaled to a smaller engine (prompts cut to its context)")
-    sc.add_argument("--pool", required=True)
+    sc.add_argument("--pool", type=InputPath, required=True)
     sc.add_argument("--factor", type=positive_number(float), required=True, help="length scale, within (0, 1]")
     sc.add_argument("--model", required=True, help="the engine's model architecture (its context caps every request)")
-    sc.add_argument("--out", required=True)
+    sc.add_argument("--out", type=OutputPath, required=True)
     sc.set_defaults(func=cmd_scale)
 
     sv = ssub.add_parser("serve", help="schedulers on a real engine (`vllm serve`), one server each, over rates x seeds")
     _grid_args(sv)
     _workload_args(sv)
     sv.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
-    sv.add_argument("--model-folder", help="folder the server loads (default: the bundled architecture)")
+    sv.add_argument("--model-folder", type=InputPath, help="folder the server loads (default: the bundled architecture)")
     vllm_engine_args(sv, device=True)
-    sv.add_argument("--server-log-dir", required=True, help="gets <scheduler>.log, each server's output")
-    sv.add_argument("--out-dir", required=True, help="gets <scheduler>/summary.parquet and buckets.parquet")
-    sv.set_defaults(func=cmd_serve)
+    sv.add_argument("--server-log-dir", type=OutputFolder, required=True, help="gets <scheduler>.log, each server's output")
+    sv.add_argument("--out-dir", type=OutputFolder, required=True, help="gets <scheduler>/summary.parquet and buckets.parquet")
+    sv.set_defaults(func=cmd_serve, planned_outputs=lambda a: [
+        *_scheduler_tables(a, SERVED_TABLES), *(Path(a.server_log_dir) / f"{s}.log" for s in a.scheduler)])
 
     cap = ssub.add_parser("capacity", help="serving capacity per scheduler, bisected from sweep summaries")
-    cap.add_argument("summaries", nargs="+")
-    cap.add_argument("--iterations", type=int, default=3)
+    cap.add_argument("summaries", type=InputPath, nargs="+")
+    cap.add_argument("--iterations", type=number(int, minimum=0, strict=False, maximum=100), default=3)
     _setup_args(cap)
-    cap.add_argument("--out", required=True)
+    cap.add_argument("--out", type=OutputPath, required=True)
     cap.set_defaults(func=cmd_capacity)
 
     pa = ssub.add_parser("params", help="engine-model parameter studies (Fig. 6)")
     _setup_args(pa)
-    pa.add_argument("--out", required=True)
+    pa.add_argument("--out", type=OutputPath, required=True)
     pa.set_defaults(func=cmd_params)
 
     t = ssub.add_parser("throughput", help="highest stable rate per scheduler, and queues around it")
     t.add_argument("--schedulers", type=lambda x: x.split(","), default=list(THROUGHPUT_SCHEDULERS))
-    t.add_argument("--backlog", type=positive_number(int), default=1500, help="requests waiting at t = 0 for the saturation runs")
-    t.add_argument("--queue-duration-s", type=positive_number(float), default=1200.0, help="seconds of arrivals around capacity")
+    t.add_argument("--backlog", type=count, default=1500, help="requests waiting at t = 0 for the saturation runs")
+    t.add_argument("--queue-duration-s", type=duration, default=1200.0, help="seconds of arrivals around capacity")
     _setup_args(t)
-    t.add_argument("--out", required=True)
-    t.add_argument("--out-queue", required=True)
+    t.add_argument("--out", type=OutputPath, required=True)
+    t.add_argument("--out-queue", type=OutputPath, required=True)
     t.set_defaults(func=cmd_throughput)
 

@@ -22,11 +22,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schedlab.contracts import MAX_AUDIO_S
 from schedlab.errors import SchedlabError
-from schedlab.validation.documents import Positive, Strict, parse
+from schedlab.validation.documents import Kappa, Strict, parse
 
-#: Longest audio duration a hint may state (about 28 hours).
-MAX_DURATION_S = 1e5
+#: Longest audio duration a hint may state (about 28 hours; a trace's, too).
+MAX_DURATION_S = MAX_AUDIO_S
 
 Duration = Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
 
@@ -79,7 +80,7 @@ class ServerOptions(Strict):
     (:mod:`schedlab.backends.step_log`; no log without it)."""
 
     policy: str = "fcfs"
-    kappa: dict[str, Positive] = {}
+    kappa: dict[str, Kappa] = {}
     allow_client_priority: bool = False
     step_log: Annotated[str, Field(min_length=1)] | None = None
 
