@@ -4,8 +4,11 @@ on stderr naming the problem, no traceback, and no output file left behind."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import re
+import resource
 import shutil
 import signal
 import socket
@@ -445,6 +448,172 @@ def test_every_writing_command_is_in_the_output_table():
     table = {(name, _option(argv, i)) for name, argv in WRITERS.items()
              for i, a in enumerate(argv) if isinstance(a, tuple) and a[0] in ("out", "folder")}
     assert set(options(build_parser())) == table
+
+
+# -- numbers past their bounds, in every command -----------------------------------------------
+def _subparser(parser, command: str):
+    for word in command.split():
+        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
+    return parser
+
+
+#: Values beyond most bounds: not a number, infinite, negative, zero, past any maximum, not whole.
+EXTREMES = ("nan", "inf", "-inf", "-1", "0", "1e308", "-1e308", "1e400", "2.5", "1e15")
+
+
+def _numeric_options():
+    from schedlab.cli import build_parser
+    from schedlab.cli_types import numbers
+
+    parser = build_parser()
+    for command in WRITERS:
+        for action in _subparser(parser, command)._actions:
+            if isinstance(action.type, numbers):
+                bad = [t for t in EXTREMES if not action.type.allows(float(t))
+                       or (action.type.cast is int and float(t) != int(float(t)))]
+                yield pytest.param(command, action.option_strings[0], bad, id=f"{command} {action.option_strings[0]}")
+
+
+@pytest.mark.parametrize("command, option, values", list(_numeric_options()))
+def test_every_number_past_its_bounds_is_refused_where_it_is_read(capsys, files, monkeypatch, command, option, values):
+    """Every numeric option of every command (rates, durations, counts, seeds, limits, factors)
+    refuses NaN, infinities (but a burst's rate), negatives, zero where it must be positive,
+    values past its bound and fractions where it counts: exit 2, one line naming the option,
+    nothing written."""
+    monkeypatch.chdir(files["dir"])
+    (files["dir"] / "model").mkdir()
+    argv = _materialise(command, files)[0]
+    for text in values:
+        rc, out, err = run_cli(capsys, [*argv, option, text])
+        assert rc == 2 and err.count("\n") == 1 and option in err and "Traceback" not in err, (text, err)
+    assert not any(files["out"].iterdir())
+
+
+def test_values_within_bounds_that_cannot_run_are_refused_before_any_work(files):
+    """What passes each option alone but cannot run: more requests than memory holds, checked
+    before anything is allocated (each command runs with its address space capped at 6 GiB,
+    so that a regression fails here rather than exhausting the machine)."""
+    f = files
+    utterances = f["dir"] / "utts.parquet"
+    pd.DataFrame({"duration_s": [3.0, 8.0], "output_tokens": [10, 30], "text_tokens": [9, 29]}).to_parquet(utterances)
+    cases = {
+        "1e6 req/s for 1e8 s": (["workload", "--kind", "librispeech", "--utterances", str(utterances), "--rate", "1e6",
+                                 "--duration-s", "1e8", "--out", str(f["out"] / "w.parquet")], "requests"),
+        "a billion requests": (["ewsjf", "workload", "--kind", "mixed", "--short", str(f["pool"]), "--long", str(f["pool"]),
+                                "--n-requests", "1e9", "--rate", "10", "--out", str(f["out"] / "w.parquet")], "memory"),
+        "a billion requests per run": (["ewsjf", "study", "load", "--steptime", str(f["steptime"]), "--short", str(f["pool"]),
+                                        "--long", str(f["pool"]), "--sizes", "10,1000000000",
+                                        "--out", str(f["out"] / "s.parquet")], "memory"),
+        "a uniform pool of a billion clips per duration": (["workload", "--kind", "uniform", "--utterances", str(utterances),
+                                                            "--rate", "5", "--n-requests", "10", "--clips-per-duration",
+                                                            "1e9", "--out", str(f["out"] / "w.parquet")], "memory"),
+        "slai at 1e6 req/s for 1e8 s": (slai_run(f, "--duration-s", "1e8") + ["--rate", "1e6"], "requests"),
+        "tournament of a billion requests": (tournament_play(f, {"kind": "openchat", "n_requests": 10**9}), "memory"),
+    }
+    cap = lambda: resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, 6 * 2**30))  # noqa: E731
+    for name, (argv, word) in cases.items():
+        proc = subprocess.run([sys.executable, "-m", "schedlab.cli", *argv], capture_output=True, text=True,
+                              timeout=120, preexec_fn=cap)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and word in proc.stderr, (name, proc.stderr[-2000:])
+    assert not any(f["out"].iterdir())
+
+
+VLLM_LIMITS = {  # vLLM's SchedulerConfig and encoder budget, in its words
+    "tokens below the sequences": ({"--max-num-batched-tokens": "1"}, "tiny-llama",
+                                   "max_num_batched_tokens (1) must be greater than or equal to max_num_seqs (256)"),
+    "whisper's tokens below its context": ({"--max-num-batched-tokens": "300", "--max-num-seqs": "8"}, "whisper-tiny",
+                                           "max_num_batched_tokens (300) is smaller than max_model_len (448)"),
+    "whisper's tokens below one encoder input": ({"--max-num-batched-tokens": "1024", "--max-num-seqs": "8"}, "whisper-tiny",
+                                                 "max_tokens_per_mm_item (1500) is larger than max_num_batched_tokens (1024)"),
+}
+
+
+@pytest.mark.parametrize("limits, model, message", VLLM_LIMITS.values(), ids=VLLM_LIMITS.keys())
+def test_engine_limits_that_vllm_refuses_are_refused_identically_on_every_backend(capsys, files, limits, model, message):
+    """`sim` refuses exactly what vLLM's own configuration refuses, with vLLM's message;
+    `vllm-sim` and the real engine's commands (vllm-run, here before any engine starts) say
+    the same. vLLM itself is asked too: building its scheduler with the same limits fails with
+    that message."""
+    flags = [x for kv in limits.items() for x in kv]
+    errors = [assert_rejected(capsys, files, simulate(files, *flags, backend=b, model=model), message)
+              for b in BACKENDS_HERE]
+    assert len(set(errors)) == 1
+    run = ["vllm-run", "--trace", str(files["trace"]), "--policy", "fcfs", "--model", model,
+           "--out-results", str(files["out"] / "r.parquet"), "--out-summary", str(files["out"] / "r.json"), *flags]
+    if "--max-num-seqs" not in limits:
+        run += ["--max-num-seqs", "256"]
+    assert_rejected(capsys, files, run, message)
+    if "vllm-sim" in BACKENDS_HERE:
+        from schedlab.backends.vllm_build import build_scheduler
+        from schedlab.engine import EngineConfig
+        from schedlab.latency.catalogue import model_arch
+
+        engine = EngineConfig(max_num_seqs=int(limits.get("--max-num-seqs", 256)),
+                              max_num_batched_tokens=int(limits["--max-num-batched-tokens"]),
+                              kv_capacity_blocks=1000, encoder_frames=model_arch(model).encoder_frames)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            build_scheduler(model, engine)
+
+
+BACKENDS_HERE = ["sim", "vllm-sim"] if importlib.util.find_spec("vllm") else ["sim"]
+
+
+# -- empty and degenerate inputs ----------------------------------------------------------------
+def test_a_trace_without_requests_is_refused_not_summarised_as_nulls(capsys, files):
+    trace_frame().iloc[:0].to_parquet(files["trace"])
+    assert_rejected(capsys, files, simulate(files), str(files["trace"]), "no requests")
+
+
+def test_collecting_an_empty_folder_is_refused(capsys, files):
+    empty = files["dir"] / "runs"
+    empty.mkdir()
+    assert_rejected(capsys, files, ["collect", str(empty), "--out", str(files["out"] / "all.parquet")], str(empty),
+                    "without run summaries")
+    (empty / "run.json").write_text("{}")
+    assert_rejected(capsys, files, ["collect", str(empty), "--out", str(files["out"] / "all.parquet")], "not a run summary")
+
+
+def test_a_paper_c_run_that_measures_nothing_is_refused(capsys, files):
+    """No arrival after the warm-up: a summary would be all nulls."""
+    assert_rejected(capsys, files, slai_run(files, "--duration-s", "10", "--warmup-s", "9.9") + ["--rate", "0.001"],
+                    "warm-up")
+
+
+POOL_CASES = {
+    "empty pool": (pd.DataFrame({"prompt_tokens": [], "output_tokens": []}), "no rows"),
+    "prompt of 1e308 tokens": (pd.DataFrame({"prompt_tokens": [1e308], "output_tokens": [10]}), "prompt_tokens"),
+    "zero output tokens": (pd.DataFrame({"prompt_tokens": [5], "output_tokens": [0]}), "output_tokens"),
+    "fractional tokens": (pd.DataFrame({"prompt_tokens": [5.5], "output_tokens": [3]}), "prompt_tokens"),
+}
+
+
+@pytest.mark.parametrize("pool, named", POOL_CASES.values(), ids=POOL_CASES.keys())
+def test_a_bad_length_pool_is_refused_by_every_command_that_reads_one(capsys, files, pool, named):
+    pool.to_parquet(files["pool"])
+    f = files
+    for argv in (slai_run(f), ["slai", "scale", "--pool", str(f["pool"]), "--factor", "0.5", "--model", "tiny-llama",
+                               "--out", str(f["out"] / "s.parquet")],
+                 ["ewsjf", "workload", "--kind", "mixed", "--short", str(f["pool"]), "--long", str(f["pool"]),
+                  "--n-requests", "10", "--rate", "1", "--out", str(f["out"] / "w.parquet")]):
+        assert_rejected(capsys, f, argv, str(f["pool"]), named)
+
+
+UTTERANCE_CASES = {
+    "no utterances": ({"duration_s": [], "output_tokens": []}, "no rows"),
+    "a clip of 0 s": ({"duration_s": [0.0, 3.0], "output_tokens": [5, 9]}, "duration_s"),
+    "a clip of 1e308 s": ({"duration_s": [1e308], "output_tokens": [5]}, "duration_s"),
+    "NaN tokens": ({"duration_s": [2.0], "output_tokens": [float("nan")]}, "output_tokens"),
+}
+
+
+@pytest.mark.parametrize("table, named", UTTERANCE_CASES.values(), ids=UTTERANCE_CASES.keys())
+@pytest.mark.parametrize("kind", ["librispeech", "uniform"])
+def test_a_bad_utterance_table_is_refused(capsys, files, table, named, kind):
+    """(A clip of 0 s once looped forever building the uniform pool.)"""
+    pd.DataFrame(table).to_parquet(files["pool"])
+    with _alarm(60):
+        assert_rejected(capsys, files, ["workload", "--kind", kind, "--utterances", str(files["pool"]), "--rate", "5",
+                                        "--n-requests", "10", "--out", str(files["out"] / "w.parquet")], named)
 
 
 # -- another user: unreadable inputs, a package and a home that cannot be written -------------

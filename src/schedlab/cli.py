@@ -290,11 +290,16 @@ def cmd_simulate(args) -> None:
 def cmd_collect(args) -> None:
     import pandas as pd
 
-    # A folder (one engine job's runs) stands for the run summaries in it.
-    paths = [q for p in args.summaries for q in (sorted(map(str, Path(p).glob("*.json"))) if Path(p).is_dir() else [p])]
+    # A folder (one engine job's runs) stands for the run summaries in it: it must hold one.
+    paths = []
+    for p in args.summaries:
+        found = sorted(map(str, Path(p).glob("*.json"))) if Path(p).is_dir() else [p]
+        if not found:
+            raise SchedlabError(f"{p}: a folder without run summaries (*.json): nothing to collect")
+        paths += found
     rows = [read_json(p) for p in paths]
     for path, row in zip(paths, rows):
-        if not isinstance(row, dict):
+        if not isinstance(row, dict) or not row:
             raise SchedlabError(f"{path}: not a run summary (a JSON object of flat keys)")
     write_parquet(pd.DataFrame(rows), args.out)
 

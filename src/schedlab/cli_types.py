@@ -24,40 +24,59 @@ def _number(text: str, cast):
     return value
 
 
-def numbers(cast, *, minimum: float = 0.0, strict: bool = True, maximum: float = MAX_NUMBER, inf: bool = False):
+class numbers:  # noqa: N801 (an argparse type, named like one)
     """A comma-separated list of ``cast`` values above ``minimum`` (at or above it without
-    ``strict``) and at most ``maximum``; with ``inf``, ``inf`` too (a burst). NaN is refused."""
+    ``strict``) and at most ``maximum``; with ``inf``, ``inf`` too (a burst). NaN is refused.
+    Its bounds stay readable (``minimum``, ``strict``, ``maximum``, ``inf``, ``cast``): the
+    hostile-input tests draw values beyond them."""
 
-    def parse(text: str) -> list:
-        values = [_number(v, cast) for v in text.split(",") if v]
-        kind = "whole numbers" if cast is int else "numbers"
-        if minimum == 0:
-            kind = ("positive " if strict else "non-negative ") + kind
+    __name__ = "numbers"
+    single = False
+
+    def __init__(self, cast, *, minimum: float = 0.0, strict: bool = True, maximum: float = MAX_NUMBER,
+                 inf: bool = False, requests: bool = False) -> None:
+        self.cast, self.minimum, self.strict, self.maximum, self.inf = cast, minimum, strict, maximum, inf
+        #: Numbers of requests: each must also fit this machine's memory (checked before anything
+        #: is allocated, :func:`schedlab.workload.arrivals.check_fits_in_memory`).
+        self.requests = requests
+
+    def allows(self, value: float) -> bool:
+        above = value > self.minimum if self.strict else value >= self.minimum  # NaN is neither
+        return (above and value <= self.maximum) or (self.inf and value == math.inf)
+
+    def __call__(self, text: str) -> list:
+        values = [_number(v, self.cast) for v in text.split(",") if v]
+        kind = "whole numbers" if self.cast is int else "numbers"
+        if self.minimum == 0:
+            kind = ("positive " if self.strict else "non-negative ") + kind
         else:
-            kind += f" {'>' if strict else '>='} {minimum:g}"
-        limit = f" (at most {maximum:g}{', or inf' if inf else ''})" if maximum < 2**62 else ""
-        for v in values:
-            above = v > minimum if strict else v >= minimum  # NaN is neither
-            if not (above and v <= maximum) and not (inf and v == math.inf):
-                raise argparse.ArgumentTypeError(f"need {kind}{limit}, got {text!r}")
-        if not values:
-            raise argparse.ArgumentTypeError(f"need at least one number, got {text!r}")
+            kind += f" {'>' if self.strict else '>='} {self.minimum:g}"
+        limit = f" (at most {self.maximum:g}{', or inf' if self.inf else ''})" if self.maximum < 2**62 else ""
+        if not values or not all(self.allows(v) for v in values):
+            raise argparse.ArgumentTypeError(f"need {kind}{limit}, got {text!r}")
+        if self.requests:
+            from schedlab.errors import SchedlabError
+            from schedlab.workload.arrivals import check_fits_in_memory
+
+            for v in values:
+                try:
+                    check_fits_in_memory(v, None)
+                except SchedlabError as e:
+                    raise argparse.ArgumentTypeError(str(e)) from None
         return values
 
-    return parse
 
-
-def number(cast, **bounds):
+class number(numbers):  # noqa: N801
     """One value of :func:`numbers`."""
-    many = numbers(cast, **bounds)
 
-    def parse(text: str):
-        values = many(text)
+    __name__ = "number"
+    single = True
+
+    def __call__(self, text: str):
+        values = super().__call__(text)
         if len(values) != 1:
             raise argparse.ArgumentTypeError(f"need one number, got {text!r}")
         return values[0]
-
-    return parse
 
 
 def positive_numbers(cast, maximum: float = MAX_NUMBER):
@@ -74,8 +93,9 @@ def positive_number(cast, maximum: float = MAX_NUMBER):
 rate = lambda inf=False: number(float, maximum=MAX_RATE_RPS, inf=inf)  # noqa: E731
 #: Seconds of a run or of its arrivals.
 duration = number(float, maximum=MAX_RUN_S)
-#: A number of requests.
-count = number(int, maximum=MAX_REQUESTS)
+#: A number of requests (that fits in memory); ``counts``: a comma-separated list of them.
+count = number(int, maximum=MAX_REQUESTS, requests=True)
+counts = numbers(int, maximum=MAX_REQUESTS, requests=True)
 def rate_label(text: str) -> str:
     """A rate as its label in file names and summaries: a rate in req/s (``inf``: a burst),
     kept as written."""

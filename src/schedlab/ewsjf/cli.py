@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from schedlab.cli_types import InputPath, OutputPath, count, duration, positive_number, positive_numbers, rate, seed
-from schedlab.contracts import MAX_RATE_RPS, MAX_REQUESTS
+from schedlab.cli_types import InputPath, OutputPath, count, counts, duration, positive_number, positive_numbers, rate, seed
+from schedlab.contracts import MAX_RATE_RPS
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json, write_outputs, write_parquet
 from schedlab.validation import read_pool
@@ -154,7 +154,7 @@ def add_commands(sub) -> None:
     st.add_argument("--kind", choices=("mixed", "short", "long"), default="mixed", help="queues: workload")
     st.add_argument("--n-requests", type=count, default=30_000, help="queues, tuning, starvation: requests per run")
     st.add_argument("--rate", type=rate(), default=40.0, help="queues, tuning: req/s")
-    st.add_argument("--sizes", type=positive_numbers(int, MAX_REQUESTS), default=[10_000, 30_000], help="load: requests per run")
+    st.add_argument("--sizes", type=counts, default=[10_000, 30_000], help="load: requests per run")
     st.add_argument("--rates", type=positive_numbers(float, MAX_RATE_RPS), default=[10, 20, 40, 60, 100, 500],
                     help="load, starvation: req/s")
     st.add_argument("--trial-s", type=duration, default=300.0, help="tuning: seconds per trial")

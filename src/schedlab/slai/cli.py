@@ -21,7 +21,7 @@ from schedlab.cli_types import (
     seed,
     vllm_engine_args,
 )
-from schedlab.contracts import MAX_RATE_RPS, MAX_RUN_S
+from schedlab.contracts import MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
 from schedlab.errors import SchedlabError
 from schedlab.contracts import SIM_BACKENDS
 from schedlab.io import write_outputs, write_parquet
@@ -187,6 +187,9 @@ def cmd_run(args) -> None:
     make_builder(args.scheduler)  # fail early on an unknown name
     setup = _setup(args)
     res, s = setup.run(args.scheduler, args.rate, args.share, args.seed)
+    if not s["completed"]:  # a summary of nulls measures nothing
+        raise SchedlabError(f"no request arrived after the {args.warmup_s:g} s warm-up and completed at {args.rate:g} req/s: "
+                            "raise --rate or --duration-s")
     write_outputs({args.out_results: res.requests, args.out_summary: s})
 
 
@@ -299,7 +302,8 @@ def add_commands(sub) -> None:
 
     t = ssub.add_parser("throughput", help="highest stable rate per scheduler, and queues around it")
     t.add_argument("--schedulers", type=lambda x: x.split(","), default=list(THROUGHPUT_SCHEDULERS))
-    t.add_argument("--backlog", type=count, default=1500, help="requests waiting at t = 0 for the saturation runs")
+    t.add_argument("--backlog", type=number(int, minimum=10, strict=False, maximum=MAX_REQUESTS), default=1500,
+                   help="requests waiting at t = 0 for the saturation runs (10 at least)")
     t.add_argument("--queue-duration-s", type=duration, default=1200.0, help="seconds of arrivals around capacity")
     _setup_args(t)
     t.add_argument("--out", type=OutputPath, required=True)

@@ -194,7 +194,12 @@ class WorkloadSpec(Strict):
 
 
 def check_workload_spec(name: str, spec) -> WorkloadSpec:
-    return parse(WorkloadSpec, spec, f"tournament workload {name!r}")
+    """A tournament workload's spec, its requests within this machine's memory."""
+    from schedlab.workload.arrivals import check_fits_in_memory
+
+    checked = parse(WorkloadSpec, spec, f"tournament workload {name!r}")
+    check_fits_in_memory(checked.n_requests, f"tournament workload {name!r}")
+    return checked
 
 
 class EngineSpec(Strict):

@@ -172,12 +172,14 @@ def read_trace(path: str | os.PathLike, *, context: int | None = None) -> pd.Dat
 
 
 #: What a length pool or an utterance table must hold, by column: a pool's prompt and output
-#: lengths, an utterance's duration and its token counts (``text_tokens`` may be 0: silence).
+#: lengths, an utterance's duration (a clip lasts) and its token counts (``text_tokens`` may be
+#: 0: silence).
 _TABLE_COLUMNS = {
     "prompt_tokens": lambda: _count(required=False),
     "output_tokens": lambda: _count(required=False),
     "text_tokens": lambda: _count(0, required=False),
-    "duration_s": lambda: _audio(nullable=False),
+    "duration_s": lambda: _column(_numbers(), _finite(), pa.Check(lambda s: s > 0, error="must be > 0"),
+                                  _at_most(MAX_AUDIO_S)),
 }
 
 
