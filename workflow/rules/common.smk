@@ -8,6 +8,7 @@ import shlex
 
 from schedlab.contracts import BACKENDS, SIM_BACKENDS
 from schedlab.errors import SchedlabError
+from schedlab.snakemake_start import config_error
 from schedlab.latency.catalogue import hardware, hardware_names, model_dir, model_names
 from schedlab.latency.shipped import shipped_hardware, shipped_models
 from schedlab.policies import POLICIES
@@ -138,7 +139,7 @@ def _check_config():
         if gpu not in shipped_hardware():
             problems.append(f"profile.gpu: no shipped profiles for {gpu!r} (shipped: {', '.join(shipped_hardware())})")
     if problems:
-        raise ValueError("config.yaml: " + "; ".join(problems))
+        config_error("config: " + "; ".join(problems))
 
 
 _check_config()
@@ -396,7 +397,7 @@ def _check_ewsjf():
     except SchedlabError as e:
         problems.append(f"ewsjf.hardware: {e}")
     if problems:
-        raise ValueError("config.yaml: " + "; ".join(problems))
+        config_error("config: " + "; ".join(problems))
 
 
 _check_ewsjf()
@@ -450,7 +451,7 @@ def _check_slai():
     if SLAI["model"] not in model_names():
         problems.append(f"slai.model {SLAI['model']!r} is not a known model")
     if problems:
-        raise ValueError("config.yaml: slai: " + "; ".join(problems))
+        config_error("config: slai: " + "; ".join(problems))
 
 
 _check_slai()
@@ -539,10 +540,10 @@ def _check_tournament():
         for name, spec in TOURNAMENT["workloads"].items():
             check_spec(name, spec)
     except SchedlabError as e:
-        raise ValueError(f"config.yaml: tournament: {e}")
+        config_error(f"config: tournament: {e}")
     if TOURNAMENT["engines"]["llm"]["model"] not in model_names():
-        raise ValueError(
-            f"config.yaml: tournament.engines.llm.model {TOURNAMENT['engines']['llm']['model']!r} is not a known model"
+        config_error(
+            f"config: tournament.engines.llm.model {TOURNAMENT['engines']['llm']['model']!r} is not a known model"
         )
 
 
@@ -616,8 +617,14 @@ def notebook_inputs(name):
             "fidelity": rules.collect_fidelity.output[0],
             # GPU profiles shipped with the package, their fits, and the factors the papers'
             # calibrations settled on (paper A's is `calibration`), to hold against them.
-            "gpu_profiles": [f"{RESULTS}/profile/torch/{h}/{m}.parquet" for h in config["profile"]["gpu"] for m in shipped_models(h)],
-            "gpu_fits": [f"{RESULTS}/fit/steptime/torch/{h}/{m}.json" for h in config["profile"]["gpu"] for m in shipped_models(h)],
+            "gpu_profiles": [
+                f"{RESULTS}/profile/torch/{h}/{m}.parquet" for h in config["profile"]["gpu"] for m in shipped_models(h)
+            ],
+            "gpu_fits": [
+                f"{RESULTS}/fit/steptime/torch/{h}/{m}.json"
+                for h in config["profile"]["gpu"]
+                for m in shipped_models(h)
+            ],
             "slai_calibrated": f"{SLAI_DIR}/fit/calibrated.json",
             # Paper A's reduced sweep on the Whisper engine beside sim and vllm-sim (its
             # runs are made when the sweep's backend is the engine: `--config backend=vllm`).

@@ -35,7 +35,10 @@ rule notebook:
             "hardware": ASR["hardware"],
             # The hardware and model of papers C and D, whose calibrated factors the
             # calibration notebook holds against the GPU profiles.
-            "papers": {"C": {k: SLAI[k] for k in ("hardware", "model")}, "D": {k: SLOSA[k] for k in ("hardware", "model")}},
+            "papers": {
+                "C": {k: SLAI[k] for k in ("hardware", "model")},
+                "D": {k: SLOSA[k] for k in ("hardware", "model")},
+            },
         },
     script:
         "../scripts/render_notebook.py"
