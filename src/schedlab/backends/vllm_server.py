@@ -102,7 +102,7 @@ def server_env(spec: EngineSpec) -> dict[str, str]:
 
 @dataclass
 class Server:
-    """A running ``vllm serve`` process group and where it answers."""
+    """A running ``vllm serve`` process group (led by its lifeline, ``proc``) and where it answers."""
 
     proc: subprocess.Popen
     url: str
@@ -135,12 +135,20 @@ class Server:
         self.stop()
 
 
+def with_lifeline(cmd: list[str]) -> list[str]:
+    """``cmd`` run under :mod:`schedlab.backends.lifeline`, which stops the server and every
+    process it started when this process ends, however it ends (SIGKILL too), within seconds."""
+    return [sys.executable, "-m", "schedlab.backends.lifeline", str(os.getpid()), "--", *cmd]
+
+
 def start_server(cmd: list[str], *, log: str | Path, env: dict[str, str] | None = None,
                  port: int | None = None, cwd: str | Path | None = None,
                  timeout_s: float = READY_TIMEOUT_S, append: bool = False) -> Server:
     """Start ``cmd`` (a ``vllm serve`` line) on ``port`` with its output in ``log`` (after
     what the log holds, with ``append``), and wait until ``/health`` answers 200; on a timeout
-    or an early exit the server is stopped and the log's tail is in the error."""
+    or an early exit the server is stopped and the log's tail is in the error. The server runs
+    in a session of its own under a lifeline (:func:`with_lifeline`): it goes when this
+    process goes."""
     import httpx
 
     from schedlab.io import check_target
@@ -153,7 +161,7 @@ def start_server(cmd: list[str], *, log: str | Path, env: dict[str, str] | None 
         out.write("$ " + shlex.join(cmd) + f" --port {port}\n")
         out.flush()
         proc = subprocess.Popen(
-            [*cmd, "--host", "127.0.0.1", "--port", str(port)],
+            with_lifeline([*cmd, "--host", "127.0.0.1", "--port", str(port)]),
             stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
         )
     server = Server(proc, f"http://127.0.0.1:{port}", log, time.monotonic())
