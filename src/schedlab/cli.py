@@ -20,7 +20,7 @@ from schedlab.cli_types import (
     input_folder,
     number,
     positive_number,
-    rate,
+    rate_type,
     rate_label,
     seed,
     vllm_engine_args,
@@ -373,7 +373,7 @@ def _run_args(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     p.add_argument("--policy", required=True, help="fcfs, sjf or hrrn")
     p.add_argument("--kappa", type=InputPath, help="kappa JSON; without it every job's size is its max_tokens (output length)")
     p.add_argument("--workload", default="custom", help="name recorded in the summary")
-    p.add_argument("--rate", type=rate(inf=True), default=None if sweep else float("nan"),
+    p.add_argument("--rate", type=rate_type(inf=True), default=None if sweep else float("nan"),
                    help="recorded in the summary (inf: a burst)", **many)
     p.add_argument("--seed", type=seed, default=0, help="recorded in the summary")
     p.add_argument("--out-results", type=OutputPath, required=True, **many)
@@ -392,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("workload", help="build seeded workload traces, one per rate")
     w.add_argument("--kind", choices=("librispeech", "uniform"), required=True)
     w.add_argument("--utterances", type=InputPath, required=True, help="parquet from `schedlab data`")
-    w.add_argument("--rate", type=rate(inf=True), nargs="+", required=True, help="req/s; inf = burst at t=0")
+    w.add_argument("--rate", type=rate_type(inf=True), nargs="+", required=True, help="req/s; inf = burst at t=0")
     w.add_argument("--seed", type=seed, default=0)
     n = w.add_mutually_exclusive_group(required=True)
     n.add_argument("--duration-s", type=duration, help="seconds of arrivals")
@@ -425,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     fe.add_argument("--steps", type=input_folder("*.steps.parquet"), nargs="+", required=True,
                     help="step tables (*.steps.parquet from `schedlab vllm-serve`), or folders of them")
     fe.add_argument("--seed", type=seed, help="only the steps of the server started with this seed (default: every step)")
-    fe.add_argument("--held-out", type=rate(), nargs="+", required=True,
+    fe.add_argument("--held-out", type=rate_type(), nargs="+", required=True,
                     help="rates to hold out, one fit each (fitted on the steps of every other rate)")
     fe.add_argument("--out", type=OutputPath, nargs="+", required=True, help="one step-time JSON per held-out rate")
     fe.add_argument("--out-all", type=OutputPath, help="also a fit on every step (no rate held out)")
@@ -439,10 +439,10 @@ def build_parser() -> argparse.ArgumentParser:
     fc.add_argument("--base", type=InputPath, required=True, help="step-time JSON to calibrate")
     fc.add_argument("--utterances", type=InputPath, required=True)
     fc.add_argument("--kappa", type=InputPath, required=True)
-    fc.add_argument("--saturation-rps", type=rate(), required=True)
+    fc.add_argument("--saturation-rps", type=rate_type(), required=True)
     fc.add_argument("--requests-per-rate", type=count, default=1000,
                     help="requests of each Table 1 rate's trace (vllm bench serve's default count)")
-    fc.add_argument("--overload-rate", type=rate(), default=25.0)
+    fc.add_argument("--overload-rate", type=rate_type(), default=25.0)
     fc.add_argument("--n-requests", type=count, default=2000, help="requests of the overloaded trace")
     fc.add_argument("--alt-duration-s", type=duration, default=300.0,
                     help="the other bound, shown beside the fit: seconds of arrivals ...")

@@ -89,8 +89,8 @@ def positive_number(cast, maximum: float = MAX_NUMBER):
     return number(cast, maximum=maximum)
 
 
-#: Requests per second; ``rate(inf=True)`` also takes ``inf`` (a burst at t = 0).
-rate = lambda inf=False: number(float, maximum=MAX_RATE_RPS, inf=inf)  # noqa: E731
+#: Requests per second; ``rate_type(inf=True)`` also takes ``inf`` (a burst at t = 0).
+rate_type = lambda inf=False: number(float, maximum=MAX_RATE_RPS, inf=inf)  # noqa: E731
 #: Seconds of a run or of its arrivals.
 duration = number(float, maximum=MAX_RUN_S)
 #: A number of requests (that fits in memory); ``counts``: a comma-separated list of them.
@@ -99,7 +99,7 @@ counts = numbers(int, maximum=MAX_REQUESTS, requests=True)
 def rate_label(text: str) -> str:
     """A rate as its label in file names and summaries: a rate in req/s (``inf``: a burst),
     kept as written."""
-    rate(inf=True)(text)
+    rate_type(inf=True)(text)
     return text
 
 

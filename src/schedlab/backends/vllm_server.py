@@ -44,6 +44,9 @@ from schedlab.latency.catalogue import model_arch
 #: ``--logits-processors`` for Whisper (vLLM wants ``<module>:<type>``), named here so that the
 #: client side never imports vLLM.
 NO_STOP = "schedlab.backends.vllm_logits:NoStopTokens"
+#: ``--middleware`` that logs each numeric hint a client sends as a boolean (vLLM reads it as
+#: 1 or 0), named here so that the client side never imports vLLM.
+HINT_WARNINGS = "schedlab.backends.vllm_hints.CoercedHints"
 #: Seconds a server may take to answer ``/health`` after start (CPU: about a minute).
 READY_TIMEOUT_S = 600.0
 
@@ -78,6 +81,7 @@ def serve_command(folder: str | Path, spec: EngineSpec, *, policy: str = "fcfs",
         "--no-enable-prefix-caching",
         "--seed", str(spec.seed),
         "--served-model-name", spec.model,
+        "--middleware", HINT_WARNINGS,
     ]
     if spec.enforce_eager:
         cmd.append("--enforce-eager")

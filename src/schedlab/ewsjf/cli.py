@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from schedlab.cli_types import InputPath, OutputPath, count, counts, duration, positive_number, positive_numbers, rate, seed
+from schedlab.cli_types import InputPath, OutputPath, count, counts, duration, positive_number, positive_numbers, rate_type, seed
 from schedlab.contracts import MAX_RATE_RPS
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json, write_outputs, write_parquet
@@ -129,8 +129,8 @@ def add_commands(sub) -> None:
     c.add_argument("--base", type=InputPath, required=True, help="step-time JSON from `schedlab ewsjf steptime`")
     _pool_args(c)
     _engine_args(c)
-    c.add_argument("--saturation-rps", type=rate(), default=8.45, help="paper Table 3: FCFS req/s")
-    c.add_argument("--overload-rate", type=rate(), default=40.0)
+    c.add_argument("--saturation-rps", type=rate_type(), default=8.45, help="paper Table 3: FCFS req/s")
+    c.add_argument("--overload-rate", type=rate_type(), default=40.0)
     c.add_argument("--n-requests", type=count, default=3000)
     c.add_argument("--seed", type=seed, default=0)
     c.add_argument("--out", type=OutputPath, required=True)
@@ -140,7 +140,7 @@ def add_commands(sub) -> None:
     w.add_argument("--kind", choices=("mixed", "short", "long"), required=True)
     _pool_args(w)
     w.add_argument("--n-requests", type=count, required=True)
-    w.add_argument("--rate", type=rate(), required=True, help="req/s (Poisson)")
+    w.add_argument("--rate", type=rate_type(), required=True, help="req/s (Poisson)")
     w.add_argument("--seed", type=seed, default=0)
     w.add_argument("--out", type=OutputPath, required=True)
     w.set_defaults(func=cmd_workload)
@@ -153,7 +153,7 @@ def add_commands(sub) -> None:
     st.add_argument("--params", type=InputPath, help="EWSJF parameters JSON (from the tuning study); default: built-in")
     st.add_argument("--kind", choices=("mixed", "short", "long"), default="mixed", help="queues: workload")
     st.add_argument("--n-requests", type=count, default=30_000, help="queues, tuning, starvation: requests per run")
-    st.add_argument("--rate", type=rate(), default=40.0, help="queues, tuning: req/s")
+    st.add_argument("--rate", type=rate_type(), default=40.0, help="queues, tuning: req/s")
     st.add_argument("--sizes", type=counts, default=[10_000, 30_000], help="load: requests per run")
     st.add_argument("--rates", type=positive_numbers(float, MAX_RATE_RPS), default=[10, 20, 40, 60, 100, 500],
                     help="load, starvation: req/s")

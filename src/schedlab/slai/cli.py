@@ -11,13 +11,12 @@ from schedlab.cli_types import (
     InputPath,
     OutputFolder,
     OutputPath,
-    count,
     duration,
     engine_spec,
     number,
     positive_number,
     positive_numbers,
-    rate,
+    rate_type,
     seed,
     vllm_engine_args,
 )
@@ -241,7 +240,7 @@ def add_commands(sub) -> None:
     c.add_argument("--base", type=InputPath, required=True, help="step-time JSON from `schedlab fit steptime`")
     c.add_argument("--chunks", type=_ints, default=[64, 512, 1024], help="chunk sizes (tokens)")
     c.add_argument("--times-ms", type=positive_numbers(float), default=[22.7, 46.5, 74.7], help="measured batch times (ms)")
-    c.add_argument("--capacity-rps", type=rate(),
+    c.add_argument("--capacity-rps", type=rate_type(),
                    help="the baseline's (Sarathi-Serve, FCFS) published serving capacity: fit a per-batch overhead to it")
     c.add_argument("--shares", type=positive_numbers(float), default=[0.05, 0.5, 0.95], help="paying shares of that fit")
     c.add_argument("--pool", type=InputPath, help="length pool parquet (with --capacity-rps)")
@@ -255,7 +254,7 @@ def add_commands(sub) -> None:
 
     r = ssub.add_parser("run", help="one scheduler at one rate and paying share")
     r.add_argument("--scheduler", required=True, help=", ".join(SCHEDULERS))
-    r.add_argument("--rate", type=rate(), required=True, help="req/s")
+    r.add_argument("--rate", type=rate_type(), required=True, help="req/s")
     r.add_argument("--share", type=_share, default=0.05, help="probability a request is a paying user's")
     r.add_argument("--seed", type=seed, default=0)
     _setup_args(r)

@@ -57,6 +57,19 @@ class SloHint(BaseModel):
     ttft_target_s: Target | None = None
 
 
+#: The hints that are numbers. vLLM's request models read a JSON ``true`` or ``false`` sent as one
+#: of them as 1 or 0 before the scheduler sees it (``vllm_xargs`` takes str, int or float);
+#: :class:`schedlab.backends.vllm_hints.CoercedHints` logs each.
+NUMERIC_HINTS = ("audio_duration_s", "speech_duration_s", "priority", "tbt_target_s", "ttft_target_s")
+
+
+def coerced_hints(xargs) -> list[str]:
+    """The numeric hints of ``xargs`` (a client's ``vllm_xargs``, as sent) that are booleans."""
+    if not isinstance(xargs, dict):
+        return []
+    return [key for key in NUMERIC_HINTS if isinstance(xargs.get(key), bool)]
+
+
 def checked_slo_hint(xargs) -> SloHint:
     """The SLO hint in ``xargs`` (None: no hints), typed and in range."""
     return parse(SloHint, xargs or {}, "vllm_xargs")
@@ -87,3 +100,14 @@ class ServerOptions(Strict):
 
 def server_options(additional_config: dict | None) -> ServerOptions:
     return parse(ServerOptions, (additional_config or {}).get("schedlab", {}), "additional-config 'schedlab'")
+
+
+class PlanOptions(Strict):
+    """The ``schedlab`` section of ``--additional-config`` for step-plan schedulers
+    (:mod:`schedlab.backends.vllm_plan`): the name of a paper C scheduler."""
+
+    scheduler: str
+
+
+def plan_options(additional_config: dict | None) -> PlanOptions:
+    return parse(PlanOptions, (additional_config or {}).get("schedlab", {}), "additional-config 'schedlab'")
