@@ -103,6 +103,10 @@ TRACE_CASES = {
     "fractional prompt tokens": (with_row("prompt_tokens", 1, 2.5), ("prompt_tokens", "whole", "row 1")),
     "text token counts": ({"output_tokens": ["many"] * N}, ("output_tokens", "numbers")),
     "negative audio duration": (with_row("audio_duration_s", 6, -1.0), ("audio_duration_s", "row 6")),
+    "audio duration of 1e308 s": (with_row("audio_duration_s", 2, 1e308), ("audio_duration_s", "<= 100000", "row 2")),
+    "arrival at 1e300 s": (with_row("arrival_s", N - 1, 1e300), ("arrival_s", "row 11")),
+    "prompt of 1e18 tokens": (with_row("prompt_tokens", 4, 1e18), ("prompt_tokens", "<= 1e+07", "row 4")),
+    "request id of 1e300": (with_row("request_id", 1, 1e300), ("request_id", "row 1")),
 }
 
 
@@ -140,6 +144,9 @@ JSON_CASES = {
     "malformed kappa JSON": ("kappa", "{'en': 3}", ("not valid JSON",)),
     "flat kappa file": ("kappa", json.dumps({"en": 2.96}), ("key 'en'",)),
     "negative kappa": ("kappa", json.dumps({"en": {"status": "fitted", "kappa": -3}}), ("kappa",)),
+    "kappa of 1e308": ("kappa", json.dumps({"en": {"status": "fitted", "kappa": 1e308}}), ("kappa", "1000")),
+    "kappa of 1e308 in a second language": ("kappa", json.dumps({"en": {"status": "fitted", "kappa": 3.0},
+                                                               "hi": {"status": "fitted", "kappa": 1e308}}), ("hi",)),
 }
 
 
