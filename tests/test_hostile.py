@@ -268,6 +268,25 @@ def test_a_stopped_job_exits_through_its_context_managers(files):
     assert list(files["out"].iterdir()) == []
 
 
+def test_a_writer_killed_mid_write_leaves_nothing_once_its_output_is_written_again(files):
+    """A writer SIGKILLed inside the atomic writer leaves its temporary (nothing can remove it
+    then, and the output itself is untouched); the next write of that output removes it, so a
+    run resumed after a hard kill leaves no temporary behind."""
+    out = files["out"] / "r.json"
+    out.write_text("the previous run's\n")
+    killed = ("import os, signal, sys; from schedlab.io import atomic_path\n"
+              "with atomic_path(sys.argv[1]) as tmp:\n    tmp.write_text('half')\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert subprocess.run([sys.executable, "-c", killed, str(out)], timeout=120).returncode == -signal.SIGKILL
+    assert out.read_text() == "the previous run's\n"
+    assert len(list(files["out"].glob(".r.json.*.tmp.json"))) == 1
+    other = files["out"] / ".r.json.x.json.abcdefgh.tmp.json"  # another output's temporary: not this one's
+    other.write_text("")
+    from schedlab.io import write_json
+
+    write_json({"completed": 1}, out)
+    assert sorted(p.name for p in files["out"].iterdir()) == [other.name, "r.json"]
+
+
 def _catches_sigterm(pid: int) -> bool:
     """Whether process ``pid`` has a handler for SIGTERM (``SigCgt`` in /proc/<pid>/status)."""
     caught = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigCgt"))

@@ -26,7 +26,7 @@ from schedlab.cli_types import (
     vllm_engine_args,
 )
 from schedlab.errors import SchedlabError
-from schedlab.io import check_paths, read_json, write_json, write_outputs, write_parquet
+from schedlab.io import check_paths, guard_inputs, read_json, write_json, write_outputs, write_parquet
 
 
 def read_pool(path, required):
@@ -536,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     except PermissionError as e:  # a file of the user's that this user may not read or write
         print(f"schedlab: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
         return 2
+    finally:
+        guard_inputs(())  # the command's inputs are guarded while it runs, not after
     return 0
 
 

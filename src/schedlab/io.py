@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import tempfile
 from contextlib import ExitStack, contextmanager
@@ -204,11 +205,25 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
             done.append(final)
 
 
+def _stale_temporaries(final: Path) -> list[Path]:
+    """Temporaries of ``final`` that a writer killed before it could remove them left behind
+    (SIGKILL, power loss): ``.<name>.<8 random characters>.tmp<extension>`` beside it."""
+    name = re.compile(rf"\.{re.escape(final.name)}\.[a-z0-9_]{{8}}\.tmp{re.escape(final.suffix)}")
+    try:
+        return [p for p in final.parent.iterdir() if name.fullmatch(p.name)]
+    except OSError:
+        return []
+
+
 @contextmanager
 def _temporary(final: Path) -> Iterator[Path]:
-    """A temporary file beside ``final``, removed again unless it was renamed."""
+    """A temporary file beside ``final``, removed again unless it was renamed; the temporaries
+    of ``final`` that a killed writer left are removed first (a run resumed after a hard kill
+    leaves none behind)."""
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
+        for stale in _stale_temporaries(final):
+            stale.unlink(missing_ok=True)
         # (ending in the final name's extension, for writers that look at it: papermill)
         fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=f".tmp{final.suffix}", dir=final.parent)
     except OSError as e:
