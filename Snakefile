@@ -1,6 +1,8 @@
 # schedlab pipeline: data -> profile -> fit -> workloads -> runs -> notebooks.
 # Run with `snakemake --cores all` (or `make reproduce`); the figure map is workflow/report/figure_map.yaml.
-from snakemake.utils import validate
+# Before any job: the config checked (one line naming the key, exit 2), and the lock of a run
+# that was killed released when no other Snakemake works here (schedlab.snakemake_start).
+from schedlab.snakemake_start import check_config, release_stale_lock
 
 
 configfile: "config.yaml"
@@ -9,7 +11,8 @@ configfile: "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+check_config(config, "workflow/schemas/config.schema.yaml")
+release_stale_lock(workflow)
 
 
 include: "workflow/rules/scheduler.smk"

@@ -85,6 +85,56 @@ def _ewsjf_zero_trial(c):
     return ["ewsjf", "tuning", "trial_s"]
 
 
+def _nan_rate(c):
+    c["asr"]["experiments"]["medium"]["rates"] = [math.nan]
+    return ["asr", "experiments", "medium", "rates", 0]
+
+
+def _infinite_fidelity_rate(c):  # a burst's .inf is an asr experiment's rate only
+    c["fidelity"]["engine"]["rates"][1] = math.inf
+    return ["fidelity", "engine", "rates", 1]
+
+
+def _nan_share(c):
+    c["slai"]["shares"][0] = math.nan
+    return ["slai", "shares", 0]
+
+
+def _nan_warmup(c):
+    c["slai"]["warmup_s"] = math.nan
+    return ["slai", "warmup_s"]
+
+
+def _nan_gpu_util(c):
+    c["asr"]["engine"]["gpu_memory_utilization"] = math.nan
+    return ["asr", "engine", "gpu_memory_utilization"]
+
+
+def _infinite_duration(c):
+    c["extensions"]["vad"]["duration_s"] = math.inf
+    return ["extensions", "vad", "duration_s"]
+
+
+def _rate_of_1e308(c):
+    c["ewsjf"]["load"]["rates"].append(1e308)
+    return ["ewsjf", "load", "rates", len(c["ewsjf"]["load"]["rates"]) - 1]
+
+
+def _negative_infinite_max_pad(c):
+    c["extensions"]["vad"]["max_pad_s"] = -math.inf
+    return ["extensions", "vad", "max_pad_s"]
+
+
+def _nan_slo_target(c):
+    c["tournament"]["workloads"][next(iter(c["tournament"]["workloads"]))]["slo"] = {"ttft_s": math.nan}
+    return ["tournament", "workloads", next(iter(c["tournament"]["workloads"])), "slo", "ttft_s"]
+
+
+def _seed_of_1e30(c):
+    c["seeds"] = [10**30]
+    return ["seeds", 0]
+
+
 @pytest.mark.parametrize(
     "mutate",
     [
@@ -98,6 +148,16 @@ def _ewsjf_zero_trial(c):
         _missing_section,
         _unknown_backend,
         _ewsjf_zero_trial,
+        _nan_rate,
+        _infinite_fidelity_rate,
+        _nan_share,
+        _nan_warmup,
+        _nan_gpu_util,
+        _infinite_duration,
+        _rate_of_1e308,
+        _negative_infinite_max_pad,
+        _nan_slo_target,
+        _seed_of_1e30,
     ],
 )
 def test_mutated_config_is_rejected_where_it_is_wrong(config, validator, mutate):
@@ -222,6 +282,30 @@ def test_dry_run_checks_scheduler_names_against_the_registry(config, tmp_path, s
     r = _dry_run("--configfile", _write(tmp_path, bad))
     assert r.returncode != 0
     assert message in r.output, r.output[-2000:]
+
+
+@pytest.mark.parametrize("mutate, key, message", [
+    (_nan_rate, "asr.experiments.medium.rates[0]", "must be a number, not NaN"),
+    (_infinite_fidelity_rate, "fidelity.engine.rates[1]", "inf is greater than the maximum"),
+], ids=["nan rate", "inf rate"])
+def test_a_config_error_is_one_line_naming_the_key_before_any_job(config, tmp_path, mutate, key, message):
+    """A NaN rate once passed the schema and planned `ratenan` files; every config error ends
+    the run before any job in one line naming the key (exit 2), not a multi-line WorkflowError."""
+    bad = copy.deepcopy(config)
+    mutate(bad)
+    r = _dry_run("--configfile", _write(tmp_path, bad))
+    assert r.returncode == 2, r.output[-3000:]
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("schedlab: error:")]
+    assert line == f"schedlab: error: config key {key}: " + line.split(": ", 3)[-1] and message in line, line
+    assert "Traceback" not in r.output and "WorkflowError" not in r.output and "ratenan" not in r.output
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_burst_of_infinite_rate_stays_a_valid_experiment(config, validator):
+    assert config["asr"]["experiments"]["burst"]["rates"] == [math.inf]
+    ok = copy.deepcopy(config)
+    ok["asr"]["experiments"]["medium"]["rates"].append(math.inf)
+    assert not list(validator.iter_errors(ok))
 
 
 def test_dry_run_rejects_an_unknown_model(config, tmp_path):

@@ -112,3 +112,62 @@ def test_priority_orders_only_when_the_deployment_allows_it():
         req = make_request("a", 8, 5, 0.0, extra_args={"priority": 0})
         sched.add_request(req)
         assert req.schedlab_job.size == size
+
+
+# -- hints vLLM changes before the scheduler sees them ------------------------------------------
+import asyncio  # noqa: E402
+import json  # noqa: E402
+
+import httpx  # noqa: E402
+
+from schedlab.backends.vllm_hints import CoercedHints  # noqa: E402
+from schedlab.validation.hints import NUMERIC_HINTS, coerced_hints  # noqa: E402
+
+
+async def _echo(scope, receive, send):
+    """An ASGI app that answers with the body it received."""
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _post(caplog, **request) -> httpx.Response:
+    async def go():
+        transport = httpx.ASGITransport(app=CoercedHints(_echo))
+        async with httpx.AsyncClient(transport=transport, base_url="http://server") as client:
+            return await client.post(**request)
+
+    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm_hints"):
+        return asyncio.run(go())
+
+
+@pytest.mark.parametrize("key", NUMERIC_HINTS)
+@pytest.mark.parametrize("value", [True, False])
+def test_each_numeric_hint_sent_as_a_boolean_is_logged_json_and_form(caplog, key, value):
+    """vLLM's request models read `true` as 1 and `false` as 0 before the scheduler sees the
+    hint: the middleware logs each such hint, in a JSON body (completions) and in the form field
+    of a transcription, and passes the body on unchanged."""
+    xargs = {key: value, "language": "en", "tbt_target_s" if key != "tbt_target_s" else "priority": 0.5}
+    body = {"model": "m", "prompt": [1, 2], "vllm_xargs": xargs}
+    r = _post(caplog, url="/v1/completions", json=body)
+    assert r.status_code == 200 and json.loads(r.content) == body
+    form = {"model": "m", "vllm_xargs": json.dumps(xargs)}
+    r = _post(caplog, url="/v1/audio/transcriptions", data=form, files={"file": ("a.wav", b"RIFF" + b"\0" * 64)})
+    assert r.status_code == 200 and b'name="vllm_xargs"' in r.content
+    warned = [rec.getMessage() for rec in caplog.records]
+    assert len(warned) == 2, warned
+    assert all(f"vllm_xargs key {key!r} is {json.dumps(value)}, which vLLM reads as {int(value)}" in w for w in warned)
+
+
+def test_numbers_and_bodies_without_booleans_pass_without_a_warning(caplog):
+    for xargs in ({"audio_duration_s": 1, "language": "en"}, {"language": "true"}, {"other": True}):
+        r = _post(caplog, url="/v1/completions", json={"prompt": [1], "vllm_xargs": xargs})
+        assert r.status_code == 200
+    r = _post(caplog, url="/v1/completions", content=b"not json, true")
+    assert r.status_code == 200 and r.content == b"not json, true"
+    assert not caplog.records
+    assert coerced_hints({"priority": True, "tbt_target_s": 1.0, "language": True}) == ["priority"]

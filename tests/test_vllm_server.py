@@ -117,6 +117,21 @@ def test_sjf_serves_a_short_clip_sent_after_a_long_one_first(whisper_server):
     assert short["finish_s"] < long["finish_s"]
 
 
+def test_a_hint_sent_as_a_boolean_is_logged_by_the_server(whisper_server):
+    """The README's server (its `--middleware`): `true` as `audio_duration_s` reaches the
+    scheduler as 1, and the server's log says so; the request is served."""
+    import httpx
+
+    from schedlab.backends.http_client import speech_wav
+
+    data = {"model": "whisper-tiny", "language": "en", "temperature": "0", "max_completion_tokens": "3",
+            "vllm_xargs": json.dumps({"audio_duration_s": True, "language": "en"})}
+    r = httpx.post(f"{whisper_server.url}/v1/audio/transcriptions", data=data,
+                   files={"file": ("a.wav", speech_wav(2.0), "audio/wav")}, timeout=120)
+    assert r.status_code == 200, r.text
+    assert "vllm_xargs key 'audio_duration_s' is true, which vLLM reads as 1" in whisper_server.log.read_text()
+
+
 def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
     """`schedlab vllm-serve`: one server, two traces, two repeats; every request completes
     with its forced length, and each summary says how busy the rest of the machine was. Each

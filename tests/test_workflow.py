@@ -3,8 +3,11 @@ configuration valid and planned, and the DAG built without vLLM or torch."""
 
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -110,3 +113,82 @@ def test_each_served_study_replays_its_own_number_of_repeats(engine_dry_run):
     want = {"fidelity-engine": cfg["fidelity"]["engine"]["repeats"], "librispeech-engine": cfg["vllm"]["repeats"]}
     assert want == {"fidelity-engine": 5, "librispeech-engine": 3}
     assert all(n == want[experiment] for (_, experiment), n in zip(serves, repeats))
+
+
+# -- resuming after a hard kill ---------------------------------------------------------------
+#: A workflow using the pipeline's own mechanism (the Snakefile's first lines, and the default
+#: profile that `make reproduce`'s plain `snakemake --cores all` loads): one job that, the first
+#: time, marks that it started and then runs until it is killed.
+TINY = '''from schedlab.snakemake_start import release_stale_lock
+
+release_stale_lock(workflow)
+
+
+rule all:
+    input:
+        "done.txt",
+
+
+rule slow:
+    output:
+        "done.txt",
+    shell:
+        "if [ ! -e started ]; then touch started; sleep 600; fi; echo done > {output}"
+'''
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    (tmp_path / "Snakefile").write_text(TINY)
+    shutil.copytree(ROOT / "profiles" / "default", tmp_path / "profiles" / "default")
+    return tmp_path
+
+
+def _start(folder: Path) -> subprocess.Popen:
+    """`snakemake --cores 1` in its own process group, once its job has started."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.Popen(["snakemake", "--cores", "1"], cwd=folder, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (folder / "started").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.1)
+    assert any((folder / ".snakemake" / "locks").iterdir())
+    return proc
+
+
+def _resume(folder: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    r = subprocess.run(["snakemake", "--cores", "1"], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    r.output = r.stdout + r.stderr
+    return r
+
+
+@pytest.mark.slow
+def test_the_plain_command_resumes_after_a_sigkill_without_unlocking(tiny):
+    """SIGKILL of Snakemake's whole process group mid-job leaves its lock; the same command
+    again releases it (no other Snakemake works in the folder) and redoes the cut-off job."""
+    proc = _start(tiny)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert any((tiny / ".snakemake" / "locks").iterdir())  # a dead run's lock
+    r = _resume(tiny)
+    assert r.returncode == 0, r.output[-3000:]
+    assert "Released the lock of a Snakemake run that is no longer running" in r.output
+    assert (tiny / "done.txt").read_text() == "done\n"
+    assert not (tiny / ".snakemake" / "locks").exists() or not any((tiny / ".snakemake" / "locks").iterdir())
+
+
+@pytest.mark.slow
+def test_a_second_snakemake_is_still_refused_while_one_runs(tiny):
+    """While a Snakemake works in the folder its lock is kept: a second one refuses to start."""
+    proc = _start(tiny)
+    try:
+        r = _resume(tiny)
+        assert r.returncode != 0, r.output[-3000:]
+        assert "LockException" in r.output or "cannot be locked" in r.output, r.output[-3000:]
+        assert "Released the lock" not in r.output
+        assert proc.poll() is None and any((tiny / ".snakemake" / "locks").iterdir())
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)

@@ -10,9 +10,31 @@ from pathlib import Path
 
 import numpy as np
 
-from schedlab.cli_types import engine_spec, vllm_engine_args
+from schedlab.cli_types import (
+    InputPath,
+    OutputFolder,
+    OutputPath,
+    command_paths,
+    count,
+    duration,
+    engine_spec,
+    input_folder,
+    number,
+    positive_number,
+    rate_type,
+    rate_label,
+    seed,
+    vllm_engine_args,
+)
 from schedlab.errors import SchedlabError
-from schedlab.io import read_json, read_parquet, write_json, write_outputs, write_parquet
+from schedlab.io import check_paths, guard_inputs, read_json, write_json, write_outputs, write_parquet
+
+
+def read_pool(path, required):
+    """A table of utterances or request lengths, checked (:func:`schedlab.validation.read_pool`)."""
+    from schedlab.validation import read_pool as read
+
+    return read(path, required)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,21 +45,8 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _positive(text)
-    if value != int(value):
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text}")
-    return int(value)
+_positive = positive_number(float)
+_positive_int = positive_number(int)
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
@@ -48,7 +57,7 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192)
     g.add_argument("--block-size", type=_positive_int, default=16)
     g.add_argument("--gpu-memory-utilization", type=_positive, default=0.95)
-    g.add_argument("--kv-capacity-blocks", type=_positive_int,
+    g.add_argument("--kv-capacity-blocks", type=positive_number(int, 2**40),
                    help="KV blocks of a measured engine, instead of deriving them from --hardware")
 
 
@@ -101,7 +110,7 @@ def cmd_workload(args) -> None:
 
     if len(args.rate) != len(args.out):
         raise SchedlabError("--rate and --out need one value per trace")
-    utts = read_parquet(args.utterances, ("duration_s", "output_tokens"))
+    utts = read_pool(args.utterances, ("duration_s", "output_tokens"))
     if args.kind == "librispeech":
         pool = librispeech_pool(utts)
     else:
@@ -174,7 +183,7 @@ def cmd_fit_kappa(args) -> None:
     from schedlab.data.whisper_tokens import count_text_tokens
     from schedlab.fit.kappa import fit_languages
 
-    tables: dict = {"en": read_parquet(args.librispeech, ("duration_s", "text_tokens"))}
+    tables: dict = {"en": read_pool(args.librispeech, ("duration_s", "text_tokens"))}
     for lang in args.fleurs:
         try:
             t = fleurs.load_test(lang)
@@ -195,7 +204,7 @@ def cmd_fit_calibrate(args) -> None:
     from schedlab.workload.arrivals import arrival_times
     from schedlab.workload.asr import asr_trace, librispeech_pool
 
-    pool = librispeech_pool(read_parquet(args.utterances, ("duration_s", "output_tokens")))
+    pool = librispeech_pool(read_pool(args.utterances, ("duration_s", "output_tokens")))
 
     def trace(rate: float, seed: int = args.seed, **bound):
         arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), **bound)
@@ -305,11 +314,16 @@ def cmd_schedulers(args) -> None:
 def cmd_collect(args) -> None:
     import pandas as pd
 
-    # A folder (one engine job's runs) stands for the run summaries in it.
-    paths = [q for p in args.summaries for q in (sorted(map(str, Path(p).glob("*.json"))) if Path(p).is_dir() else [p])]
+    # A folder (one engine job's runs) stands for the run summaries in it: it must hold one.
+    paths = []
+    for p in args.summaries:
+        found = sorted(map(str, Path(p).glob("*.json"))) if Path(p).is_dir() else [p]
+        if not found:
+            raise SchedlabError(f"{p}: a folder without run summaries (*.json): nothing to collect")
+        paths += found
     rows = [read_json(p) for p in paths]
     for path, row in zip(paths, rows):
-        if not isinstance(row, dict):
+        if not isinstance(row, dict) or not row:
             raise SchedlabError(f"{path}: not a run summary (a JSON object of flat keys)")
     write_parquet(pd.DataFrame(rows), args.out)
 
@@ -361,6 +375,13 @@ def cmd_vllm_serve(args) -> None:
     )
 
 
+def _served_outputs(args) -> list:
+    """What `schedlab vllm-serve` writes: every replay's tables and the server's step logs."""
+    from schedlab.backends.vllm_server import served_outputs
+
+    return served_outputs(args.out_dir, args.rates, seed=args.seed, repeats=args.repeats, server_log=args.server_log)
+
+
 def cmd_whisper_files(args) -> None:
     from schedlab.data.whisper_files import write_model_folder
 
@@ -372,16 +393,16 @@ def _run_args(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     """A run's trace, policy, identity and outputs (vllm-run); with ``sweep`` (simulate), one
     value per run for the trace, rate and outputs."""
     many = {"nargs": "+"} if sweep else {}
-    p.add_argument("--trace", required=True, **many)
+    p.add_argument("--trace", type=InputPath, required=True, **many)
     p.add_argument("--scheduler", "--policy", dest="policy", required=True,
                    help="a registered scheduler (`schedlab schedulers`): a queue policy, or with simulate a batch builder too")
-    p.add_argument("--kappa", help="kappa JSON; without it every job's size is its max_tokens (output length)")
+    p.add_argument("--kappa", type=InputPath, help="kappa JSON; without it every job's size is its max_tokens (output length)")
     p.add_argument("--workload", default="custom", help="name recorded in the summary")
-    p.add_argument("--rate", type=_positive, default=None if sweep else float("nan"), help="recorded in the summary",
-                   **many)
-    p.add_argument("--seed", type=int, default=0, help="recorded in the summary")
-    p.add_argument("--out-results", required=True, **many)
-    p.add_argument("--out-summary", required=True, **many)
+    p.add_argument("--rate", type=rate_type(inf=True), default=None if sweep else float("nan"),
+                   help="recorded in the summary (inf: a burst)", **many)
+    p.add_argument("--seed", type=seed, default=0, help="recorded in the summary")
+    p.add_argument("--out-results", type=OutputPath, required=True, **many)
+    p.add_argument("--out-summary", type=OutputPath, required=True, **many)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -389,20 +410,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("data", help="LibriSpeech test-clean utterances with Whisper token counts")
-    d.add_argument("--out", required=True, help="parquet: utterance_id, duration_s, transcript, text_tokens, output_tokens")
+    d.add_argument("--out", type=OutputPath, required=True,
+                   help="parquet: utterance_id, duration_s, transcript, text_tokens, output_tokens")
     d.set_defaults(func=cmd_data)
 
     w = sub.add_parser("workload", help="build seeded workload traces, one per rate")
     w.add_argument("--kind", choices=("librispeech", "uniform"), required=True)
-    w.add_argument("--utterances", required=True, help="parquet from `schedlab data`")
-    w.add_argument("--rate", type=_positive, nargs="+", required=True, help="req/s; inf = burst at t=0")
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--utterances", type=InputPath, required=True, help="parquet from `schedlab data`")
+    w.add_argument("--rate", type=rate_type(inf=True), nargs="+", required=True, help="req/s; inf = burst at t=0")
+    w.add_argument("--seed", type=seed, default=0)
     n = w.add_mutually_exclusive_group(required=True)
-    n.add_argument("--duration-s", type=_positive, help="seconds of arrivals")
-    n.add_argument("--n-requests", type=_positive_int, help="number of requests")
+    n.add_argument("--duration-s", type=duration, help="seconds of arrivals")
+    n.add_argument("--n-requests", type=count, help="number of requests")
     w.add_argument("--burstiness", type=_positive, default=1.0, help="gamma shape; 1 = Poisson")
-    w.add_argument("--clips-per-duration", type=_positive_int, default=100, help="uniform split size per duration")
-    w.add_argument("--out", nargs="+", required=True, help="one parquet per rate")
+    w.add_argument("--clips-per-duration", type=count, default=100, help="uniform split size per duration")
+    w.add_argument("--out", type=OutputPath, nargs="+", required=True, help="one parquet per rate")
     w.set_defaults(func=cmd_workload)
 
     pr = sub.add_parser("profile", help="a latency profile table (roofline, timed torch passes or vLLM steps, "
@@ -413,63 +435,64 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per point (torch)")
     pr.add_argument("--device", default="cpu", help="device, e.g. cpu or cuda:0 (torch, vllm)")
     vllm_engine_args(pr, device=False)
-    pr.add_argument("--out", required=True)
+    pr.add_argument("--out", type=OutputPath, required=True)
     pr.set_defaults(func=cmd_profile)
 
     f = sub.add_parser("fit", help="fit kappa, step-time coefficients, calibration")
     fsub = f.add_subparsers(dest="what", required=True)
     fs = fsub.add_parser("steptime", help="OLS step-time coefficients from a profile table")
-    fs.add_argument("--profile", nargs="+", required=True, help="profile tables, each fitted on its own")
-    fs.add_argument("--tile", type=int, default=0, help="GEMM tile width: fit the tile staircase (0: none)")
-    fs.add_argument("--out", nargs="+", required=True, help="one step-time JSON per profile")
+    fs.add_argument("--profile", type=InputPath, nargs="+", required=True, help="profile tables, each fitted on its own")
+    fs.add_argument("--tile", type=number(int, minimum=0, strict=False, maximum=2**20), default=0,
+                    help="GEMM tile width: fit the tile staircase (0: none)")
+    fs.add_argument("--out", type=OutputPath, nargs="+", required=True, help="one step-time JSON per profile")
     fs.set_defaults(func=cmd_fit_steptime)
     fe = fsub.add_parser("engine-steps", help="step-time OLS on served runs' engine steps, one rate held out per fit")
-    fe.add_argument("--steps", nargs="+", required=True,
+    fe.add_argument("--steps", type=input_folder("*.steps.parquet"), nargs="+", required=True,
                     help="step tables (*.steps.parquet from `schedlab vllm-serve`), or folders of them")
-    fe.add_argument("--seed", type=int, help="only the steps of the server started with this seed (default: every step)")
-    fe.add_argument("--held-out", type=_positive, nargs="+", required=True,
+    fe.add_argument("--seed", type=seed, help="only the steps of the server started with this seed (default: every step)")
+    fe.add_argument("--held-out", type=rate_type(), nargs="+", required=True,
                     help="rates to hold out, one fit each (fitted on the steps of every other rate)")
-    fe.add_argument("--out", nargs="+", required=True, help="one step-time JSON per held-out rate")
-    fe.add_argument("--out-all", help="also a fit on every step (no rate held out)")
+    fe.add_argument("--out", type=OutputPath, nargs="+", required=True, help="one step-time JSON per held-out rate")
+    fe.add_argument("--out-all", type=OutputPath, help="also a fit on every step (no rate held out)")
     fe.set_defaults(func=cmd_fit_engine_steps)
     fk = fsub.add_parser("kappa", help="tokens per second of audio, per language")
-    fk.add_argument("--librispeech", required=True, help="parquet from `schedlab data`")
+    fk.add_argument("--librispeech", type=InputPath, required=True, help="parquet from `schedlab data`")
     fk.add_argument("--fleurs", nargs="*", default=["es", "hi", "ar"])
-    fk.add_argument("--out", required=True)
+    fk.add_argument("--out", type=OutputPath, required=True)
     fk.set_defaults(func=cmd_fit_kappa)
     fc = fsub.add_parser("calibrate", help="scale a step-time model to an FCFS baseline")
-    fc.add_argument("--base", required=True, help="step-time JSON to calibrate")
-    fc.add_argument("--utterances", required=True)
-    fc.add_argument("--kappa", required=True)
-    fc.add_argument("--saturation-rps", type=_positive, required=True)
-    fc.add_argument("--requests-per-rate", type=_positive_int, default=1000,
+    fc.add_argument("--base", type=InputPath, required=True, help="step-time JSON to calibrate")
+    fc.add_argument("--utterances", type=InputPath, required=True)
+    fc.add_argument("--kappa", type=InputPath, required=True)
+    fc.add_argument("--saturation-rps", type=rate_type(), required=True)
+    fc.add_argument("--requests-per-rate", type=count, default=1000,
                     help="requests of each Table 1 rate's trace (vllm bench serve's default count)")
-    fc.add_argument("--overload-rate", type=_positive, default=25.0)
-    fc.add_argument("--n-requests", type=_positive_int, default=2000, help="requests of the overloaded trace")
-    fc.add_argument("--alt-duration-s", type=_positive, default=300.0,
+    fc.add_argument("--overload-rate", type=rate_type(), default=25.0)
+    fc.add_argument("--n-requests", type=count, default=2000, help="requests of the overloaded trace")
+    fc.add_argument("--alt-duration-s", type=duration, default=300.0,
                     help="the other bound, shown beside the fit: seconds of arrivals ...")
     fc.add_argument("--alt-max-in-flight", type=_positive_int, default=100, help="... with this cap on requests in flight")
-    fc.add_argument("--seed", type=int, default=0)
-    fc.add_argument("--spread-seeds", type=_positive_int, default=10,
+    fc.add_argument("--seed", type=seed, default=0)
+    fc.add_argument("--spread-seeds", type=positive_number(int, 10**4), default=10,
                     help="trace seeds (from --seed on) on which every policy also runs at the two highest rates")
     fc.add_argument("--step-ms", type=_positive, nargs=2, metavar=("LOW", "HIGH"),
                     help="FCFS's mean step time on the overloaded trace, a target interval (ms)")
     fc.add_argument("--station", action="store_true", help="fit the front end as a queue (its service time)")
     fc.add_argument("--fit-only", action="store_true", help="the fit alone, without the studies beside it")
     _engine_args(fc)
-    fc.add_argument("--out", required=True)
+    fc.add_argument("--out", type=OutputPath, required=True)
     fc.set_defaults(func=cmd_fit_calibrate)
     fa = fsub.add_parser("apply", help="apply a calibration to another model's step-time fit")
-    fa.add_argument("--base", required=True)
-    fa.add_argument("--calibrated", required=True)
-    fa.add_argument("--out", required=True)
+    fa.add_argument("--base", type=InputPath, required=True)
+    fa.add_argument("--calibrated", type=InputPath, required=True)
+    fa.add_argument("--out", type=OutputPath, required=True)
     fa.set_defaults(func=cmd_fit_apply)
 
     s = sub.add_parser("simulate", help="simulated runs of one policy, one per trace (schedlab's engine, or vLLM's scheduler)")
     s.add_argument("--backend", choices=("sim", "vllm-sim"), default="sim",
                    help="sim: schedlab's engine; vllm-sim: vLLM's real scheduler on a virtual clock")
     _run_args(s, sweep=True)
-    s.add_argument("--steptime", required=True, nargs="+",
+    s.add_argument("--steptime", type=InputPath, required=True, nargs="+",
                    help="step-time JSON from `schedlab fit`: one for every run, or one per run")
     s.add_argument("--steptime-fit", help="which fit the step-time models are, recorded in the summaries")
     s.add_argument("--max-in-flight", type=_positive_int,
@@ -484,30 +507,34 @@ def build_parser() -> argparse.ArgumentParser:
     vs = sub.add_parser("vllm-serve", help="start `vllm serve` with a policy and replay traces over HTTP")
     vs.add_argument("--scheduler", "--policy", dest="policy", required=True,
                     help="a registered queue policy (`schedlab schedulers`), e.g. fcfs, sjf, hrrn, adaptive")
-    vs.add_argument("--kappa", help="kappa JSON; without it every job's size is its max_tokens (output length)")
+    vs.add_argument("--kappa", type=InputPath,
+                    help="kappa JSON; without it every job's size is its max_tokens (output length)")
     vs.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
-    vs.add_argument("--model-folder", required=True,
+    vs.add_argument("--model-folder", type=InputPath, required=True,
                     help="folder the server loads (Whisper: from `schedlab whisper-files`)")
-    vs.add_argument("--traces", nargs="+", required=True, help="trace parquet files, replayed in this order")
-    vs.add_argument("--rates", nargs="+", required=True, help="one rate label per trace (file names, summaries)")
+    vs.add_argument("--traces", type=InputPath, nargs="+", required=True, help="trace parquet files, replayed in this order")
+    vs.add_argument("--rates", type=rate_label, nargs="+", required=True,
+                    help="one rate label per trace (file names, summaries): the rate in req/s")
     vs.add_argument("--workload", default="custom", help="name recorded in the summaries")
-    vs.add_argument("--seed", type=int, default=0, help="recorded in the summaries and file names")
-    vs.add_argument("--repeats", type=_positive_int, default=1, help="replays of every trace on the one server")
-    vs.add_argument("--server-log", required=True, help="the server's output")
-    vs.add_argument("--out-dir", required=True, help="rate<label>_seed<seed>_rep<k>.parquet and .json go here")
+    vs.add_argument("--seed", type=seed, default=0, help="recorded in the summaries and file names")
+    vs.add_argument("--repeats", type=positive_number(int, 10**4), default=1, help="replays of every trace on the one server")
+    vs.add_argument("--server-log", type=OutputPath, required=True, help="the server's output")
+    vs.add_argument("--out-dir", type=OutputFolder, required=True,
+                    help="rate<label>_seed<seed>_rep<k>.parquet and .json go here")
     vllm_engine_args(vs, device=True)
-    vs.set_defaults(func=cmd_vllm_serve)
+    vs.set_defaults(func=cmd_vllm_serve, planned_outputs=_served_outputs)
     wf = sub.add_parser("whisper-files", help="a Whisper model folder with tokenizer and processor files, offline")
     wf.add_argument("--model", required=True, help="a bundled Whisper architecture, e.g. whisper-tiny")
-    wf.add_argument("--out", required=True, help="folder to write (config.json, tokenizer, preprocessor config)")
+    wf.add_argument("--out", type=OutputFolder, required=True,
+                    help="folder to write (config.json, tokenizer, preprocessor config)")
     wf.set_defaults(func=cmd_whisper_files)
 
     sc = sub.add_parser("schedulers", help="list the registered schedulers (built-in and plug-ins)")
     sc.set_defaults(func=cmd_schedulers)
 
     c = sub.add_parser("collect", help="gather run summaries (JSON) into one parquet table")
-    c.add_argument("summaries", nargs="+", help="run summaries (JSON), or folders of them")
-    c.add_argument("--out", required=True)
+    c.add_argument("summaries", type=input_folder("*.json"), nargs="+", help="run summaries (JSON), or folders of them")
+    c.add_argument("--out", type=OutputPath, required=True)
     c.set_defaults(func=cmd_collect)
 
     from schedlab.slai.cli import add_commands as add_slai_commands
@@ -532,10 +559,18 @@ def main(argv: list[str] | None = None) -> int:
     # context managers, so that servers started here are stopped and no partial output is left.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
+        # Before any work: inputs readable, outputs where a file may go, none of them an input.
+        inputs, outputs, folders = command_paths(args)
+        check_paths(inputs, outputs, folders)
         args.func(args)
     except SchedlabError as e:
         print("schedlab: error: " + " ".join(str(e).split()), file=sys.stderr)
         return 2
+    except PermissionError as e:  # a file of the user's that this user may not read or write
+        print(f"schedlab: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    finally:
+        guard_inputs(())  # the command's inputs are guarded while it runs, not after
     return 0
 
 

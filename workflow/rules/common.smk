@@ -9,6 +9,7 @@ import shlex
 
 from schedlab.contracts import BACKENDS, SIM_BACKENDS
 from schedlab.errors import SchedlabError
+from schedlab.snakemake_start import config_error
 from schedlab.latency.catalogue import hardware, hardware_names, model_dir, model_names
 from schedlab.latency.shipped import shipped_hardware, shipped_models, shipped_path
 from schedlab import figure_map, registry
@@ -172,7 +173,7 @@ def _check_config():
         if gpu not in shipped_hardware():
             problems.append(f"profile.gpu: no shipped profiles for {gpu!r} (shipped: {', '.join(shipped_hardware())})")
     if problems:
-        raise ValueError("config.yaml: " + "; ".join(problems))
+        config_error("config: " + "; ".join(problems))
 
 
 _check_config()

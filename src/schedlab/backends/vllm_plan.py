@@ -24,7 +24,6 @@ Options come through ``--additional-config '{"schedlab": {"scheduler": "slai-spf
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Callable, Iterable, Iterator
 
@@ -34,21 +33,15 @@ from vllm.v1.core.sched.request_queue import RequestQueue
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
+from schedlab.backends import server_logger
 from schedlab.backends.vllm_scheduler import step_composition
 from schedlab.engine.arena import EngineConfig
 from schedlab.engine.view import EngineView
 from schedlab.errors import SchedlabError
 from schedlab import registry
-from schedlab.validation.documents import Strict, parse
-from schedlab.validation.hints import checked_slo_hint
+from schedlab.validation.hints import checked_slo_hint, plan_options
 
-logger = logging.getLogger(__name__)
-
-
-class PlanOptions(Strict):
-    """The ``schedlab`` section of ``--additional-config`` for step-plan schedulers."""
-
-    scheduler: str
+logger = server_logger(__name__)
 
 
 class VllmView(EngineView):
@@ -159,8 +152,7 @@ class PlanMixin:
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        opts = parse(PlanOptions, (self.vllm_config.additional_config or {}).get("schedlab", {}),
-                     "additional-config 'schedlab'")
+        opts = plan_options(self.vllm_config.additional_config)
         entry = registry.entry(opts.scheduler, registry.BATCH)
         self.name = opts.scheduler
         capacity = self.kv_cache_manager.block_pool.get_num_free_blocks()

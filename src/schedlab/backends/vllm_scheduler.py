@@ -20,7 +20,6 @@ scheduler, was first scheduled and finished; :mod:`schedlab.backends.step_log`).
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Callable, Iterable, Iterator
 
@@ -29,6 +28,7 @@ from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
+from schedlab.backends import server_logger
 from schedlab.backends.step_log import StepLog
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_estimate
@@ -36,7 +36,7 @@ from schedlab import registry
 from schedlab.policies import Job, Policy
 from schedlab.validation.hints import checked_hint, server_options
 
-logger = logging.getLogger(__name__)
+logger = server_logger(__name__)
 
 
 def step_composition(sched, out) -> tuple[int, int, int, int, int]:

@@ -44,6 +44,9 @@ from schedlab.latency.catalogue import model_arch
 #: ``--logits-processors`` for Whisper (vLLM wants ``<module>:<type>``), named here so that the
 #: client side never imports vLLM.
 NO_STOP = "schedlab.backends.vllm_logits:NoStopTokens"
+#: ``--middleware`` that logs each numeric hint a client sends as a boolean (vLLM reads it as
+#: 1 or 0), named here so that the client side never imports vLLM.
+HINT_WARNINGS = "schedlab.backends.vllm_hints.CoercedHints"
 #: Seconds a server may take to answer ``/health`` after start (CPU: about a minute).
 READY_TIMEOUT_S = 600.0
 
@@ -78,6 +81,7 @@ def serve_command(folder: str | Path, spec: EngineSpec, *, policy: str = "fcfs",
         "--no-enable-prefix-caching",
         "--seed", str(spec.seed),
         "--served-model-name", spec.model,
+        "--middleware", HINT_WARNINGS,
     ]
     if spec.enforce_eager:
         cmd.append("--enforce-eager")
@@ -102,7 +106,7 @@ def server_env(spec: EngineSpec) -> dict[str, str]:
 
 @dataclass
 class Server:
-    """A running ``vllm serve`` process group and where it answers."""
+    """A running ``vllm serve`` process group (led by its lifeline, ``proc``) and where it answers."""
 
     proc: subprocess.Popen
     url: str
@@ -135,22 +139,33 @@ class Server:
         self.stop()
 
 
+def with_lifeline(cmd: list[str]) -> list[str]:
+    """``cmd`` run under :mod:`schedlab.backends.lifeline`, which stops the server and every
+    process it started when this process ends, however it ends (SIGKILL too), within seconds."""
+    return [sys.executable, "-m", "schedlab.backends.lifeline", str(os.getpid()), "--", *cmd]
+
+
 def start_server(cmd: list[str], *, log: str | Path, env: dict[str, str] | None = None,
                  port: int | None = None, cwd: str | Path | None = None,
                  timeout_s: float = READY_TIMEOUT_S, append: bool = False) -> Server:
     """Start ``cmd`` (a ``vllm serve`` line) on ``port`` with its output in ``log`` (after
     what the log holds, with ``append``), and wait until ``/health`` answers 200; on a timeout
-    or an early exit the server is stopped and the log's tail is in the error."""
+    or an early exit the server is stopped and the log's tail is in the error. The server runs
+    in a session of its own under a lifeline (:func:`with_lifeline`): it goes when this
+    process goes."""
     import httpx
+
+    from schedlab.io import check_target
 
     port = port or free_port()
     log = Path(log)
+    check_target(log)  # a log is written through: never into a device, a FIFO or an input
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a" if append else "w") as out:
         out.write("$ " + shlex.join(cmd) + f" --port {port}\n")
         out.flush()
         proc = subprocess.Popen(
-            [*cmd, "--host", "127.0.0.1", "--port", str(port)],
+            with_lifeline([*cmd, "--host", "127.0.0.1", "--port", str(port)]),
             stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
         )
     server = Server(proc, f"http://127.0.0.1:{port}", log, time.monotonic())
@@ -393,6 +408,26 @@ def step_log_path(server_log: str | Path) -> Path:
     return log.with_name(log.stem + ".steps.csv")
 
 
+def replay_stem(out_dir: str | Path, label: str, seed: int, rep: int) -> Path:
+    """The name of one replay's files under ``out_dir``, without their extensions (a rate
+    label may hold a '.': no ``with_suffix``)."""
+    return Path(out_dir) / f"rate{label}_seed{seed}_rep{rep}"
+
+
+#: The files of one replay (:func:`run_served`), by extension.
+REPLAY_FILES = (".parquet", ".steps.parquet", ".json")
+
+
+def served_outputs(out_dir: str | Path, labels, *, seed: int, repeats: int, server_log: str | Path) -> list[Path]:
+    """Every file :func:`run_served` writes besides the server's log: the server's step and
+    request logs, and each replay's results, steps and summary."""
+    from schedlab.backends.step_log import request_log_path
+
+    steps_csv = step_log_path(server_log)
+    stems = [replay_stem(out_dir, label, seed, rep) for rep in range(repeats) for label in labels]
+    return [steps_csv, request_log_path(steps_csv), *(Path(f"{stem}{ext}") for stem in stems for ext in REPLAY_FILES)]
+
+
 def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict[str, float],
                traces: dict[str, pd.DataFrame], identity: dict, repeats: int, server_log: str | Path,
                out_dir: str | Path, seed: int = 0) -> list[Path]:
@@ -411,7 +446,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
     from schedlab.backends.step_tables import read_request_log, request_timeline, step_table, steps_between, wait_for_idle
     from schedlab.backends.step_log import request_log_path
     from schedlab.backends.vllm_profile import device_label
-    from schedlab.io import write_json, write_parquet
+    from schedlab.io import check_target, write_outputs
     from schedlab.metrics import summarize
 
     whisper = model_arch(spec.model).encoder_frames > 0
@@ -483,6 +518,7 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
         return servers[-1]
 
     for log in (steps_csv, request_log_path(steps_csv)):  # this job's servers append to them
+        check_target(log)
         log.unlink(missing_ok=True)
     written = []
     try:
@@ -494,11 +530,9 @@ def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict
                 server = run.server
                 steps, summary = measured[run.token]  # the kept attempt's (its summary says why others were not)
                 measured.clear()
-                # (a rate label may hold a '.': no with_suffix)
-                stem = Path(out_dir) / f"rate{label}_seed{seed}_rep{rep}"
-                write_parquet(run.requests, f"{stem}.parquet")
-                write_parquet(steps, f"{stem}.steps.parquet")
-                write_json(summary, f"{stem}.json")
+                stem = replay_stem(out_dir, label, seed, rep)
+                results, steps_out, summary_out = (f"{stem}{ext}" for ext in REPLAY_FILES)
+                write_outputs({results: run.requests, steps_out: steps, summary_out: summary})
                 written.append(stem)
     finally:
         for started in servers:

@@ -13,11 +13,12 @@ everything vLLM needs to serve the model.
 from __future__ import annotations
 
 import json
-import shutil
+import tempfile
 from pathlib import Path
 
 from schedlab.data.whisper_tokens import SPECIAL_TOKENS, asset_path
 from schedlab.errors import SchedlabError
+from schedlab.io import check_folder, write_outputs
 from schedlab.latency.catalogue import model_dir
 
 #: Languages of whisper.tokenizer.LANGUAGES beyond the first 99 (large-v3 adds Cantonese).
@@ -55,15 +56,20 @@ def build_tokenizer(vocab_size: int):
 
 
 def write_model_folder(model: str, out: str | Path) -> Path:
-    """``out`` as a loadable folder of ``model``: its ``config.json`` plus :data:`FILES`."""
+    """``out`` as a loadable folder of ``model``: its ``config.json`` plus :data:`FILES`,
+    made in a temporary folder and written by the one output writer (:mod:`schedlab.io`), all
+    together or none."""
     from transformers import WhisperFeatureExtractor
 
     config = json.loads((model_dir(model) / "config.json").read_text())
     if config.get("model_type") != "whisper":
         raise SchedlabError(f"{model} is not a Whisper model")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(model_dir(model) / "config.json", out / "config.json")
-    build_tokenizer(config["vocab_size"]).save_pretrained(str(out))
-    WhisperFeatureExtractor(feature_size=config["num_mel_bins"]).save_pretrained(str(out))
+    check_folder(out)
+    with tempfile.TemporaryDirectory() as made:
+        build_tokenizer(config["vocab_size"]).save_pretrained(made)
+        WhisperFeatureExtractor(feature_size=config["num_mel_bins"]).save_pretrained(made)
+        files = {"config.json": (model_dir(model) / "config.json").read_bytes()}
+        files.update((f.name, f.read_bytes()) for f in sorted(Path(made).iterdir()))
+    write_outputs({out / name: data for name, data in files.items()})
     return out

@@ -73,13 +73,13 @@ def engine_config(
 ) -> EngineConfig:
     """Limits of a (hardware, model) pair: KV capacity from the hardware's memory and the
     model's weights and KV size, unless ``kv_blocks`` gives a measured engine's capacity (then
-    ``hardware_name`` is only a label); the limits are checked first."""
-    from schedlab.validation.documents import EngineLimits, parse
+    ``hardware_name`` is only a label); the limits are checked first, by the rules every
+    backend shares (:func:`schedlab.validation.check_engine_limits`)."""
+    from schedlab.validation.documents import check_engine_limits
 
-    parse(EngineLimits, {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-                         "block_size": block_size, "gpu_memory_utilization": gpu_memory_utilization,
-                         "kv_blocks": kv_blocks}, "engine limits")
     arch = model_arch(model_name)
+    check_engine_limits(model_name, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, kv_blocks=kv_blocks)
     if kv_blocks is None:
         kv_blocks = kv_capacity_blocks(hardware(hardware_name), arch, gpu_memory_utilization, block_size)
     return EngineConfig(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from schedlab.cli_types import positive_number
+from schedlab.cli_types import InputPath, OutputPath, count, duration, positive_number, rate_type, seed
+from schedlab.contracts import MAX_RATE_RPS
 from schedlab.errors import SchedlabError
-from schedlab.io import read_json, read_parquet, write_outputs, write_parquet
+from schedlab.io import read_json, write_outputs, write_parquet
+from schedlab.validation import read_pool
 
 STUDIES = ("queues", "load", "tuning", "starvation")
 POOL_COLUMNS = ("prompt_tokens", "output_tokens")
@@ -20,8 +22,8 @@ def _setup(args):
 
     return Setup(
         Arena(StepTimeModel.load(args.steptime), engine_limits(hardware(args.hardware), model_arch(args.model))),
-        read_parquet(args.short, POOL_COLUMNS),
-        read_parquet(args.long, POOL_COLUMNS),
+        read_pool(args.short, POOL_COLUMNS),
+        read_pool(args.long, POOL_COLUMNS),
     )
 
 
@@ -61,7 +63,7 @@ def cmd_calibrate(args) -> None:
 
     base = StepTimeModel.load(args.base)
     arena = Arena(base, engine_limits(hardware(args.hardware), model_arch(args.model)))
-    setup = Setup(arena, read_parquet(args.short, POOL_COLUMNS), read_parquet(args.long, POOL_COLUMNS))
+    setup = Setup(arena, read_pool(args.short, POOL_COLUMNS), read_pool(args.long, POOL_COLUMNS))
     overload = setup.trace("mixed", args.n_requests, args.overload_rate, args.seed)
     compute = saturation_factor(arena, overload, args.saturation_rps)
     record = {"targets": {"saturation_rps": args.saturation_rps}, "compute": compute, "memory": 1.0,
@@ -72,7 +74,7 @@ def cmd_calibrate(args) -> None:
 def cmd_workload(args) -> None:
     from schedlab.ewsjf.workload import trace
 
-    short, long = read_parquet(args.short, POOL_COLUMNS), read_parquet(args.long, POOL_COLUMNS)
+    short, long = read_pool(args.short, POOL_COLUMNS), read_pool(args.long, POOL_COLUMNS)
     write_parquet(trace(args.kind, short, long, args.n_requests, args.rate, args.seed), args.out)
 
 
@@ -105,8 +107,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def _pool_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--short", required=True, help="short pool parquet (from `schedlab ewsjf pools`)")
-    p.add_argument("--long", required=True, help="long pool parquet")
+    p.add_argument("--short", type=InputPath, required=True, help="short pool parquet (from `schedlab ewsjf pools`)")
+    p.add_argument("--long", type=InputPath, required=True, help="long pool parquet")
 
 
 def add_commands(sub) -> None:
@@ -114,52 +116,52 @@ def add_commands(sub) -> None:
     esub = e.add_subparsers(dest="ewsjf_command", required=True)
 
     p = esub.add_parser("pools", help="short (Azure conv) and long (Mooncake, Azure code) prompt pools")
-    p.add_argument("--short", required=True, help="parquet out: prompt_tokens, output_tokens, source")
-    p.add_argument("--long", required=True, help="parquet out, same columns")
+    p.add_argument("--short", type=OutputPath, required=True, help="parquet out: prompt_tokens, output_tokens, source")
+    p.add_argument("--long", type=OutputPath, required=True, help="parquet out, same columns")
     p.set_defaults(func=cmd_pools)
 
     s = esub.add_parser("steptime", help="the engine's step-time model fitted to the roofline")
     _engine_args(s)
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", type=OutputPath, required=True)
     s.set_defaults(func=cmd_steptime)
 
     c = esub.add_parser("calibrate", help="scale compute costs so FCFS saturates at the paper's throughput")
-    c.add_argument("--base", required=True, help="step-time JSON from `schedlab ewsjf steptime`")
+    c.add_argument("--base", type=InputPath, required=True, help="step-time JSON from `schedlab ewsjf steptime`")
     _pool_args(c)
     _engine_args(c)
-    c.add_argument("--saturation-rps", type=positive_number(float), default=8.45, help="paper Table 3: FCFS req/s")
-    c.add_argument("--overload-rate", type=positive_number(float), default=40.0)
-    c.add_argument("--n-requests", type=positive_number(int), default=3000)
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--out", required=True)
+    c.add_argument("--saturation-rps", type=rate_type(), default=8.45, help="paper Table 3: FCFS req/s")
+    c.add_argument("--overload-rate", type=rate_type(), default=40.0)
+    c.add_argument("--n-requests", type=count, default=3000)
+    c.add_argument("--seed", type=seed, default=0)
+    c.add_argument("--out", type=OutputPath, required=True)
     c.set_defaults(func=cmd_calibrate)
 
     w = esub.add_parser("workload", help="a seeded mixed, short-only or long-only trace")
     w.add_argument("--kind", choices=("mixed", "short", "long"), required=True)
     _pool_args(w)
-    w.add_argument("--n-requests", type=positive_number(int), required=True)
-    w.add_argument("--rate", type=positive_number(float), required=True, help="req/s (Poisson)")
-    w.add_argument("--seed", type=int, default=0)
-    w.add_argument("--out", required=True)
+    w.add_argument("--n-requests", type=count, required=True)
+    w.add_argument("--rate", type=rate_type(), required=True, help="req/s (Poisson)")
+    w.add_argument("--seed", type=seed, default=0)
+    w.add_argument("--out", type=OutputPath, required=True)
     w.set_defaults(func=cmd_workload)
 
     st = esub.add_parser("study", help="one of paper B's experiments, as a parquet table")
     st.add_argument("study", choices=STUDIES)
-    st.add_argument("--steptime", required=True, help="calibrated step-time JSON")
+    st.add_argument("--steptime", type=InputPath, required=True, help="calibrated step-time JSON")
     _pool_args(st)
     _engine_args(st)
-    st.add_argument("--params", help="EWSJF parameters JSON (from the tuning study); default: built-in")
+    st.add_argument("--params", type=InputPath, help="EWSJF parameters JSON (from the tuning study); default: built-in")
     st.add_argument("--kind", choices=("mixed", "short", "long"), default="mixed", help="queues: workload")
-    st.add_argument("--n-requests", type=positive_number(int), default=30_000, help="queues, tuning, starvation: requests per run")
-    st.add_argument("--rate", type=positive_number(float), default=40.0, help="queues, tuning: req/s")
-    st.add_argument("--sizes", type=positive_number(int), nargs="+", default=[10_000, 30_000], help="load: requests per run")
-    st.add_argument("--rates", type=positive_number(float), nargs="+", default=[10, 20, 40, 60, 100, 500],
+    st.add_argument("--n-requests", type=count, default=30_000, help="queues, tuning, starvation: requests per run")
+    st.add_argument("--rate", type=rate_type(), default=40.0, help="queues, tuning: req/s")
+    st.add_argument("--sizes", type=count, nargs="+", default=[10_000, 30_000], help="load: requests per run")
+    st.add_argument("--rates", type=positive_number(float, MAX_RATE_RPS), nargs="+", default=[10, 20, 40, 60, 100, 500],
                     help="load, starvation: req/s")
-    st.add_argument("--trial-s", type=positive_number(float), default=300.0, help="tuning: seconds per trial")
-    st.add_argument("--max-trials", type=positive_number(int), default=20, help="tuning: trials before it settles")
-    st.add_argument("--seed", type=int, default=0)
-    st.add_argument("--out", required=True)
-    st.add_argument("--out-params", help="tuning: the best parameters found (JSON)")
-    st.add_argument("--out-timeline", help="starvation: waiting requests over time (parquet)")
+    st.add_argument("--trial-s", type=duration, default=300.0, help="tuning: seconds per trial")
+    st.add_argument("--max-trials", type=positive_number(int, 10**4), default=20, help="tuning: trials before it settles")
+    st.add_argument("--seed", type=seed, default=0)
+    st.add_argument("--out", type=OutputPath, required=True)
+    st.add_argument("--out-params", type=OutputPath, help="tuning: the best parameters found (JSON)")
+    st.add_argument("--out-timeline", type=OutputPath, help="starvation: waiting requests over time (parquet)")
     st.set_defaults(func=cmd_study)
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from schedlab.io import read_parquet, write_outputs
-from schedlab.cli_types import json_object
+from schedlab.cli_types import InputPath, OutputFolder, OutputPath, engine_object, json_object
+from schedlab.io import write_outputs
 
 UTTERANCE_COLUMNS = ("duration_s", "output_tokens", "text_tokens")
+#: The tables of the switching study, each ``<out-dir>/<name>.parquet``.
+SWITCHING_TABLES = ("summary", "by_phase", "timeline", "switches", "regimes", "phases")
 
 
 def _setup(args):
@@ -16,9 +18,11 @@ def _setup(args):
     from schedlab.validation import check_engine_spec, parse
     from schedlab.validation.documents import EXTENSION_SPECS
 
+    from schedlab.validation import read_pool
+
     check_engine_spec(args.engine, "--engine")
     parse(EXTENSION_SPECS[args.extension_command], args.spec, "--spec")
-    return read_parquet(args.utterances, UTTERANCE_COLUMNS), Arena.from_spec(args.engine, "asr")
+    return read_pool(args.utterances, UTTERANCE_COLUMNS), Arena.from_spec(args.engine, "asr")
 
 
 def cmd_kappa(args) -> None:
@@ -58,8 +62,7 @@ def cmd_switching(args) -> None:
     study = switching_study(utterances, arena,
                             phases=args.spec.get("phases", DEFAULT_PHASES), seed=int(args.spec.get("seed", 0)))
     out = Path(args.out_dir)
-    write_outputs({out / f"{name}.parquet": getattr(study, name)
-                   for name in ("summary", "by_phase", "timeline", "switches", "regimes", "phases")})
+    write_outputs({out / f"{name}.parquet": getattr(study, name) for name in SWITCHING_TABLES})
 
 
 def add_commands(sub) -> None:
@@ -67,24 +70,25 @@ def add_commands(sub) -> None:
     esub = e.add_subparsers(dest="extension_command", required=True)
 
     def common(p):
-        p.add_argument("--utterances", required=True, help="LibriSpeech table (schedlab data)")
-        p.add_argument("--engine", type=json_object, required=True,
+        p.add_argument("--utterances", type=InputPath, required=True, help="LibriSpeech table (schedlab data)")
+        p.add_argument("--engine", type=engine_object, required=True,
                        help="engine spec as JSON: steptime, hardware, model, engine limits, kappa (files)")
         p.add_argument("--spec", type=json_object, default={}, help="the study's parameters as JSON (config.yaml extensions.*)")
 
     k = esub.add_parser("kappa", help="per-language vs one global kappa on a multilingual mix")
     common(k)
-    k.add_argument("--out-runs", required=True)
-    k.add_argument("--out-quality", required=True)
+    k.add_argument("--out-runs", type=OutputPath, required=True)
+    k.add_argument("--out-quality", type=OutputPath, required=True)
     k.set_defaults(func=cmd_kappa)
 
     v = esub.add_parser("vad", help="raw duration vs speech-active time (WebRTC VAD) as job size, on padded clips")
     common(v)
-    v.add_argument("--out-runs", required=True)
-    v.add_argument("--out-accuracy", required=True)
+    v.add_argument("--out-runs", type=OutputPath, required=True)
+    v.add_argument("--out-accuracy", type=OutputPath, required=True)
     v.set_defaults(func=cmd_vad)
 
     s = esub.add_parser("switching", help="adaptive FCFS/SJF/HRRN switching vs fixed policies on a drifting workload")
     common(s)
-    s.add_argument("--out-dir", required=True)
-    s.set_defaults(func=cmd_switching)
+    s.add_argument("--out-dir", type=OutputFolder, required=True)
+    s.set_defaults(func=cmd_switching,
+                   planned_outputs=lambda a: [Path(a.out_dir) / f"{name}.parquet" for name in SWITCHING_TABLES])

@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from schedlab.errors import SchedlabError
+from schedlab.io import check_folder, write_outputs, write_parquet
 from schedlab.latency.catalogue import hardware_for_device, model_arch
 
 #: The papers' models, in the order the suite times them (the earlier ones first if time is short).
@@ -224,7 +225,7 @@ def run(models, device: str, grid: Grid, out: Path, budget_s: float, log=print) 
                             **grid.points(loaded.whisper, loaded.max_length))
         if provenance["hardware"]:
             table["hardware"] = provenance["hardware"]
-        table.to_parquet(out / f"{model}.parquet", index=False)
+        write_parquet(table, out / f"{model}.parquet")
         entry = {
             "rows": len(table),
             "graph_rows": int(table["cuda_graph"].sum()),
@@ -251,7 +252,7 @@ def run(models, device: str, grid: Grid, out: Path, budget_s: float, log=print) 
 def _write_provenance(out: Path, provenance: dict, started: float) -> None:
     provenance["wall_s"] = round(time.monotonic() - started, 1)
     provenance["finished_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+    write_outputs({out / "provenance.json": json.dumps(provenance, indent=1) + "\n"})
 
 
 def main(argv=None) -> int:
@@ -266,6 +267,7 @@ def main(argv=None) -> int:
     try:
         for m in models:
             model_arch(m)  # fail early on an unknown name
+        check_folder(args.out)
         run(models, args.device, GRIDS[args.grid], Path(args.out), args.budget_s,
             log=lambda s: print(s, flush=True))
     except SchedlabError as e:

@@ -7,13 +7,33 @@ from pathlib import Path
 
 import pandas as pd
 
-from schedlab.cli_types import engine_spec, non_negative_int, positive_number, vllm_engine_args
+from schedlab.cli_types import (
+    InputPath,
+    OutputFolder,
+    OutputPath,
+    duration,
+    engine_spec,
+    number,
+    positive_number,
+    rate_type,
+    seed,
+    vllm_engine_args,
+)
+from schedlab.contracts import MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
 from schedlab import registry
 from schedlab.errors import SchedlabError
 from schedlab.contracts import SIM_BACKENDS
-from schedlab.io import read_parquet, write_outputs, write_parquet
+from schedlab.io import write_outputs, write_parquet
+from schedlab.validation import read_pool
 
 TABLES = ("summary", "buckets", "timeline")
+#: The tables of one scheduler's served sweep (`schedlab slai serve`).
+SERVED_TABLES = ("summary", "buckets")
+
+
+def _scheduler_tables(args, tables) -> list[Path]:
+    """``<out-dir>/<scheduler>/<table>.parquet`` of every scheduler: what a sweep writes."""
+    return [Path(args.out_dir) / s / f"{t}.parquet" for s in args.scheduler for t in tables]
 
 
 def _share(text: str) -> float:
@@ -33,17 +53,17 @@ def _target(text: str) -> tuple[str, float]:
         seconds = float(value)
     except ValueError:
         seconds = float("nan")
-    if not sep or cls not in ("paying", "free") or not seconds > 0:
+    if not sep or cls not in ("paying", "free") or not 0 < seconds <= MAX_RUN_S:
         raise argparse.ArgumentTypeError(f"need paying=SECONDS or free=SECONDS (positive), got {text!r}")
     return cls, seconds
 
 
 def _workload_args(g) -> None:
-    g.add_argument("--pool", required=True, help="length pool parquet from `schedlab slai lengths` (or `scale`)")
+    g.add_argument("--pool", type=InputPath, required=True, help="length pool parquet from `schedlab slai lengths` (or `scale`)")
     g.add_argument("--duration-s", type=float, default=2100.0, help="seconds of arrivals (35 minutes)")
     g.add_argument("--warmup-s", type=float, default=120.0, help="arrivals before this are not measured (< --duration-s)")
     g.add_argument("--tbt-targets", type=_target, nargs=2, default=None,
-                   help="TBT target (s) per class, e.g. paying=0.5,free=2.5 (default: the paper's 0.1 and 0.5)")
+                   help="TBT target (s) per class, e.g. paying=0.5 free=2.5 (default: the paper's 0.1 and 0.5)")
 
 
 def _setup(args):
@@ -58,7 +78,7 @@ def _setup(args):
         arena = Arena.build(StepTimeModel.load(args.steptime), args.hardware, args.model, block_size=args.block_size,
                             max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                             kv_blocks=args.kv_capacity_blocks)
-    pool = read_parquet(args.pool, ("prompt_tokens", "output_tokens"))
+    pool = read_pool(args.pool, ("prompt_tokens", "output_tokens"))
     targets = dict(args.tbt_targets or ())
     if args.tbt_targets and set(targets) != {"paying", "free"}:
         raise SchedlabError("--tbt-targets needs paying=SECONDS and free=SECONDS")
@@ -93,7 +113,7 @@ def cmd_calibrate(args) -> None:
             raise SchedlabError("--capacity-rps needs --pool (the length pool the runs draw from)")
         check_run_length(args.duration_s, args.warmup_s, "--duration-s/--warmup-s")
         arena = Arena.build(model, args.hardware, args.model, block_size=args.block_size)
-        setup = Setup(read_parquet(args.pool, ("prompt_tokens", "output_tokens")), arena, args.duration_s, args.warmup_s)
+        setup = Setup(read_pool(args.pool, ("prompt_tokens", "output_tokens")), arena, args.duration_s, args.warmup_s)
         model, record = serving_overhead(setup, capacity_rps=args.capacity_rps, shares=args.shares)
         record["sensitivity"] = capacity_sensitivity(setup, record, share=min(args.shares)).to_dict(orient="records")
     model.save(args.out)
@@ -114,7 +134,7 @@ def cmd_scale(args) -> None:
     from schedlab.latency.catalogue import model_arch
     from schedlab.workload.openchat import scaled_pool
 
-    pool = read_parquet(args.pool, ("prompt_tokens", "output_tokens"))
+    pool = read_pool(args.pool, ("prompt_tokens", "output_tokens"))
     write_parquet(scaled_pool(pool, args.factor, model_arch(args.model).max_target_positions), args.out)
 
 
@@ -129,11 +149,13 @@ def cmd_serve(args) -> None:
     for scheduler in args.scheduler:
         tables = served_sweep(setup, spec, folder, scheduler, args.share, args.rates, args.seeds,
                               server_log=Path(args.server_log_dir) / f"{scheduler}.log")
-        write_outputs({Path(args.out_dir) / scheduler / f"{name}.parquet": table for name, table in tables.items()})
+        write_outputs({Path(args.out_dir) / scheduler / f"{name}.parquet": tables[name] for name in SERVED_TABLES})
 
 
 def cmd_capacity(args) -> None:
     from schedlab.slai.studies import capacity
+
+    from schedlab.io import read_parquet
 
     grid = pd.concat([read_parquet(p, ("scheduler", "share", "rate", "seed", "within_capacity")) for p in args.summaries])
     write_parquet(capacity(_setup(args), grid, iterations=args.iterations), args.out)
@@ -162,6 +184,9 @@ def cmd_run(args) -> None:
     registry.entry(args.scheduler)  # fail early on an unknown name
     setup = _setup(args)
     res, s = setup.run(args.scheduler, args.rate, args.share, args.seed)
+    if not s["completed"]:  # a summary of nulls measures nothing
+        raise SchedlabError(f"no request arrived after the {args.warmup_s:g} s warm-up and completed at {args.rate:g} req/s: "
+                            "raise --rate or --duration-s")
     write_outputs({args.out_results: res.requests, args.out_summary: s})
 
 
@@ -169,20 +194,20 @@ def _grid_args(p: argparse.ArgumentParser) -> None:
     """A sweep's schedulers, paying share, rates and seeds."""
     p.add_argument("--scheduler", nargs="+", required=True, help="registered schedulers (schedlab schedulers)")
     p.add_argument("--share", type=_share, required=True)
-    p.add_argument("--rates", type=positive_number(float), nargs="+", required=True, help="req/s")
-    p.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0])
+    p.add_argument("--rates", type=positive_number(float, MAX_RATE_RPS), nargs="+", required=True, help="req/s")
+    p.add_argument("--seeds", type=seed, nargs="+", default=[0])
 
 
 def _setup_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("setup")
     _workload_args(g)
-    g.add_argument("--steptime", required=True, help="engine model JSON (calibrated)")
+    g.add_argument("--steptime", type=InputPath, required=True, help="engine model JSON (calibrated)")
     g.add_argument("--hardware", default="RTX-6000-Ada")
     g.add_argument("--model", default="mistral-7b")
     g.add_argument("--block-size", type=positive_number(int), default=16)
     g.add_argument("--max-num-seqs", type=positive_number(int), default=256)
     g.add_argument("--max-num-batched-tokens", type=positive_number(int), default=8192)
-    g.add_argument("--kv-capacity-blocks", type=positive_number(int),
+    g.add_argument("--kv-capacity-blocks", type=positive_number(int, 2**40),
                    help="KV blocks of a measured engine, instead of deriving them from --hardware")
     g.add_argument("--backend", choices=SIM_BACKENDS, default="sim",
                    help="schedlab's engine, or vLLM's scheduler carrying out each step plan (runs, sweeps, capacity)")
@@ -195,83 +220,88 @@ def add_commands(sub) -> None:
     ssub = s.add_subparsers(dest="slai_command", required=True)
 
     p = ssub.add_parser("lengths", help="openchat_sharegpt4 (prompt, output) pairs, capped at 8192 tokens")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", type=OutputPath, required=True)
     p.set_defaults(func=cmd_lengths)
 
     pr = ssub.add_parser("profile", help="roofline profile of mixed batches (additive, tile staircase)")
     pr.add_argument("--hardware", default="RTX-6000-Ada")
     pr.add_argument("--model", default="mistral-7b")
-    pr.add_argument("--tile", type=int, default=128, help="GEMM tile width in tokens (0: no staircase)")
-    pr.add_argument("--out", required=True)
+    pr.add_argument("--tile", type=number(int, minimum=0, strict=False, maximum=2**20), default=128,
+                    help="GEMM tile width in tokens (0: no staircase)")
+    pr.add_argument("--out", type=OutputPath, required=True)
     pr.set_defaults(func=cmd_profile)
 
     c = ssub.add_parser("calibrate", help="scale a step-time fit to measured prefill-chunk batch times")
-    c.add_argument("--base", required=True, help="step-time JSON from `schedlab fit steptime`")
-    c.add_argument("--chunks", type=positive_number(int), nargs="+", default=[64, 512, 1024], help="chunk sizes (tokens)")
+    c.add_argument("--base", type=InputPath, required=True, help="step-time JSON from `schedlab fit steptime`")
+    c.add_argument("--chunks", type=positive_number(int, MAX_REQUESTS), nargs="+", default=[64, 512, 1024],
+                   help="chunk sizes (tokens)")
     c.add_argument("--times-ms", type=positive_number(float), nargs="+", default=[22.7, 46.5, 74.7], help="measured batch times (ms)")
-    c.add_argument("--capacity-rps", type=positive_number(float),
+    c.add_argument("--capacity-rps", type=rate_type(),
                    help="the baseline's (Sarathi-Serve, FCFS) published serving capacity: fit a per-batch overhead to it")
     c.add_argument("--shares", type=positive_number(float), nargs="+", default=[0.05, 0.5, 0.95], help="paying shares of that fit")
-    c.add_argument("--pool", help="length pool parquet (with --capacity-rps)")
+    c.add_argument("--pool", type=InputPath, help="length pool parquet (with --capacity-rps)")
     c.add_argument("--hardware", default="RTX-6000-Ada")
     c.add_argument("--model", default="mistral-7b")
     c.add_argument("--block-size", type=positive_number(int), default=16)
     c.add_argument("--duration-s", type=float, default=2100.0)
     c.add_argument("--warmup-s", type=float, default=120.0)
-    c.add_argument("--out", required=True)
+    c.add_argument("--out", type=OutputPath, required=True)
     c.set_defaults(func=cmd_calibrate)
 
     r = ssub.add_parser("run", help="one scheduler at one rate and paying share")
     r.add_argument("--scheduler", required=True, help="a registered scheduler (schedlab schedulers)")
-    r.add_argument("--rate", type=positive_number(float), required=True, help="req/s")
+    r.add_argument("--rate", type=rate_type(), required=True, help="req/s")
     r.add_argument("--share", type=_share, default=0.05, help="probability a request is a paying user's")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=seed, default=0)
     _setup_args(r)
-    r.add_argument("--out-results", required=True)
-    r.add_argument("--out-summary", required=True)
+    r.add_argument("--out-results", type=OutputPath, required=True)
+    r.add_argument("--out-summary", type=OutputPath, required=True)
     r.set_defaults(func=cmd_run)
 
     w = ssub.add_parser("sweep", help="schedulers, one after another, over rates x seeds at one paying share")
     _grid_args(w)
     _setup_args(w)
-    w.add_argument("--out-dir", required=True, help="gets <scheduler>/summary.parquet, buckets.parquet, timeline.parquet")
-    w.set_defaults(func=cmd_sweep)
+    w.add_argument("--out-dir", type=OutputFolder, required=True,
+                   help="gets <scheduler>/summary.parquet, buckets.parquet, timeline.parquet")
+    w.set_defaults(func=cmd_sweep, planned_outputs=lambda a: _scheduler_tables(a, TABLES))
 
     sc = ssub.add_parser("scale", help="a length pool scaled to a smaller engine (prompts cut to its context)")
-    sc.add_argument("--pool", required=True)
+    sc.add_argument("--pool", type=InputPath, required=True)
     sc.add_argument("--factor", type=positive_number(float), required=True, help="length scale, within (0, 1]")
     sc.add_argument("--model", required=True, help="the engine's model architecture (its context caps every request)")
-    sc.add_argument("--out", required=True)
+    sc.add_argument("--out", type=OutputPath, required=True)
     sc.set_defaults(func=cmd_scale)
 
     sv = ssub.add_parser("serve", help="schedulers on a real engine (`vllm serve`), one server each, over rates x seeds")
     _grid_args(sv)
     _workload_args(sv)
     sv.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
-    sv.add_argument("--model-folder", help="folder the server loads (default: the bundled architecture)")
+    sv.add_argument("--model-folder", type=InputPath, help="folder the server loads (default: the bundled architecture)")
     vllm_engine_args(sv, device=True)
-    sv.add_argument("--server-log-dir", required=True, help="gets <scheduler>.log, each server's output")
-    sv.add_argument("--out-dir", required=True, help="gets <scheduler>/summary.parquet and buckets.parquet")
-    sv.set_defaults(func=cmd_serve)
+    sv.add_argument("--server-log-dir", type=OutputFolder, required=True, help="gets <scheduler>.log, each server's output")
+    sv.add_argument("--out-dir", type=OutputFolder, required=True, help="gets <scheduler>/summary.parquet and buckets.parquet")
+    sv.set_defaults(func=cmd_serve, planned_outputs=lambda a: [
+        *_scheduler_tables(a, SERVED_TABLES), *(Path(a.server_log_dir) / f"{s}.log" for s in a.scheduler)])
 
     cap = ssub.add_parser("capacity", help="serving capacity per scheduler, bisected from sweep summaries")
-    cap.add_argument("summaries", nargs="+")
-    cap.add_argument("--iterations", type=int, default=3)
+    cap.add_argument("summaries", type=InputPath, nargs="+")
+    cap.add_argument("--iterations", type=number(int, minimum=0, strict=False, maximum=100), default=3)
     _setup_args(cap)
-    cap.add_argument("--out", required=True)
+    cap.add_argument("--out", type=OutputPath, required=True)
     cap.set_defaults(func=cmd_capacity)
 
     pa = ssub.add_parser("params", help="engine-model parameter studies (Fig. 6)")
     _setup_args(pa)
-    pa.add_argument("--out", required=True)
+    pa.add_argument("--out", type=OutputPath, required=True)
     pa.set_defaults(func=cmd_params)
 
     t = ssub.add_parser("throughput", help="highest stable rate per scheduler, and queues around it")
     t.add_argument("--schedulers", nargs="+", default=list(THROUGHPUT_SCHEDULERS))
-    t.add_argument("--backlog", type=positive_number(int), default=1500, help="requests waiting at t = 0 for the saturation runs")
-    t.add_argument("--queue-duration-s", type=positive_number(float), default=1200.0, help="seconds of arrivals around capacity")
+    t.add_argument("--backlog", type=number(int, minimum=10, strict=False, maximum=MAX_REQUESTS), default=1500,
+                   help="requests waiting at t = 0 for the saturation runs (10 at least)")
+    t.add_argument("--queue-duration-s", type=duration, default=1200.0, help="seconds of arrivals around capacity")
     _setup_args(t)
-    t.add_argument("--out", required=True)
-    t.add_argument("--out-queue", required=True)
+    t.add_argument("--out", type=OutputPath, required=True)
+    t.add_argument("--out-queue", type=OutputPath, required=True)
     t.set_defaults(func=cmd_throughput)
 

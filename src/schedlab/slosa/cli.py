@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-
-from schedlab.cli_types import non_negative_int, positive_number
+from schedlab.cli_types import InputPath, OutputPath, number, positive_number, seed
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_outputs, write_parquet
+from schedlab.validation import read_pool
 
 STUDIES = ("compare", "schedule", "lengths", "coefficients", "instances")
+POOL_COLUMNS = ("prompt_tokens", "output_tokens")
 
 
 def cmd_pools(args) -> None:
@@ -50,7 +51,7 @@ def cmd_study(args) -> None:
     from schedlab.slosa.search import AnnealConfig, warm_up
 
     predictor = LatencyPredictor.load(args.predictor)
-    workload = studies.Workload(read_parquet(args.chat), read_parquet(args.code))
+    workload = studies.Workload(read_pool(args.chat, POOL_COLUMNS), read_pool(args.code, POOL_COLUMNS))
     hw, arch = hardware(args.hardware), model_arch(args.model)
     arena = paper_engine(hw, arch)
     warm_up()
@@ -75,8 +76,8 @@ def add_commands(sub) -> None:
     ssub = s.add_subparsers(dest="slosa_command", required=True)
 
     p = ssub.add_parser("pools", help="chat and code request lengths (ShareGPT; Python-Code-23k or its stand-in)")
-    p.add_argument("--chat", required=True, help="parquet out: prompt_tokens, output_tokens, source")
-    p.add_argument("--code", required=True, help="parquet out, same columns")
+    p.add_argument("--chat", type=OutputPath, required=True, help="parquet out: prompt_tokens, output_tokens, source")
+    p.add_argument("--code", type=OutputPath, required=True, help="parquet out, same columns")
     p.set_defaults(func=cmd_pools)
 
     pr = ssub.add_parser("profile", help="prefill/decode times over a (batch, length) grid")
@@ -85,28 +86,29 @@ def add_commands(sub) -> None:
     pr.add_argument("--model", default="qwen2.5-7b")
     pr.add_argument("--calibrate", action="store_true",
                     help="roofline: efficiencies that match the paper's single-request times")
-    pr.add_argument("--repeats", type=int, default=3, help="torch, vllm: timed repeats per point")
+    pr.add_argument("--repeats", type=positive_number(int, 10**4), default=3, help="torch, vllm: timed repeats per point")
     pr.add_argument("--device", default="cpu", help="torch, vllm: cpu or cuda:0")
-    pr.add_argument("--kv-cache-gib", type=int, default=1, help="vllm: KV cache size")
-    pr.add_argument("--out", required=True)
+    pr.add_argument("--kv-cache-gib", type=positive_number(int, 2**20), default=1, help="vllm: KV cache size")
+    pr.add_argument("--out", type=OutputPath, required=True)
     pr.set_defaults(func=cmd_profile)
 
     f = ssub.add_parser("fit", help="OLS of the prefill and decode models (b*l interaction), or the paper's values")
-    f.add_argument("--profile", help="predictor profile parquet")
+    f.add_argument("--profile", type=InputPath, help="predictor profile parquet")
     f.add_argument("--reference", action="store_true", help="the paper's published coefficients instead")
-    f.add_argument("--out", required=True, help="predictor JSON")
+    f.add_argument("--out", type=OutputPath, required=True, help="predictor JSON")
     f.set_defaults(func=cmd_fit)
 
     st = ssub.add_parser("study", help="one of paper D's experiments, as a parquet table")
     st.add_argument("study", choices=STUDIES)
-    st.add_argument("--predictor", required=True)
-    st.add_argument("--chat", required=True)
-    st.add_argument("--code", required=True)
+    st.add_argument("--predictor", type=InputPath, required=True)
+    st.add_argument("--chat", type=InputPath, required=True)
+    st.add_argument("--code", type=InputPath, required=True)
     st.add_argument("--hardware", default="2xV100-32GB")
     st.add_argument("--model", default="qwen2.5-7b")
-    st.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2, 3, 4])
-    st.add_argument("--ns", type=positive_number(int), nargs="+", default=[4, 6, 8, 10, 20, 40], help="compare: requests per decision")
-    st.add_argument("--max-batches", type=positive_number(int), nargs="+", default=[1, 2, 4], help="compare: maximum batch sizes")
-    st.add_argument("--exhaustive-max-n", type=int, default=8, help="compare: largest N searched exhaustively")
-    st.add_argument("--out", required=True)
+    st.add_argument("--seeds", type=seed, nargs="+", default=[0, 1, 2, 3, 4])
+    st.add_argument("--ns", type=positive_number(int, 10**6), nargs="+", default=[4, 6, 8, 10, 20, 40], help="compare: requests per decision")
+    st.add_argument("--max-batches", type=positive_number(int, 10**6), nargs="+", default=[1, 2, 4], help="compare: maximum batch sizes")
+    st.add_argument("--exhaustive-max-n", type=number(int, minimum=0, strict=False, maximum=10), default=8,
+                    help="compare: largest N searched exhaustively (at most 10)")
+    st.add_argument("--out", type=OutputPath, required=True)
     st.set_defaults(func=cmd_study)

@@ -6,7 +6,7 @@ import argparse
 
 import pandas as pd
 
-from schedlab.cli_types import json_object, positive_number
+from schedlab.cli_types import InputPath, OutputPath, engine_object, json_object, positive_number
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_parquet
 
@@ -17,7 +17,7 @@ def _named_path(text: str) -> tuple[str, str]:
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
-    return name, path
+    return name, InputPath(path)
 
 
 def cmd_pool(args) -> None:
@@ -42,6 +42,9 @@ def cmd_play(args) -> None:
     if missing:
         raise SchedlabError(f"workload {args.workload!r} needs --pool {' '.join(f'{m}=PATH' for m in missing)}")
     pools = {name: read_parquet(path) for name, path in pools.items()}
+    for name, pool in pools.items():
+        if not len(pool):
+            raise SchedlabError(f"--pool {name}={dict(args.pool)[name]}: holds no rows")
     kind = modality(args.spec)
     ring = Arena.from_spec(args.arena, kind)
     players = lineup(args.entrants, kind)
@@ -68,21 +71,21 @@ def add_commands(sub) -> None:
 
     p = tsub.add_parser("pool", help="a real trace's timestamps and lengths as a parquet pool")
     p.add_argument("--kind", choices=POOLS, required=True)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", type=OutputPath, required=True)
     p.set_defaults(func=cmd_pool)
 
     m = tsub.add_parser("play", help="every entrant with a meaning on one workload, at each load")
     m.add_argument("--workload", required=True, help="the workload's name (a label)")
     m.add_argument("--spec", type=json_object, required=True, help='workload spec as JSON, e.g. {"kind": "mixed", "n_requests": 1000}')
-    m.add_argument("--arena", type=json_object, required=True,
+    m.add_argument("--arena", type=engine_object, required=True,
                    help='engine spec as JSON: steptime, hardware, model, engine limits, kappa (file)')
     m.add_argument("--pool", type=_named_path, action="append", default=[], help="NAME=PATH of a pool the kind draws from")
     m.add_argument("--loads", type=positive_number(float), nargs="+", required=True, help="offered rates as fractions of FCFS's backlog capacity")
     m.add_argument("--entrants", nargs="+", required=True, help="registered schedulers (schedlab schedulers)")
-    m.add_argument("--out", required=True)
+    m.add_argument("--out", type=OutputPath, required=True)
     m.set_defaults(func=cmd_play)
 
     tb = tsub.add_parser("table", help="gather the workloads' matches into one table, Pareto front marked")
-    tb.add_argument("--runs", nargs="+", required=True)
-    tb.add_argument("--out", required=True)
+    tb.add_argument("--runs", type=InputPath, nargs="+", required=True)
+    tb.add_argument("--out", type=OutputPath, required=True)
     tb.set_defaults(func=cmd_table)

@@ -9,6 +9,7 @@ line turns it into ``schedlab: error: ...`` and exit status 2.
 
 from schedlab.validation.documents import (
     EngineLimits,
+    check_engine_limits,
     check_engine_spec,
     check_run_length,
     check_workload_spec,
@@ -16,16 +17,18 @@ from schedlab.validation.documents import (
     read_kappa,
     read_steptime,
 )
-from schedlab.validation.tables import check_trace, read_profile, read_trace
+from schedlab.validation.tables import check_trace, read_pool, read_profile, read_trace
 
 __all__ = [
     "EngineLimits",
+    "check_engine_limits",
     "check_engine_spec",
     "check_run_length",
     "check_trace",
     "check_workload_spec",
     "parse",
     "read_kappa",
+    "read_pool",
     "read_profile",
     "read_steptime",
     "read_trace",

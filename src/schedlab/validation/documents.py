@@ -9,6 +9,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
 
+from schedlab.contracts import MAX_KAPPA, MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json
 
@@ -17,9 +18,17 @@ Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 #: The share of device memory an engine may use.
 MemoryShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
-PositiveInt = Annotated[int, Field(ge=1)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-Rates = Annotated[list[Positive], Field(min_length=1)]
+PositiveInt = Annotated[int, Field(ge=1, le=MAX_NUMBER)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=2**63 - 1)]
+#: Requests per second, seconds of a run, requests of a trace, tokens per second of audio.
+Rate = Annotated[float, Field(gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(gt=0, le=MAX_RUN_S, allow_inf_nan=False)]
+Requests = Annotated[int, Field(ge=1, le=MAX_REQUESTS)]
+Kappa = Annotated[float, Field(gt=0, le=MAX_KAPPA, allow_inf_nan=False)]
+Rates = Annotated[list[Rate], Field(min_length=1)]
+#: Engine limits (sequences, tokens per step, KV block size and blocks): vLLM's ``int`` fields,
+#: bounded so that every count the engines make of them stays a machine integer.
+Limit = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 
 class Strict(BaseModel):
@@ -76,7 +85,7 @@ def read_steptime(path: str | os.PathLike) -> dict:
 class KappaFit(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow")
     status: Literal["fitted"]
-    kappa: Positive
+    kappa: Kappa
 
 
 class KappaMissing(BaseModel):
@@ -107,17 +116,49 @@ class EngineLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_num_seqs: PositiveInt = 256
-    max_num_batched_tokens: PositiveInt = 8192
-    block_size: PositiveInt = 16
+    max_num_seqs: Limit = 256
+    max_num_batched_tokens: Limit = 8192
+    block_size: Limit = 16
     gpu_memory_utilization: MemoryShare = 0.95
-    kv_blocks: PositiveInt | None = None
+    kv_blocks: Annotated[int, Field(ge=1, le=2**40)] | None = None
+
+
+def check_engine_limits(model: str, *, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
+                        block_size: int = 16, gpu_memory_utilization: float = 0.95, kv_blocks: int | None = None,
+                        source: str = "engine limits") -> EngineLimits:
+    """Engine limits as every backend takes them: each in range (:class:`EngineLimits`), then
+    the rules vLLM's own configuration enforces for ``model``, in its words (``sim`` refuses
+    what ``vllm-sim`` and a real engine refuse): a step's tokens hold at least ``max_num_seqs``
+    sequences; an encoder-decoder model (Whisper), which vLLM runs without chunked prefill,
+    gets at least its context and one whole encoder input per step."""
+    from schedlab.latency.catalogue import model_arch
+
+    limits = parse(EngineLimits, {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                                  "block_size": block_size, "gpu_memory_utilization": gpu_memory_utilization,
+                                  "kv_blocks": kv_blocks}, source)
+    arch = model_arch(model)
+    tokens, context = limits.max_num_batched_tokens, arch.max_target_positions
+    # vllm.config.scheduler.SchedulerConfig.verify_max_model_len
+    if arch.encoder_frames > 0 and tokens < context:
+        raise SchedlabError(
+            f"{source}: max_num_batched_tokens ({tokens}) is smaller than max_model_len ({context}). This "
+            "effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer "
+            "sequences. Please increase max_num_batched_tokens or decrease max_model_len.")
+    if tokens < limits.max_num_seqs:
+        raise SchedlabError(f"{source}: max_num_batched_tokens ({tokens}) must be greater than or equal to "
+                            f"max_num_seqs ({limits.max_num_seqs}).")
+    # vllm.v1.core.encoder_cache_manager.compute_mm_encoder_budget
+    if arch.encoder_frames > tokens:
+        raise SchedlabError(
+            f"{source}: Chunked MM input disabled but max_tokens_per_mm_item ({arch.encoder_frames}) is larger than "
+            f"max_num_batched_tokens ({tokens}). Please increase max_num_batched_tokens.")
+    return limits
 
 
 class RunLength(Strict):
     """Seconds of arrivals and the warm-up at their start that is not measured."""
 
-    duration_s: Positive
+    duration_s: Seconds
     warmup_s: NonNegative
 
     @model_validator(mode="after")
@@ -136,16 +177,16 @@ KINDS = ("librispeech", "uniform", "mixed", "openchat", "azure-code", "azure-con
 
 
 class SloTargets(Strict):
-    ttft_s: Positive | None = None
-    tpot_s: Positive | None = None
-    e2e_s: Positive | None = None
+    ttft_s: Seconds | None = None
+    tpot_s: Seconds | None = None
+    e2e_s: Seconds | None = None
 
 
 class WorkloadSpec(Strict):
     """A tournament workload (``config.yaml``'s ``tournament.workloads``)."""
 
     kind: Literal[KINDS]
-    n_requests: Annotated[int, Field(ge=2)]
+    n_requests: Annotated[int, Field(ge=2, le=MAX_REQUESTS)]
     seed: NonNegativeInt = 0
     start: NonNegativeInt = 0
     share: Share = 0.5
@@ -154,7 +195,12 @@ class WorkloadSpec(Strict):
 
 
 def check_workload_spec(name: str, spec) -> WorkloadSpec:
-    return parse(WorkloadSpec, spec, f"tournament workload {name!r}")
+    """A tournament workload's spec, its requests within this machine's memory."""
+    from schedlab.workload.arrivals import check_fits_in_memory
+
+    checked = parse(WorkloadSpec, spec, f"tournament workload {name!r}")
+    check_fits_in_memory(checked.n_requests, f"tournament workload {name!r}")
+    return checked
 
 
 class EngineSpec(Strict):
@@ -165,9 +211,9 @@ class EngineSpec(Strict):
     hardware: Annotated[str, Field(min_length=1)]
     model: Annotated[str, Field(min_length=1)]
     kappa: Annotated[str, Field(min_length=1)] | None = None
-    max_num_seqs: PositiveInt | None = None
-    max_num_batched_tokens: PositiveInt | None = None
-    block_size: PositiveInt | None = None
+    max_num_seqs: Limit | None = None
+    max_num_batched_tokens: Limit | None = None
+    block_size: Limit | None = None
     gpu_memory_utilization: MemoryShare | None = None
 
 
@@ -182,7 +228,7 @@ def check_engine_spec(spec, source: str) -> EngineSpec:
 
 class VadSpec(Strict):
     rates: Rates | None = None
-    duration_s: Positive = 300.0
+    duration_s: Seconds = 300.0
     pad_fraction: Share = 0.5
     max_pad_s: NonNegative = 10.0
     seed: NonNegativeInt = 0
@@ -190,16 +236,16 @@ class VadSpec(Strict):
 
 class KappaStudySpec(Strict):
     shares: Annotated[dict[str, Share], Field(min_length=1)] | None = None
-    ratios: Rates | None = None
+    ratios: Annotated[list[Annotated[float, Field(gt=0, le=MAX_NUMBER, allow_inf_nan=False)]], Field(min_length=1)] | None = None
     rates: Rates | None = None
-    duration_s: Positive = 300.0
+    duration_s: Seconds = 300.0
     seed: NonNegativeInt = 0
 
 
 class Phase(Strict):
     name: Annotated[str, Field(min_length=1)]
-    duration_s: Positive
-    rate: Positive
+    duration_s: Seconds
+    rate: Rate
     pool: Literal["librispeech", "uniform"]
 
 

@@ -22,11 +22,12 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schedlab.contracts import MAX_AUDIO_S
 from schedlab.errors import SchedlabError
-from schedlab.validation.documents import Positive, Strict, parse
+from schedlab.validation.documents import Kappa, Strict, parse
 
-#: Longest audio duration a hint may state (about 28 hours).
-MAX_DURATION_S = 1e5
+#: Longest audio duration a hint may state (about 28 hours; a trace's, too).
+MAX_DURATION_S = MAX_AUDIO_S
 
 Duration = Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
 
@@ -56,6 +57,19 @@ class SloHint(BaseModel):
     ttft_target_s: Target | None = None
 
 
+#: The hints that are numbers. vLLM's request models read a JSON ``true`` or ``false`` sent as one
+#: of them as 1 or 0 before the scheduler sees it (``vllm_xargs`` takes str, int or float);
+#: :class:`schedlab.backends.vllm_hints.CoercedHints` logs each.
+NUMERIC_HINTS = ("audio_duration_s", "speech_duration_s", "priority", "tbt_target_s", "ttft_target_s")
+
+
+def coerced_hints(xargs) -> list[str]:
+    """The numeric hints of ``xargs`` (a client's ``vllm_xargs``, as sent) that are booleans."""
+    if not isinstance(xargs, dict):
+        return []
+    return [key for key in NUMERIC_HINTS if isinstance(xargs.get(key), bool)]
+
+
 def checked_slo_hint(xargs) -> SloHint:
     """The SLO hint in ``xargs`` (None: no hints), typed and in range."""
     return parse(SloHint, xargs or {}, "vllm_xargs")
@@ -79,10 +93,21 @@ class ServerOptions(Strict):
     (:mod:`schedlab.backends.step_log`; no log without it)."""
 
     policy: str = "fcfs"
-    kappa: dict[str, Positive] = {}
+    kappa: dict[str, Kappa] = {}
     allow_client_priority: bool = False
     step_log: Annotated[str, Field(min_length=1)] | None = None
 
 
 def server_options(additional_config: dict | None) -> ServerOptions:
     return parse(ServerOptions, (additional_config or {}).get("schedlab", {}), "additional-config 'schedlab'")
+
+
+class PlanOptions(Strict):
+    """The ``schedlab`` section of ``--additional-config`` for step-plan schedulers
+    (:mod:`schedlab.backends.vllm_plan`): the name of a paper C scheduler."""
+
+    scheduler: str
+
+
+def plan_options(additional_config: dict | None) -> PlanOptions:
+    return parse(PlanOptions, (additional_config or {}).get("schedlab", {}), "additional-config 'schedlab'")

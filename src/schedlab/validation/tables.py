@@ -1,11 +1,15 @@
 """Workload traces checked with a pandera schema before they reach any backend.
 
-Required: ``request_id`` (whole numbers, unique), ``arrival_s`` (finite, >= 0, sorted),
-``prompt_tokens`` and ``output_tokens`` (whole numbers >= 1). Optional columns, when present:
-``audio_duration_s`` and ``speech_duration_s`` (finite, >= 0; missing values allowed),
-``priority`` (finite; missing allowed), ``language`` (strings). With a model's context length,
-every request must fit it: ``prompt_tokens + output_tokens <= context`` (the same rule for
-every backend: vLLM rejects such a request, so a simulator must not serve it either).
+At least one request. Required: ``request_id`` (whole numbers, unique), ``arrival_s``
+(finite, >= 0, sorted), ``prompt_tokens`` and ``output_tokens`` (whole numbers >= 1). Optional
+columns, when present: ``audio_duration_s`` and ``speech_duration_s`` (finite, >= 0; missing
+values allowed), ``priority`` (finite; missing allowed), ``language`` (strings). Every number
+within the bounds of :mod:`schedlab.contracts` (tokens, seconds). With a model's context
+length, every request must fit it: ``prompt_tokens + output_tokens <= context`` (the same rule
+for every backend: vLLM rejects such a request, so a simulator must not serve it either).
+
+Length pools (``prompt_tokens``, ``output_tokens``) and utterance tables (``duration_s``,
+token counts) are checked the same way where they are read (:func:`read_pool`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,15 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.errors import SchemaError
 
-from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES, TRACE_COLUMNS
+from schedlab.contracts import (
+    MAX_AUDIO_S,
+    MAX_RUN_S,
+    MAX_TOKENS,
+    PREFILL_PAIRS,
+    PROFILE_COLUMNS,
+    STEP_FEATURES,
+    TRACE_COLUMNS,
+)
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet
 
@@ -41,6 +53,10 @@ def _at_least(low: float) -> pa.Check:
     return pa.Check(lambda s: s >= low, error=f"must be >= {low:g}")
 
 
+def _at_most(high: float) -> pa.Check:
+    return pa.Check(lambda s: s <= high, error=f"must be <= {high:g}")
+
+
 def _whole() -> pa.Check:
     return pa.Check(lambda s: s == np.floor(s), error="must be whole numbers")
 
@@ -53,18 +69,28 @@ def _column(*checks: pa.Check, required: bool = True, nullable: bool = False) ->
     return pa.Column(checks=list(checks), required=required, nullable=nullable)
 
 
+def _count(low: int = 1, required: bool = True) -> pa.Column:
+    """Tokens: whole numbers from ``low`` to :data:`~schedlab.contracts.MAX_TOKENS`."""
+    return _column(_numbers(), _finite(), _whole(), _at_least(low), _at_most(MAX_TOKENS), required=required)
+
+
+def _audio(required: bool = False, nullable: bool = True) -> pa.Column:
+    """Seconds of audio: finite, from 0 to :data:`~schedlab.contracts.MAX_AUDIO_S`."""
+    return _column(_numbers(), _finite(), _at_least(0), _at_most(MAX_AUDIO_S), required=required, nullable=nullable)
+
+
 def _schema(context: int | None) -> pa.DataFrameSchema:
-    count = lambda: _column(_numbers(), _finite(), _whole(), _at_least(1))
-    duration = lambda: _column(_numbers(), _finite(), _at_least(0), required=False, nullable=True)
+    count = _count
+    duration = _audio
     checks = []
     if context is not None:
         checks.append(pa.Check(lambda d: d["prompt_tokens"] + d["output_tokens"] <= context,
                                error=f"must be <= the model's context of {context} tokens", name=CONTEXT))
     return pa.DataFrameSchema(
         {
-            "request_id": _column(_numbers(), _finite(), _whole(),
+            "request_id": _column(_numbers(), _finite(), _whole(), _at_least(-(2**53)), _at_most(2**53),
                                   pa.Check(lambda s: ~s.duplicated(), error="must be unique (repeats an earlier id)")),
-            "arrival_s": _column(_numbers(), _finite(), _at_least(0),
+            "arrival_s": _column(_numbers(), _finite(), _at_least(0), _at_most(MAX_RUN_S),
                                  pa.Check(lambda s: s.diff().fillna(0) >= 0, error="must be sorted (earlier than the row before)")),
             "prompt_tokens": count(),
             "output_tokens": count(),
@@ -114,6 +140,8 @@ def check_trace(trace: pd.DataFrame, source: str = "trace", *, context: int | No
     missing = [c for c in TRACE_COLUMNS if c not in trace.columns]
     if missing:
         raise SchedlabError(f"{source}: missing columns {', '.join(missing)}")
+    if not len(trace):
+        raise SchedlabError(f"{source}: holds no requests (0 rows)")
     try:
         _schema(context).validate(trace.reset_index(drop=True))
     except SchemaError as e:
@@ -141,3 +169,30 @@ def read_profile(path: str | os.PathLike) -> pd.DataFrame:
 def read_trace(path: str | os.PathLike, *, context: int | None = None) -> pd.DataFrame:
     """A trace file, read and checked (:func:`check_trace`)."""
     return check_trace(read_parquet(path, TRACE_COLUMNS), str(path), context=context)
+
+
+#: What a length pool or an utterance table must hold, by column: a pool's prompt and output
+#: lengths, an utterance's duration (a clip lasts) and its token counts (``text_tokens`` may be
+#: 0: silence).
+_TABLE_COLUMNS = {
+    "prompt_tokens": lambda: _count(required=False),
+    "output_tokens": lambda: _count(required=False),
+    "text_tokens": lambda: _count(0, required=False),
+    "duration_s": lambda: _column(_numbers(), _finite(), pa.Check(lambda s: s > 0, error="must be > 0"),
+                                  _at_most(MAX_AUDIO_S)),
+}
+
+
+def read_pool(path: str | os.PathLike, required: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A table of request lengths or utterances (a length pool, `schedlab data`'s output), read
+    and checked: at least one row, ``required`` columns present, and every known column
+    (:data:`_TABLE_COLUMNS`) whole and within the bounds of tokens, or of seconds of audio."""
+    table = read_parquet(path, required)
+    if not len(table):
+        raise SchedlabError(f"{path}: holds no rows")
+    schema = pa.DataFrameSchema({c: make() for c, make in _TABLE_COLUMNS.items() if c in table.columns})
+    try:
+        schema.validate(table.reset_index(drop=True))
+    except SchemaError as e:
+        raise SchedlabError(_message(str(path), e)) from None
+    return table

@@ -41,8 +41,13 @@ def uniform_pool(
     clip is trimmed, and its tokens counted in proportion to the part kept (rounded), so the
     output length scales with the speech kept.
     """
+    from schedlab.workload.arrivals import check_fits_in_memory
+
+    check_fits_in_memory(clips_per_duration * len(durations), "the uniform pool")
     dur = utterances["duration_s"].to_numpy(float)
     tok = utterances["output_tokens"].to_numpy(float)
+    if not len(dur) or not (dur > 0).any():
+        raise SchedlabError("the uniform pool needs utterances longer than 0 s")
     order = rng.permutation(len(dur))
     pos = 0
     rows = []

@@ -15,7 +15,7 @@ def _check_ewsjf():
     except SchedlabError as e:
         problems.append(f"ewsjf.hardware: {e}")
     if problems:
-        raise ValueError("config.yaml: " + "; ".join(problems))
+        config_error("config: " + "; ".join(problems))
 
 
 _check_ewsjf()

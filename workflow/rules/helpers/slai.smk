@@ -19,7 +19,7 @@ def _check_slai():
     if SLAI["model"] not in model_names():
         problems.append(f"slai.model {SLAI['model']!r} is not a known model")
     if problems:
-        raise ValueError("config.yaml: slai: " + "; ".join(problems))
+        config_error("config: slai: " + "; ".join(problems))
 
 
 _check_slai()

@@ -9,15 +9,15 @@ def _check_tournament():
     """Cross-references of the tournament section, as one-line errors."""
     problems = scheduler_problems("entrants", TOURNAMENT["entrants"])
     if problems:
-        raise ValueError("config.yaml: tournament: " + "; ".join(problems))
+        config_error("config: tournament: " + "; ".join(problems))
     try:
         for name, spec in TOURNAMENT["workloads"].items():
             check_spec(name, spec)
     except SchedlabError as e:
-        raise ValueError(f"config.yaml: tournament: {e}")
+        config_error(f"config: tournament: {e}")
     if TOURNAMENT["engines"]["llm"]["model"] not in model_names():
-        raise ValueError(
-            f"config.yaml: tournament.engines.llm.model {TOURNAMENT['engines']['llm']['model']!r} is not a known model"
+        config_error(
+            f"config: tournament.engines.llm.model {TOURNAMENT['engines']['llm']['model']!r} is not a known model"
         )
 
 

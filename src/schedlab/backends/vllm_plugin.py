@@ -1,0 +1,68 @@
+"""schedlab's vLLM plug-in (entry point ``vllm.general_plugins``): a ``vllm serve`` with one of
+schedlab's scheduler classes checks its ``--additional-config`` as it starts.
+
+The scheduler class is built only after the engine has loaded its model (about 20 s on CPU), so
+a bad ``schedlab`` section used to end the server there, behind three vLLM tracebacks. vLLM
+loads general plug-ins in every process as it parses its arguments; :func:`register` wraps
+``EngineArgs.create_engine_config``, which the server calls next, to check the section first
+(:func:`check_options`: the options' keys and types, the policy or step-plan scheduler's name).
+A bad section ends ``vllm serve`` in one line (``schedlab: error: ...``, exit status 2) within
+seconds; inside another program (an in-process engine) it raises
+:class:`~schedlab.errors.SchedlabError`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from schedlab.errors import SchedlabError
+
+#: The scheduler classes whose options are a policy's, and a step-plan scheduler's.
+POLICY_CLASSES = ("schedlab.backends.vllm_scheduler.SchedlabScheduler",
+                  "schedlab.backends.vllm_scheduler.SchedlabAsyncScheduler")
+PLAN_CLASSES = ("schedlab.backends.vllm_plan.SchedlabPlanScheduler",
+                "schedlab.backends.vllm_plan.SchedlabPlanAsyncScheduler")
+
+
+def check_options(scheduler_cls, additional_config) -> None:
+    """The ``schedlab`` section of ``additional_config`` as the scheduler class named
+    ``scheduler_cls`` (a ``module.Class`` path) reads it; raises a one-line
+    :class:`SchedlabError`. Other scheduler classes are not checked."""
+    name = scheduler_cls if isinstance(scheduler_cls, str) else getattr(scheduler_cls, "__qualname__", "")
+    if isinstance(scheduler_cls, type):
+        name = f"{scheduler_cls.__module__}.{scheduler_cls.__qualname__}"
+    from schedlab import registry
+    from schedlab.validation.hints import plan_options, server_options
+
+    if name in POLICY_CLASSES:
+        registry.entry(server_options(additional_config).policy, registry.QUEUE)
+    elif name in PLAN_CLASSES:
+        registry.entry(plan_options(additional_config).scheduler, registry.BATCH)
+
+
+def _serving() -> bool:
+    """Whether this process is the ``vllm serve`` command (not a program using vLLM)."""
+    return os.path.basename(sys.argv[0]) == "vllm" and "serve" in sys.argv[1:2]
+
+
+def register() -> None:
+    """Check schedlab's options before vLLM builds an engine's configuration (once per process)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    original = EngineArgs.create_engine_config
+    if getattr(original, "schedlab_checked", False):
+        return
+
+    def create_engine_config(self, *args, **kwargs):
+        try:
+            check_options(self.scheduler_cls, self.additional_config)
+        except SchedlabError as e:
+            if not _serving():
+                raise
+            print("schedlab: error: " + " ".join(str(e).split()), file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+        return original(self, *args, **kwargs)
+
+    create_engine_config.schedlab_checked = True
+    EngineArgs.create_engine_config = create_engine_config
