@@ -663,7 +663,7 @@ def test_an_m_d_1_front_end_waits_as_pollaczek_khinchine_says():
     arrivals = arrival_times(lam, rng=np.random.default_rng(4), n_requests=300_000)
     waits = StepTimeModel(intercept=0.0, frontend_service_s=s).visible_times(arrivals) - arrivals - s
     rho = lam * s
-    assert waits.min() >= 0
+    assert waits.min() >= -1e-9  # float rounding of departure - arrival - service
     assert waits.mean() == pytest.approx(rho * s / (2 * (1 - rho)), rel=0.03)
 
 

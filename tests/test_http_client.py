@@ -14,7 +14,8 @@ import pytest
 
 from schedlab.backends import http_client
 from schedlab.backends.http_client import ConnectionLost, replay_http
-from schedlab.backends.vllm_server import Server, replay_served
+from schedlab.backends.server_process import Server
+from schedlab.backends.vllm_server import replay_served
 from schedlab.errors import SchedlabError
 from traces import two_class_trace
 
@@ -194,7 +195,7 @@ def test_the_last_attempt_after_two_flawed_runs_on_a_fresh_server(dropping_serve
 def test_a_served_replay_records_how_long_tasks_waited_for_a_core_io_and_memory(dropping_server, monkeypatch):
     from pathlib import Path
 
-    from schedlab.backends.vllm_server import PRESSURE, machine_stall_s
+    from schedlab.backends.host_counters import PRESSURE, machine_stall_s
 
     before = machine_stall_s()
     run = replay_served(dropping_server(drops=0), _trace(), model="m", whisper=False)
@@ -262,7 +263,7 @@ def test_a_thread_kept_from_its_core_counts_its_wait():
     """This thread and a spinning process share one core for a second: the thread's wait for
     the core (what would make a replay's client send late) is counted, a good part of that
     second and no more than the time it took."""
-    from schedlab.backends.vllm_server import thread_waited_s
+    from schedlab.backends.host_counters import thread_waited_s
 
     was = os.sched_getaffinity(0)
     core = min(was)

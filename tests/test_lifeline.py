@@ -36,7 +36,7 @@ SERVER = textwrap.dedent("""
 #: A job as `schedlab vllm-serve` is one: it starts the server, says where it is, and works on.
 JOB = textwrap.dedent("""
     import json, signal, sys, time
-    from schedlab.backends.vllm_server import start_server
+    from schedlab.backends.server_process import start_server
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # as schedlab's main()
     server = start_server([sys.executable, sys.argv[1]], log=sys.argv[2], timeout_s=120)
     with server:

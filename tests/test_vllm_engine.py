@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from schedlab.backends.vllm_engine import EngineSpec, replay, start_engine  # noqa: E402
+from schedlab.backends.vllm_engine import LaunchSpec, replay, start_engine  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 
@@ -22,7 +22,7 @@ def test_sjf_in_a_real_engine_admits_by_audio_duration():
     import schedlab.slosa.search  # noqa: F401  numba/llvmlite loaded, as in a notebook mixing papers
 
     assert "llvmlite.binding.ffi" in sys.modules
-    llm = start_engine(EngineSpec(max_num_seqs=1), policy="sjf", kappa={"en": 3.0})
+    llm = start_engine(LaunchSpec(max_num_seqs=1), policy="sjf", kappa={"en": 3.0})
     assert "llvmlite.binding.ffi" in sys.modules  # hidden from vLLM's start-up scan only
     trace = pd.DataFrame(
         {
@@ -67,7 +67,7 @@ def test_policy_replays_a_trace_in_a_real_engine(policy):
     """FCFS and a victim-ranking policy (HRRN) in an in-process engine: every request gets its
     forced length, and none is scheduled before its arrival offset."""
     trace = _trace()
-    res = replay(start_engine(EngineSpec(max_num_seqs=8), policy=policy, kappa={"en": 3.0}), trace)
+    res = replay(start_engine(LaunchSpec(max_num_seqs=8), policy=policy, kappa={"en": 3.0}), trace)
     req = res.requests
     assert req["finish_s"].notna().all() and len(req) == len(trace)
     assert res.gaps.total == int((trace["output_tokens"] - 1).sum())

@@ -20,9 +20,10 @@ import pytest
 pytest.importorskip("vllm")
 
 from schedlab.backends.http_client import replay_http  # noqa: E402
-from schedlab.backends.vllm_engine import EngineSpec  # noqa: E402
+from schedlab.backends.vllm_engine import LaunchSpec  # noqa: E402
 from schedlab.backends.replay_quality import replay_flaws  # noqa: E402
-from schedlab.backends.vllm_server import REPLAY_ATTEMPTS, serve_command, server_env, start_server  # noqa: E402
+from schedlab.backends.vllm_server import REPLAY_ATTEMPTS  # noqa: E402
+from schedlab.backends.server_process import serve_command, server_env, start_server  # noqa: E402
 from schedlab.contracts import RESULT_COLUMNS  # noqa: E402
 from schedlab.data.whisper_files import write_model_folder  # noqa: E402
 
@@ -30,10 +31,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The documentation's example: the pipeline's whisper-tiny engine on CPU, under SJF.
-SPEC = EngineSpec(model="whisper-tiny", max_num_seqs=8, max_num_batched_tokens=2048)
+SPEC = LaunchSpec(model="whisper-tiny", max_num_seqs=8, max_num_batched_tokens=2048)
 KAPPA = {"en": 3.0}
 #: The documentation's paper C example: SLAI on the tiny decoder model, Sarathi's 512-token budget.
-SLAI_SPEC = EngineSpec(model="tiny-llama", max_num_seqs=128, max_num_batched_tokens=512)
+SLAI_SPEC = LaunchSpec(model="tiny-llama", max_num_seqs=128, max_num_batched_tokens=512)
 
 
 #: The page of the serving recipes.
@@ -70,15 +71,16 @@ def test_the_server_starts_without_a_job_runners_thread_counts(monkeypatch):
 def test_the_client_side_starts_without_vllm_and_names_a_real_logits_processor():
     """The replaying client runs beside the server it measures: importing vLLM there cost
     seconds of each server's start-up and a second copy of torch in memory."""
-    code = ("import sys; import schedlab.backends.vllm_server, schedlab.backends.http_client, "
-            "schedlab.backends.step_log; print(sorted({'vllm', 'torch'} & set(sys.modules)))")
+    code = ("import sys; import schedlab.backends.vllm_server, schedlab.backends.server_process, "
+            "schedlab.backends.http_client, schedlab.backends.step_log; "
+            "print(sorted({'vllm', 'torch'} & set(sys.modules)))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "[]"
     from vllm.v1.sample.logits_processor import LogitsProcessor
 
-    from schedlab.backends import vllm_server
+    from schedlab.backends import server_process
 
-    module, name = vllm_server.NO_STOP.split(":")
+    module, name = server_process.NO_STOP.split(":")
     assert issubclass(getattr(__import__(module, fromlist=[name]), name), LogitsProcessor)
 
 

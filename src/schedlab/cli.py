@@ -17,7 +17,7 @@ from schedlab.cli_types import (
     command_paths,
     count,
     duration,
-    engine_spec,
+    launch_spec,
     input_folder,
     number,
     positive_number,
@@ -139,7 +139,7 @@ def cmd_profile(args) -> None:
     elif args.source == "vllm":
         from schedlab.backends.vllm_profile import profile
 
-        table = profile(engine_spec(args))
+        table = profile(launch_spec(args))
     elif args.source == "shipped":
         from schedlab.latency.shipped import read_shipped
 
@@ -338,7 +338,7 @@ def cmd_vllm_run(args) -> None:
     registry.entry(args.policy, registry.QUEUE)  # fail early on an unknown name
     trace, kappa = _trace(args), _kappa(args.kappa)
     t0 = time.perf_counter()
-    llm = start_engine(engine_spec(args), policy=args.policy, kappa=kappa)
+    llm = start_engine(launch_spec(args), policy=args.policy, kappa=kappa)
     result = replay(llm, trace)
     summary = summarize(
         result.requests, result.gaps, policy=args.policy, backend="vllm", workload=args.workload,
@@ -362,7 +362,7 @@ def cmd_vllm_serve(args) -> None:
     if len(args.traces) != len(args.rates):
         raise SchedlabError("--traces and --rates need one rate label per trace")
     run_served(
-        engine_spec(args),
+        launch_spec(args),
         args.model_folder,
         policy=args.policy,
         kappa=_kappa(args.kappa) if args.kappa else {},

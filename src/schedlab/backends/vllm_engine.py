@@ -44,8 +44,9 @@ ASYNC_PLAN_SCHEDULER = "schedlab.backends.vllm_plan.SchedlabPlanAsyncScheduler"
 
 
 @dataclass(frozen=True)
-class EngineSpec:
-    """How to start the engine: model architecture, limits and device."""
+class LaunchSpec:
+    """How to launch a real vLLM engine (in process or as `vllm serve`): model architecture,
+    limits and device."""
 
     model: str = "tiny-llama"
     max_num_seqs: int = 32
@@ -61,7 +62,7 @@ class EngineSpec:
         return 32 if self.device == "cpu" else 16
 
 
-def cpu_kv_capacity_blocks(spec: EngineSpec) -> int:
+def cpu_kv_capacity_blocks(spec: LaunchSpec) -> int:
     """Usable KV blocks the CPU engine makes of ``kv_cache_gib`` (one block is vLLM's null block)."""
     per_block = spec.block_size * model_arch(spec.model).kv_bytes_per_token
     return int(spec.kv_cache_gib * 2**30 // per_block) - 1
@@ -78,7 +79,7 @@ def cpu_engine_env(env: MutableMapping[str, str]) -> MutableMapping[str, str]:
     return env
 
 
-def start_engine(spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,
+def start_engine(spec: LaunchSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,
                  builder: str | None = None):
     """An in-process ``vllm.LLM`` whose scheduler runs ``policy`` as its waiting queue or,
     given ``builder``, a paper C scheduler's step plans."""

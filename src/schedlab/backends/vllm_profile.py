@@ -16,13 +16,13 @@ import platform
 import numpy as np
 import pandas as pd
 
-from schedlab.backends.vllm_engine import EngineSpec, replay, start_engine
+from schedlab.backends.vllm_engine import LaunchSpec, replay, start_engine
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.synthetic import random_lengths_trace
 
 
-def device_label(spec: EngineSpec) -> str:
+def device_label(spec: LaunchSpec) -> str:
     if spec.device == "cpu":
         return f"cpu-{os.cpu_count()}c-{platform.machine()}"
     import torch
@@ -38,7 +38,7 @@ def profiling_trace(rate: float, duration_s: float, *, seed: int, max_prompt: in
 
 
 def profile(
-    spec: EngineSpec,
+    spec: LaunchSpec,
     *,
     rates=(5.0, 10.0, 20.0, 40.0),
     duration_s: float = 3.0,

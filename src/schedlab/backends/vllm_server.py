@@ -1,27 +1,11 @@
-"""``vllm serve`` with schedlab's scheduler class: its command line, start-up and shutdown.
-
-The server is vLLM's own OpenAI-compatible server, started as a user would start it (the
-``vllm`` command), with the model folder, dummy weights and the engine limits of an
-:class:`~schedlab.backends.vllm_engine.EngineSpec`. On CPU the KV cache is given in bytes
-(``--kv-cache-memory-bytes``), which the CPU backend takes instead of reading
-``--gpu-memory-utilization`` as a share of the NUMA node's memory (whose default, 0.92, it
-refuses on a small machine); the same flag sizes the cache on a GPU.
-
-Whisper's transcription endpoint has no ``ignore_eos``: ``NoStopTokens``, a logits
-processor given with ``--logits-processors``, keeps the model's end-of-text tokens from being
-sampled, so every request generates exactly its ``max_completion_tokens``, as the trace says.
-Decoder models run without a tokenizer (``--skip-tokenizer-init``): prompts are token ids.
-"""
+"""A served replay: traces replayed over HTTP against a ``vllm serve`` started with schedlab's
+scheduler class (:mod:`schedlab.backends.server_process`), each replay's requests, steps and
+summary written, a replay that did not measure the engine (:mod:`schedlab.backends.replay_quality`)
+run again on a fresh server."""
 
 from __future__ import annotations
 
-import json
 import os
-import resource
-import shlex
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -31,225 +15,20 @@ from pathlib import Path
 import pandas as pd
 
 from schedlab.backends.vllm_engine import (
-    ASYNC_PLAN_SCHEDULER,
-    ASYNC_SCHEDULER,
-    PLAN_SCHEDULER,
-    SCHEDULER,
-    EngineSpec,
-    cpu_engine_env,
+    LaunchSpec,
 )
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import model_arch
+from schedlab.backends.host_counters import (
+    PRESSURE,
+    machine_busy_cpu_s,
+    machine_stall_s,
+    machine_steal_s,
+    major_faults,
+    thread_waited_s,
+)
+from schedlab.backends.server_process import Server, serve_command, server_env, start_server
 
-#: ``--logits-processors`` for Whisper (vLLM wants ``<module>:<type>``), named here so that the
-#: client side never imports vLLM.
-NO_STOP = "schedlab.backends.vllm_logits:NoStopTokens"
-#: ``--middleware`` that logs each numeric hint a client sends as a boolean (vLLM reads it as
-#: 1 or 0), named here so that the client side never imports vLLM.
-HINT_WARNINGS = "schedlab.backends.vllm_hints.CoercedHints"
-#: Seconds a server may take to answer ``/health`` after start (CPU: about a minute).
-READY_TIMEOUT_S = 600.0
-
-
-def serve_command(folder: str | Path, spec: EngineSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,
-                  builder: str | None = None, step_log: str | Path | None = None) -> list[str]:
-    """The ``vllm serve`` command line of ``spec`` with ``policy`` as the waiting queue or,
-    given ``builder``, a paper C scheduler's step plans (no host or port); with ``step_log``
-    (policies only), the scheduler logs every engine step there
-    (:mod:`schedlab.backends.step_log`)."""
-    arch = model_arch(spec.model)
-    whisper = arch.encoder_frames > 0
-    cpu = spec.device == "cpu"
-    if builder is None:
-        options = {"policy": policy, "kappa": kappa or {}, **({"step_log": str(step_log)} if step_log else {})}
-        cls, schedlab = SCHEDULER if cpu else ASYNC_SCHEDULER, {"schedlab": options}
-    else:
-        if step_log:
-            raise SchedlabError("the step log is written by the policy scheduler, not by step-plan schedulers")
-        cls, schedlab = PLAN_SCHEDULER if cpu else ASYNC_PLAN_SCHEDULER, {"schedlab": {"scheduler": builder}}
-    cmd = [
-        "vllm", "serve", str(folder),
-        "--scheduler-cls", cls,
-        "--additional-config", json.dumps(schedlab, separators=(",", ":")),
-        "--load-format", "dummy",
-        "--kv-cache-memory-bytes", str(spec.kv_cache_gib * 2**30),
-        "--max-num-seqs", str(spec.max_num_seqs),
-        "--max-num-batched-tokens", str(spec.max_num_batched_tokens),
-        "--max-model-len", str(arch.max_target_positions),
-        "--block-size", str(spec.block_size),
-        "--dtype", spec.dtype,
-        "--no-enable-prefix-caching",
-        "--seed", str(spec.seed),
-        "--served-model-name", spec.model,
-        "--middleware", HINT_WARNINGS,
-    ]
-    if spec.enforce_eager:
-        cmd.append("--enforce-eager")
-    cmd += ["--logits-processors", NO_STOP] if whisper else ["--skip-tokenizer-init"]
-    return cmd
-
-
-def free_port() -> int:
-    """A TCP port on localhost that nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def server_env(spec: EngineSpec) -> dict[str, str]:
-    """The server's environment: as the in-process engine's (see ``start_engine``), without
-    that engine's switch to run vLLM's engine core in-process."""
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
-    env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
-    return cpu_engine_env(env) if spec.device == "cpu" else env
-
-
-@dataclass
-class Server:
-    """A running ``vllm serve`` process group (led by its lifeline, ``proc``) and where it answers."""
-
-    proc: subprocess.Popen
-    url: str
-    log: Path
-    started_s: float
-    ready_s: float = float("nan")
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU seconds of the server's process group so far (Linux ``/proc``)."""
-        return process_group_cpu_s(self.proc.pid)
-
-    def stop(self, timeout_s: float = 60.0) -> None:
-        """SIGINT to the group (vLLM's graceful shutdown), SIGKILL after ``timeout_s``."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        try:  # worker processes left behind by a crash
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    def __enter__(self) -> "Server":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-def with_lifeline(cmd: list[str]) -> list[str]:
-    """``cmd`` run under :mod:`schedlab.backends.lifeline`, which stops the server and every
-    process it started when this process ends, however it ends (SIGKILL too), within seconds."""
-    return [sys.executable, "-m", "schedlab.backends.lifeline", str(os.getpid()), "--", *cmd]
-
-
-def start_server(cmd: list[str], *, log: str | Path, env: dict[str, str] | None = None,
-                 port: int | None = None, cwd: str | Path | None = None,
-                 timeout_s: float = READY_TIMEOUT_S, append: bool = False) -> Server:
-    """Start ``cmd`` (a ``vllm serve`` line) on ``port`` with its output in ``log`` (after
-    what the log holds, with ``append``), and wait until ``/health`` answers 200; on a timeout
-    or an early exit the server is stopped and the log's tail is in the error. The server runs
-    in a session of its own under a lifeline (:func:`with_lifeline`): it goes when this
-    process goes."""
-    import httpx
-
-    from schedlab.io import check_target
-
-    port = port or free_port()
-    log = Path(log)
-    check_target(log)  # a log is written through: never into a device, a FIFO or an input
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a" if append else "w") as out:
-        out.write("$ " + shlex.join(cmd) + f" --port {port}\n")
-        out.flush()
-        proc = subprocess.Popen(
-            with_lifeline([*cmd, "--host", "127.0.0.1", "--port", str(port)]),
-            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
-        )
-    server = Server(proc, f"http://127.0.0.1:{port}", log, time.monotonic())
-    deadline = server.started_s + timeout_s
-    while True:
-        if proc.poll() is not None:
-            raise SchedlabError(f"vllm serve exited with {proc.returncode}:\n{_tail(log)}")
-        try:
-            if httpx.get(f"{server.url}/health", timeout=2.0).status_code == 200:
-                server.ready_s = time.monotonic() - server.started_s
-                return server
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            server.stop()
-            raise SchedlabError(f"vllm serve not ready after {timeout_s:.0f} s:\n{_tail(log)}")
-        time.sleep(1.0)
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def process_group_cpu_s(pgid: int) -> float:
-    """User + system CPU seconds of the live processes of group ``pgid`` (Linux ``/proc``)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:  # fields after the name: state ppid pgrp ...
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / tick
-
-
-def _cpu_line() -> list[int]:
-    return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-
-
-def machine_busy_cpu_s() -> float:
-    """CPU seconds every core of the machine has spent busy since boot (``/proc/stat``)."""
-    fields = _cpu_line()
-    idle = fields[3] + fields[4]  # idle, iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_steal_s() -> float:
-    """CPU seconds since boot that a hypervisor gave this machine's cores to others while they
-    had work (``/proc/stat``'s steal): every process stalls then, the engine and client alike."""
-    return _cpu_line()[7] / os.sysconf("SC_CLK_TCK")
-
-
-def thread_waited_s() -> float:
-    """Seconds the calling thread has spent ready to run but waiting for a core
-    (``/proc/thread-self/schedstat``); NaN where the kernel does not keep it."""
-    try:
-        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
-def major_faults() -> int:
-    """Page faults of this process that had to read from disk, since it started."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
-
-
-#: Linux's pressure stall information: the time, since boot, during which some task waited for
-#: a core (``cpu``), for IO (``io``) or for memory (``memory``).
-PRESSURE = ("cpu", "io", "memory")
-
-
-def machine_stall_s() -> dict[str, float]:
-    """Seconds since boot during which at least one task on the machine waited for a core, for
-    IO and for memory (``/proc/pressure``, "some"; NaN where the kernel does not keep them)."""
-    out = {}
-    for resource in PRESSURE:
-        try:
-            some = Path(f"/proc/pressure/{resource}").read_text().split("\n", 1)[0]
-            out[resource] = int(some.rsplit("total=", 1)[1]) / 1e6
-        except (OSError, IndexError, ValueError):
-            out[resource] = float("nan")
-    return out
 
 
 @dataclass
@@ -428,7 +207,7 @@ def served_outputs(out_dir: str | Path, labels, *, seed: int, repeats: int, serv
     return [steps_csv, request_log_path(steps_csv), *(Path(f"{stem}{ext}") for stem in stems for ext in REPLAY_FILES)]
 
 
-def run_served(spec: EngineSpec, folder: str | Path, *, policy: str, kappa: dict[str, float],
+def run_served(spec: LaunchSpec, folder: str | Path, *, policy: str, kappa: dict[str, float],
                traces: dict[str, pd.DataFrame], identity: dict, repeats: int, server_log: str | Path,
                out_dir: str | Path, seed: int = 0) -> list[Path]:
     """Start one server for ``policy`` and replay every trace (``{rate label: trace}``)

@@ -27,24 +27,60 @@ from schedlab.estimate import DURATION_SOURCES, job_sizes
 from schedlab.latency.catalogue import hardware, kv_capacity_blocks, model_arch
 
 
+#: The largest value of a count limit (sequences, tokens per step, block size), as vLLM's int32.
+MAX_LIMIT = 2**31 - 1
+#: The largest KV capacity in blocks.
+MAX_KV_BLOCKS = 2**40
+
+
 @dataclass(frozen=True)
 class EngineConfig:
-    """Engine limits. ``encoder_frames`` > 0 marks an encoder–decoder model (Whisper: 1500):
-    each admission runs the encoder and holds that many cross-attention KV slots."""
+    """Engine limits, the one type every backend takes them in: sequences and tokens per step,
+    the KV block size and capacity. ``encoder_frames`` > 0 marks an encoder–decoder model
+    (Whisper: 1500): each admission runs the encoder and holds that many cross-attention KV
+    slots. Each limit is checked as it is made; :meth:`check_model` adds the rules vLLM's own
+    configuration enforces for a model."""
 
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     block_size: int = 16
-    kv_capacity_blocks: int = 1 << 40
+    kv_capacity_blocks: int = MAX_KV_BLOCKS
     encoder_frames: int = 0
     max_encoder_per_step: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_capacity_blocks"):
-            if int(getattr(self, name)) < 1:
-                raise SchedlabError(f"engine limit {name} must be >= 1, got {getattr(self, name)}")
+        bounds = {"max_num_seqs": MAX_LIMIT, "max_num_batched_tokens": MAX_LIMIT, "block_size": MAX_LIMIT,
+                  "kv_capacity_blocks": MAX_KV_BLOCKS}
+        for name, top in bounds.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not float(value).is_integer() or not 1 <= value <= top:
+                raise SchedlabError(f"engine limits: {name} must be a whole number in 1..{top}, got {value}")
         if self.encoder_frames < 0:
-            raise SchedlabError(f"encoder_frames must be >= 0, got {self.encoder_frames}")
+            raise SchedlabError(f"engine limits: encoder_frames must be >= 0, got {self.encoder_frames}")
+
+    def check_model(self, model: str, source: str = "engine limits") -> "EngineConfig":
+        """These limits for ``model`` by the rules vLLM's own configuration enforces, in its
+        words (so ``sim`` refuses what ``vllm-sim`` and a real engine refuse): a step's tokens
+        hold at least ``max_num_seqs`` sequences; an encoder-decoder model (Whisper), which vLLM
+        runs without chunked prefill, gets at least its context and one whole encoder input per
+        step. Returns ``self``."""
+        arch = model_arch(model)
+        tokens, context = self.max_num_batched_tokens, arch.max_target_positions
+        # vllm.config.scheduler.SchedulerConfig.verify_max_model_len
+        if arch.encoder_frames > 0 and tokens < context:
+            raise SchedlabError(
+                f"{source}: max_num_batched_tokens ({tokens}) is smaller than max_model_len ({context}). This "
+                "effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer "
+                "sequences. Please increase max_num_batched_tokens or decrease max_model_len.")
+        if tokens < self.max_num_seqs:
+            raise SchedlabError(f"{source}: max_num_batched_tokens ({tokens}) must be greater than or equal to "
+                                f"max_num_seqs ({self.max_num_seqs}).")
+        # vllm.v1.core.encoder_cache_manager.compute_mm_encoder_budget
+        if arch.encoder_frames > tokens:
+            raise SchedlabError(
+                f"{source}: Chunked MM input disabled but max_tokens_per_mm_item ({arch.encoder_frames}) is larger than "
+                f"max_num_batched_tokens ({tokens}). Please increase max_num_batched_tokens.")
+        return self
 
     @property
     def encoder_per_step(self) -> int:
@@ -71,15 +107,15 @@ def engine_config(
     gpu_memory_utilization: float = 0.95,
     kv_blocks: int | None = None,
 ) -> EngineConfig:
-    """Limits of a (hardware, model) pair: KV capacity from the hardware's memory and the
-    model's weights and KV size, unless ``kv_blocks`` gives a measured engine's capacity (then
-    ``hardware_name`` is only a label); the limits are checked first, by the rules every
-    backend shares (:func:`schedlab.validation.check_engine_limits`)."""
-    from schedlab.validation.documents import check_engine_limits
-
+    """Limits of a (hardware, model) pair: KV capacity from the hardware's memory (the share
+    ``gpu_memory_utilization``, in (0, 1]) and the model's weights and KV size, unless
+    ``kv_blocks`` gives a measured engine's capacity (then ``hardware_name`` is only a label);
+    checked as :class:`EngineConfig` checks them, for ``model_name``."""
     arch = model_arch(model_name)
-    check_engine_limits(model_name, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, kv_blocks=kv_blocks)
+    if not 0 < gpu_memory_utilization <= 1:  # NaN fails too
+        raise SchedlabError(f"engine limits: gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    # The limits first (a nonsensical block size must not reach the capacity's arithmetic).
+    EngineConfig(max_num_seqs, max_num_batched_tokens, block_size, kv_blocks or 1).check_model(model_name)
     if kv_blocks is None:
         kv_blocks = kv_capacity_blocks(hardware(hardware_name), arch, gpu_memory_utilization, block_size)
     return EngineConfig(

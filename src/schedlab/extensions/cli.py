@@ -15,12 +15,12 @@ SWITCHING_TABLES = ("summary", "by_phase", "timeline", "switches", "regimes", "p
 def _setup(args):
     """The utterances and the engine, after the engine spec and the study's ``--spec`` are checked."""
     from schedlab.engine import Arena
-    from schedlab.validation import check_engine_spec, parse
+    from schedlab.validation import check_arena_spec, parse
     from schedlab.validation.documents import EXTENSION_SPECS
 
     from schedlab.validation import read_pool
 
-    check_engine_spec(args.engine, "--engine")
+    check_arena_spec(args.engine, "--engine")
     parse(EXTENSION_SPECS[args.extension_command], args.spec, "--spec")
     return read_pool(args.utterances, UTTERANCE_COLUMNS), Arena.from_spec(args.engine, "asr")
 

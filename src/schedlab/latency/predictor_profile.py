@@ -104,13 +104,13 @@ def vllm_profile(
     of them is a prefill row, and each of the ``decode_steps`` steps that then decode all of
     them is a decode row (its length: the mean context). The engine's limits are set so that
     the largest point is one step; a first pass over the grid warms it up."""
-    from schedlab.backends.vllm_engine import EngineSpec, replay, start_engine
+    from schedlab.backends.vllm_engine import LaunchSpec, replay, start_engine
     from schedlab.backends.vllm_profile import device_label
 
     if repeats < 1 or decode_steps < 1:
         raise SchedlabError(f"repeats and decode_steps must be >= 1, got {repeats} and {decode_steps}")
     points = list(itertools.product(batches, lengths))
-    spec = EngineSpec(
+    spec = LaunchSpec(
         model=model,
         max_num_seqs=max(batches),
         max_num_batched_tokens=max(b * n for b, n in points),

@@ -12,7 +12,7 @@ from schedlab.cli_types import (
     OutputFolder,
     OutputPath,
     duration,
-    engine_spec,
+    launch_spec,
     number,
     positive_number,
     rate_type,
@@ -144,7 +144,7 @@ def cmd_serve(args) -> None:
 
     for scheduler in args.scheduler:
         registry.entry(scheduler, registry.BATCH)  # fail early on an unknown name
-    setup, spec = _setup(args), engine_spec(args)
+    setup, spec = _setup(args), launch_spec(args)
     folder = args.model_folder or model_dir(args.model)
     for scheduler in args.scheduler:
         tables = served_sweep(setup, spec, folder, scheduler, args.share, args.rates, args.seeds,

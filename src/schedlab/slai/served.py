@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from schedlab.backends.vllm_engine import EngineSpec
+from schedlab.backends.vllm_engine import LaunchSpec
 from schedlab.slai.run import by_bucket, summary
 from schedlab.slai.studies import Setup
 
 
-def served_sweep(setup: Setup, spec: EngineSpec, folder: str | Path, scheduler: str, share: float, rates, seeds,
+def served_sweep(setup: Setup, spec: LaunchSpec, folder: str | Path, scheduler: str, share: float, rates, seeds,
                  server_log: str | Path) -> dict[str, pd.DataFrame]:
     """One server running ``scheduler``; every (rate, seed) trace of ``setup`` replayed on it."""
-    from schedlab.backends.vllm_server import replay_served, serve_command, server_env, start_server, warm_up
+    from schedlab.backends.vllm_server import replay_served, warm_up
+    from schedlab.backends.server_process import serve_command, server_env, start_server
 
     rows, buckets = [], []
     cmd = serve_command(folder, spec, builder=scheduler)

@@ -33,10 +33,10 @@ def cmd_play(args) -> None:
     from schedlab.engine import Arena
     from schedlab.tournament.play import capacity, match
     from schedlab.tournament.workloads import check_spec, modality, pool_names, trace
-    from schedlab.validation import check_engine_spec
+    from schedlab.validation import check_arena_spec
 
     check_spec(args.workload, args.spec)
-    check_engine_spec(args.arena, "--arena")
+    check_arena_spec(args.arena, "--arena")
     pools = dict(args.pool)
     missing = [p for p in pool_names(args.spec["kind"]) if p not in pools]
     if missing:

@@ -8,9 +8,7 @@ line turns it into ``schedlab: error: ...`` and exit status 2.
 """
 
 from schedlab.validation.documents import (
-    EngineLimits,
-    check_engine_limits,
-    check_engine_spec,
+    check_arena_spec,
     check_run_length,
     check_workload_spec,
     parse,
@@ -20,9 +18,7 @@ from schedlab.validation.documents import (
 from schedlab.validation.tables import check_trace, read_pool, read_profile, read_trace
 
 __all__ = [
-    "EngineLimits",
-    "check_engine_limits",
-    "check_engine_spec",
+    "check_arena_spec",
     "check_run_length",
     "check_trace",
     "check_workload_spec",

@@ -108,53 +108,6 @@ def read_kappa(path: str | os.PathLike) -> dict[str, float]:
 
 
 # -- engine limits and run lengths ------------------------------------------------------------
-class EngineLimits(BaseModel):
-    """What an engine holds: sequences and tokens per step, KV block size, the share of device
-    memory it may use, and optionally a measured engine's KV capacity in blocks. Lax (numpy
-    integers pass) since code builds it; the JSON specs that carry limits are checked strictly
-    (:class:`EngineSpec`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_num_seqs: Limit = 256
-    max_num_batched_tokens: Limit = 8192
-    block_size: Limit = 16
-    gpu_memory_utilization: MemoryShare = 0.95
-    kv_blocks: Annotated[int, Field(ge=1, le=2**40)] | None = None
-
-
-def check_engine_limits(model: str, *, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
-                        block_size: int = 16, gpu_memory_utilization: float = 0.95, kv_blocks: int | None = None,
-                        source: str = "engine limits") -> EngineLimits:
-    """Engine limits as every backend takes them: each in range (:class:`EngineLimits`), then
-    the rules vLLM's own configuration enforces for ``model``, in its words (``sim`` refuses
-    what ``vllm-sim`` and a real engine refuse): a step's tokens hold at least ``max_num_seqs``
-    sequences; an encoder-decoder model (Whisper), which vLLM runs without chunked prefill,
-    gets at least its context and one whole encoder input per step."""
-    from schedlab.latency.catalogue import model_arch
-
-    limits = parse(EngineLimits, {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-                                  "block_size": block_size, "gpu_memory_utilization": gpu_memory_utilization,
-                                  "kv_blocks": kv_blocks}, source)
-    arch = model_arch(model)
-    tokens, context = limits.max_num_batched_tokens, arch.max_target_positions
-    # vllm.config.scheduler.SchedulerConfig.verify_max_model_len
-    if arch.encoder_frames > 0 and tokens < context:
-        raise SchedlabError(
-            f"{source}: max_num_batched_tokens ({tokens}) is smaller than max_model_len ({context}). This "
-            "effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer "
-            "sequences. Please increase max_num_batched_tokens or decrease max_model_len.")
-    if tokens < limits.max_num_seqs:
-        raise SchedlabError(f"{source}: max_num_batched_tokens ({tokens}) must be greater than or equal to "
-                            f"max_num_seqs ({limits.max_num_seqs}).")
-    # vllm.v1.core.encoder_cache_manager.compute_mm_encoder_budget
-    if arch.encoder_frames > tokens:
-        raise SchedlabError(
-            f"{source}: Chunked MM input disabled but max_tokens_per_mm_item ({arch.encoder_frames}) is larger than "
-            f"max_num_batched_tokens ({tokens}). Please increase max_num_batched_tokens.")
-    return limits
-
-
 class RunLength(Strict):
     """Seconds of arrivals and the warm-up at their start that is not measured."""
 
@@ -203,7 +156,7 @@ def check_workload_spec(name: str, spec) -> WorkloadSpec:
     return checked
 
 
-class EngineSpec(Strict):
+class ArenaSpec(Strict):
     """An engine as the tournament and extension commands read it: files of its step-time
     model (and, for ASR, kappa), the hardware and model, and engine limits."""
 
@@ -217,9 +170,9 @@ class EngineSpec(Strict):
     gpu_memory_utilization: MemoryShare | None = None
 
 
-def check_engine_spec(spec, source: str) -> EngineSpec:
+def check_arena_spec(spec, source: str) -> ArenaSpec:
     """The spec's keys and values, and the files it names (step-time model, kappa)."""
-    checked = parse(EngineSpec, spec, source)
+    checked = parse(ArenaSpec, spec, source)
     read_steptime(checked.steptime)
     if checked.kappa is not None:
         read_kappa(checked.kappa)
