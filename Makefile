@@ -67,7 +67,7 @@ $(COMPAT_DIR)/.installed: $(STAMP)
 test-compat: $(COMPAT_DIR)/.installed
 	PATH="$(abspath $(VENV))/bin:$$PATH" PYTHONPATH="$(abspath $(COMPAT_DIR))" SCHEDLAB_EXPECT_VLLM=$(COMPAT_VLLM) \
 		$(PY) -m pytest -n $(TEST_WORKERS) -p no:cacheprovider tests/test_vllm_scheduler.py tests/test_vllm_plan.py \
-		-k "equals or expected_vllm"
+		tests/test_compat.py -k "equals or expected_vllm or test_compat"
 
 # The documentation site (mkdocs.yml), built as the tests build it (--strict) and served at
 # http://$(DOCS_ADDR), rebuilt on every change; its results page shows the last run in results/.

@@ -1,8 +1,9 @@
 # schedlab pipeline: data -> profile -> fit -> workloads -> runs -> notebooks.
 # Run with `snakemake --cores all` (or `make reproduce`); the figure map is workflow/report/figure_map.yaml.
 # Before any job: the config checked (one line naming the key, exit 2), and the lock of a run
-# that was killed released when no other Snakemake works here (schedlab.snakemake_start).
-from schedlab.snakemake_start import check_config, release_stale_lock
+# that was killed released when no other Snakemake works here (schedlab.compat.snakemake).
+from schedlab.compat.snakemake import release_stale_lock
+from schedlab.snakemake_start import check_config
 
 
 configfile: "config.yaml"

@@ -8,6 +8,7 @@ SECTION -->``:
 - ``replay-rules``: the replay acceptance rules with their thresholds, read from
   ``schedlab.backends.replay_quality``;
 - ``import-contracts``: the import-linter contracts of ``pyproject.toml``;
+- ``workarounds``: the workarounds of ``schedlab.compat.WORKAROUNDS``, with their canary tests;
 - ``runs``: the history of runs (``docs/runs.csv``, appended by ``make record-run``);
 - ``results SECTION``: that section of the last run's results page (``<results>/results.md``,
   written by the pipeline's ``results_page`` rule), or a line saying how to make it.
@@ -144,6 +145,16 @@ def import_contracts_markdown() -> str:
     return "\n".join(out) + "\n"
 
 
+# -- the workarounds ----------------------------------------------------------------------------
+def workarounds_markdown() -> str:
+    from schedlab.compat import WORKAROUNDS
+
+    rows = [f"| {w.name} | `{w.shim}` (used by `{w.used_by}`) | {_cell(w.what)} | {w.written_for} | "
+            f"{_cell(w.upstream)} | `{w.canary}` |" for w in WORKAROUNDS]
+    return ("| workaround | where | what it does | written for | upstream | canary |\n|---|---|---|---|---|---|\n"
+            + "\n".join(rows) + "\n")
+
+
 # -- the results page ----------------------------------------------------------------------------
 def results_section(section: str) -> str:
     page = results_dir() / "results.md"
@@ -181,7 +192,8 @@ def runs_markdown(history: Path | None = None) -> str:
 
 
 GENERATORS = {"cli": cli_reference, "figure-map": figure_map_markdown, "replay-rules": replay_rules_markdown,
-              "import-contracts": import_contracts_markdown, "runs": runs_markdown}
+              "import-contracts": import_contracts_markdown, "runs": runs_markdown,
+              "workarounds": workarounds_markdown}
 
 
 def fill(markdown: str) -> str:

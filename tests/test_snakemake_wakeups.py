@@ -1,4 +1,4 @@
-"""Snakemake's scheduler with one pending wake-up (:mod:`schedlab.snakemake_wakeups`), in real
+"""Snakemake's scheduler with one pending wake-up (:mod:`schedlab.compat.snakemake`), in real
 Snakemake runs: jobs that end while others wait for cores leave the patched scheduler with a
 few threads, where the pinned Snakemake's own wake-up timers pile up one per job; and the
 project's Snakefile applies the patch."""

@@ -119,7 +119,7 @@ def test_each_served_study_replays_its_own_number_of_repeats(engine_dry_run):
 #: A workflow using the pipeline's own mechanism (the Snakefile's first lines, and the default
 #: profile that `make reproduce`'s plain `snakemake --cores all` loads): one job that, the first
 #: time, marks that it started and then runs until it is killed.
-TINY = '''from schedlab.snakemake_start import release_stale_lock
+TINY = '''from schedlab.compat.snakemake import release_stale_lock
 
 release_stale_lock(workflow)
 

@@ -4,7 +4,6 @@ data file (`<results>/results.json`), from what the notebooks wrote (`<results>/
 <name>.numbers.json`) and Snakemake's record of each job's start and end. The documentation's
 results page (docs/results.md) shows the Markdown section by section, under the same headings."""
 
-import base64
 import datetime
 import json
 import os
@@ -13,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from schedlab.compat.snakemake import job_records
 from schedlab.io import atomic_path
 
 #: The page's sections, in order; docs/results.md has one heading per name.
@@ -135,19 +135,11 @@ def job_times(workdir: Path, results: str) -> list[dict]:
     """Every job Snakemake recorded for a file under ``results`` (its rule, start and end, from the
     records it keeps under ``.snakemake/metadata``, one per output file named by its base64-encoded
     path), one entry per job; [] where there are none."""
-    folder = workdir / ".snakemake" / "metadata"
     records = {}
-    for root, _, files in os.walk(folder):
-        for f in files:
-            encoded = os.path.relpath(os.path.join(root, f), folder).replace(os.sep, "")
-            try:
-                path = base64.urlsafe_b64decode(encoded).decode()
-                record = json.loads(Path(root, f).read_text())
-            except (ValueError, OSError):
-                continue
-            start, end = record.get("starttime"), record.get("endtime")
-            if path.startswith(results.rstrip("/") + "/") and start is not None and end is not None:
-                records.setdefault((record.get("rule"), record.get("job_hash")), []).append((start, end))
+    for path, record in job_records(workdir):
+        start, end = record.get("starttime"), record.get("endtime")
+        if path.startswith(results.rstrip("/") + "/") and start is not None and end is not None:
+            records.setdefault((record.get("rule"), record.get("job_hash")), []).append((start, end))
     # One record per output file: a job's outputs share its rule and hash, and their times overlap.
     jobs = []
     for (rule, _), spans in records.items():

@@ -64,10 +64,10 @@ def machine_stall_s() -> dict[str, float]:
     """Seconds since boot during which at least one task on the machine waited for a core, for
     IO and for memory (``/proc/pressure``, "some"; NaN where the kernel does not keep them)."""
     out = {}
-    for resource in PRESSURE:
+    for kind in PRESSURE:
         try:
-            some = Path(f"/proc/pressure/{resource}").read_text().split("\n", 1)[0]
-            out[resource] = int(some.rsplit("total=", 1)[1]) / 1e6
+            some = Path(f"/proc/pressure/{kind}").read_text().split("\n", 1)[0]
+            out[kind] = int(some.rsplit("total=", 1)[1]) / 1e6
         except (OSError, IndexError, ValueError):
-            out[resource] = float("nan")
+            out[kind] = float("nan")
     return out

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from types import SimpleNamespace
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
@@ -31,24 +30,9 @@ from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
 from schedlab.backends import placeholder_prompt  # noqa: E402
 from schedlab.backends.vllm_scheduler import SchedlabScheduler  # noqa: E402
+from schedlab.compat.vllm import AudioBudgetRegistry  # noqa: E402
 from schedlab.latency.catalogue import model_arch, model_dir  # noqa: E402
 from schedlab.engine.arena import EngineConfig  # noqa: E402
-
-
-class AudioBudgetRegistry:
-    """Stands in for vLLM's multimodal registry where only encoder sizes matter."""
-
-    def __init__(self, encoder_tokens: int) -> None:
-        self.encoder_tokens = encoder_tokens
-
-    def create_processor(self, model_config, *args, **kwargs):
-        info = SimpleNamespace(
-            supported_mm_limits={"audio": 1},
-            allowed_mm_limits={"audio": 1},
-            ctx=SimpleNamespace(model_config=model_config),
-            get_mm_max_tokens_per_item=lambda seq_len, mm_counts: {"audio": self.encoder_tokens},
-        )
-        return SimpleNamespace(info=info)
 
 
 def build_scheduler(

@@ -13,15 +13,14 @@ size that is a multiple of 32; on a GPU the official wheel, with asynchronous sc
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import MutableMapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from schedlab.compat.vllm import modules_hidden_from_kernel_scan
 from schedlab.backends import placeholder_prompt
 from schedlab.estimate import size_hints
 from schedlab.latency.catalogue import model_arch, model_dir
@@ -98,7 +97,7 @@ def start_engine(spec: LaunchSpec, *, policy: str = "fcfs", kappa: dict[str, flo
     else:
         scheduler_cls = PLAN_SCHEDULER if cpu else ASYNC_PLAN_SCHEDULER
         options = {"scheduler": builder}
-    with _modules_hidden_from_kernel_scan():
+    with modules_hidden_from_kernel_scan():
         return LLM(
             model=str(model_dir(spec.model)),
             skip_tokenizer_init=True,
@@ -117,31 +116,6 @@ def start_engine(spec: LaunchSpec, *, policy: str = "fcfs", kappa: dict[str, flo
             enforce_eager=spec.enforce_eager,
             seed=spec.seed,
         )
-
-
-def _breaks_kernel_scan(value) -> bool:
-    """Whether vLLM's scan (``vars(value).get("kernel")`` on anything with a ``__dict__``) fails."""
-    try:
-        return hasattr(value, "__dict__") and not hasattr(vars(value), "get")
-    except TypeError:
-        return False
-
-
-@contextmanager
-def _modules_hidden_from_kernel_scan():
-    """vLLM's CPU worker rebinds Triton kernels at start-up by scanning every module's
-    namespace and reading ``vars(value)`` of each attribute. llvmlite's ctypes wrapper (loaded
-    with numba, which paper D's search kernels use) answers any attribute name, ``__dict__``
-    included, and breaks that scan; such modules are left out of ``sys.modules`` meanwhile."""
-    hidden = {}
-    for name, module in list(sys.modules.items()):
-        namespace = getattr(module, "__dict__", None) or {}
-        if any(_breaks_kernel_scan(v) for v in list(namespace.values())):
-            hidden[name] = sys.modules.pop(name)
-    try:
-        yield
-    finally:
-        sys.modules.update(hidden)
 
 
 def scheduler_of(llm):
@@ -180,7 +154,7 @@ def replay(llm, trace: pd.DataFrame, on_step=None) -> RunResult:
     nxt = steps = 0
     busy = 0.0
     wall0, mono0 = time.time(), time.monotonic()
-    idle = True  # no step ran since the engine last sat idle
+    idle, prev_end = True, 0.0  # no step ran since the engine last sat idle
     while nxt < n or engine.has_unfinished_requests():
         now = time.monotonic() - mono0
         while nxt < n and arrival[nxt] <= now:

@@ -39,6 +39,7 @@ from schedlab.engine.arena import EngineConfig
 from schedlab.engine.view import EngineView
 from schedlab.errors import SchedlabError
 from schedlab import registry
+from schedlab.compat.vllm import preempt, step_as_planned
 from schedlab.validation.hints import checked_slo_hint, plan_options
 
 logger = server_logger(__name__)
@@ -230,16 +231,10 @@ class PlanMixin:
         held = [requests[i] for i in view.running if requests[i].request_id not in chosen]
         self.waiting.admit = [requests[i] for i in plan.admitted]
         self.waiting.in_step = True
-        budget = self.max_num_scheduled_tokens
-        self.max_num_scheduled_tokens = sum(planned.values())
-        for r in held:
-            r.next_decode_eligible_step = self.current_step + 2  # schedule() counts this step first
         try:
-            out = super().schedule(*args, **kwargs)
+            with step_as_planned(self, sum(planned.values()), held):
+                out = super().schedule(*args, **kwargs)
         finally:
-            for r in held:
-                r.next_decode_eligible_step = 0
-            self.max_num_scheduled_tokens = budget
             self.waiting.in_step = False
         started = [i for i in plan.admitted if requests[i].status.name == "RUNNING"]
         view.set_running([i for i in view.running if requests[i].status.name == "RUNNING"] + started)
@@ -260,7 +255,7 @@ class PlanMixin:
             for i in victims:
                 request = view.requests[i]
                 self.running.remove(request)
-                self._preempt_request(request, time.monotonic())
+                preempt(self, request)
         finally:
             self._planned_preemption = False
         view.set_running([i for i in view.running if i not in gone])

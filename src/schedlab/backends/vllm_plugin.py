@@ -47,22 +47,17 @@ def _serving() -> bool:
 
 
 def register() -> None:
-    """Check schedlab's options before vLLM builds an engine's configuration (once per process)."""
-    from vllm.engine.arg_utils import EngineArgs
+    """Check schedlab's options before vLLM builds an engine's configuration (once per process;
+    :func:`schedlab.compat.vllm.check_before_engine_config`)."""
+    from schedlab.compat.vllm import check_before_engine_config
 
-    original = EngineArgs.create_engine_config
-    if getattr(original, "schedlab_checked", False):
-        return
-
-    def create_engine_config(self, *args, **kwargs):
+    def check(scheduler_cls, additional_config) -> None:
         try:
-            check_options(self.scheduler_cls, self.additional_config)
+            check_options(scheduler_cls, additional_config)
         except SchedlabError as e:
             if not _serving():
                 raise
             print("schedlab: error: " + " ".join(str(e).split()), file=sys.stderr, flush=True)
             raise SystemExit(2) from None
-        return original(self, *args, **kwargs)
 
-    create_engine_config.schedlab_checked = True
-    EngineArgs.create_engine_config = create_engine_config
+    check_before_engine_config(check)

@@ -33,6 +33,7 @@ from schedlab.backends.step_log import StepLog
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_estimate
 from schedlab import registry
+from schedlab.compat.vllm import job_of, keep_job
 from schedlab.policies import Job, Policy
 from schedlab.validation.hints import checked_hint, server_options
 
@@ -167,11 +168,11 @@ class SchedlabMixin:
 
     def _job(self, request: Request) -> Job:
         """The request's job, made once (ids in order of first sight) and kept on the request."""
-        job = getattr(request, "schedlab_job", None)
+        job = job_of(request)
         if job is None:
-            job = Job(self._next_id, request.arrival_time, self._size(request), request.num_prompt_tokens, request)
+            job = keep_job(request, Job(self._next_id, request.arrival_time, self._size(request),
+                                        request.num_prompt_tokens, request))
             self._next_id += 1
-            request.schedlab_job = job
         return job
 
     def _size(self, request: Request) -> float:
