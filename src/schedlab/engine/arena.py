@@ -30,7 +30,10 @@ from schedlab.latency.catalogue import hardware, kv_capacity_blocks, model_arch
 @dataclass(frozen=True)
 class EngineConfig:
     """Engine limits. ``encoder_frames`` > 0 marks an encoder–decoder model (Whisper: 1500):
-    each admission runs the encoder and holds that many cross-attention KV slots."""
+    each admission runs the encoder and holds that many cross-attention KV slots.
+    ``prefix_caching`` turns on vLLM's automatic prefix cache for traces that say which
+    prompts share tokens (:mod:`schedlab.engine.prefix`; a trace without sharing data runs
+    without a cache either way)."""
 
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -38,6 +41,7 @@ class EngineConfig:
     kv_capacity_blocks: int = 1 << 40
     encoder_frames: int = 0
     max_encoder_per_step: int | None = None
+    prefix_caching: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_capacity_blocks"):
@@ -70,10 +74,12 @@ def engine_config(
     block_size: int = 16,
     gpu_memory_utilization: float = 0.95,
     kv_blocks: int | None = None,
+    prefix_caching: bool = False,
 ) -> EngineConfig:
     """Limits of a (hardware, model) pair: KV capacity from the hardware's memory and the
     model's weights and KV size, unless ``kv_blocks`` gives a measured engine's capacity (then
-    ``hardware_name`` is only a label); the limits are checked first."""
+    ``hardware_name`` is only a label); the limits are checked first. ``prefix_caching`` as
+    on :class:`EngineConfig`."""
     from schedlab.validation.documents import EngineLimits, parse
 
     parse(EngineLimits, {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
@@ -88,6 +94,7 @@ def engine_config(
         block_size=block_size,
         kv_capacity_blocks=kv_blocks,
         encoder_frames=arch.encoder_frames,
+        prefix_caching=bool(prefix_caching),
     )
 
 
@@ -120,8 +127,8 @@ class Arena:
     @classmethod
     def from_spec(cls, spec: dict, modality: str) -> "Arena":
         """From an engine spec (the tournament's and extensions' config): ``steptime`` (file),
-        ``hardware``, ``model``, engine limits and, for ASR, a ``kappa`` fit (file); an LLM
-        arena rejects requests longer than the model's context."""
+        ``hardware``, ``model``, engine limits, ``prefix_caching`` and, for ASR, a ``kappa``
+        fit (file); an LLM arena rejects requests longer than the model's context."""
         from schedlab.fit.kappa import kappas
 
         missing = [k for k in ("steptime", "hardware", "model") if k not in spec]
@@ -134,7 +141,7 @@ class Arena:
         kappa = kappas(json.loads(Path(spec["kappa"]).read_text())) if spec.get("kappa") else {}
         context = model_arch(spec["model"]).max_target_positions if modality == "llm" else None
         arena = cls.build(StepTimeModel.load(spec["steptime"]), spec["hardware"], spec["model"], kappa=kappa, **limits)
-        return replace(arena, max_tokens=context)
+        return replace(arena, max_tokens=context).with_limits(prefix_caching=bool(spec.get("prefix_caching", False)))
 
     def with_limits(self, **changes) -> "Arena":
         return replace(self, limits=replace(self.limits, **changes))

@@ -23,6 +23,9 @@ from schedlab.policies.base import Job, Policy
 class ContinuousBatching(Scheduler):
     """vLLM v1's scheduler around ``policy``, with the engine's limits as its budgets."""
 
+    #: This planner's calls are vLLM's scheduling pass (running requests, then admissions).
+    interleaved_kv = True
+
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.name = policy.name
