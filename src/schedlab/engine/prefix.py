@@ -47,8 +47,8 @@ from schedlab.sharing import OUTPUT_TOKEN, flat_prompt_tokens, sharing_column
 #: (named free blocks only), and links among blocks of one name (in caching order).
 REF, NAME, PREV, NEXT, DPREV, DNEXT = range(6)
 #: Scalars: head and tail of the named free blocks, their count, the unnamed released blocks
-#: on the stack, ids issued so far, and the engine's capacity in blocks.
-HEAD, TAIL, NLRU, TOP, ISSUED, CAPACITY = range(6)
+#: on the stack, ids issued so far, the engine's capacity in blocks, and the evictions so far.
+HEAD, TAIL, NLRU, TOP, ISSUED, CAPACITY, EVICTED = range(7)
 #: Requests hashed per batch (bounds the memory of the prompt tokens held at once).
 _BATCH_TOKENS = 1 << 25
 
@@ -210,6 +210,7 @@ def _pop(blk, cnt, stack, heads):
         raise RuntimeError("prefix cache: no free block left")
     _lru_remove(blk, cnt, b)
     _unname(blk, heads, b)
+    cnt[EVICTED] += 1
     return b
 
 
@@ -334,7 +335,7 @@ class PrefixCache:
         self.blk[:, REF] = 0
         self.stack = np.zeros(size, np.int64)
         self.heads = np.full((max(n_names, 1), 2), -1, np.int64)
-        self.cnt = np.zeros(6, np.int64)
+        self.cnt = np.zeros(7, np.int64)
         self.cnt[HEAD] = self.cnt[TAIL] = -1
         self.cnt[CAPACITY] = capacity
 
@@ -370,6 +371,11 @@ class PrefixCache:
 
     def exclusive(self, i: int) -> int:
         return int(_exclusive(self.blk, self.table, self.toff, self.held, i))
+
+    @property
+    def evictions(self) -> int:
+        """Cached blocks evicted so far (taken from the free queue for other tokens)."""
+        return int(self.cnt[EVICTED])
 
     def held_blocks(self, i: int) -> int:
         return int(self.held[i, 0])
