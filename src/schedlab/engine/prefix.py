@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from schedlab.errors import SchedlabError
-from schedlab.sharing import OUTPUT_TOKEN, flat_prompt_tokens, sharing_column
+from schedlab.sharing import OUTPUT_TOKEN, check_sharing, flat_prompt_tokens, sharing_column
 
 #: Columns of the per-block state: reference count, name (-1: none), free-queue links
 #: (named free blocks only), and links among blocks of one name (in caching order).
@@ -55,11 +55,13 @@ _BATCH_TOKENS = 1 << 25
 
 def uses_prefix_cache(trace: pd.DataFrame, prefix_caching: bool, encoder_frames: int = 0) -> bool:
     """Whether a run keeps a prefix cache: caching on and the trace carrying sharing data (a
-    trace without it shares nothing, and runs without a cache, as it always has)."""
+    trace without it shares nothing, and runs without a cache, as it always has); the sharing
+    data is checked then."""
     if not prefix_caching or sharing_column(trace) is None:
         return False
     if encoder_frames:
         raise SchedlabError("prefix caching runs on decoder-only models (vLLM caches no cross-attention)")
+    check_sharing(trace.reset_index(drop=True))
     return True
 
 

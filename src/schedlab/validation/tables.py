@@ -6,6 +6,8 @@ Required: ``request_id`` (whole numbers, unique), ``arrival_s`` (finite, >= 0, s
 ``priority`` (finite; missing allowed), ``language`` (strings). With a model's context length,
 every request must fit it: ``prompt_tokens + output_tokens <= context`` (the same rule for
 every backend: vLLM rejects such a request, so a simulator must not serve it either).
+Sharing data (``hash_ids`` or ``token_ids``, :mod:`schedlab.sharing`): whole numbers >= 0,
+covering exactly the prompt, hash ids chained (:func:`schedlab.sharing.check_sharing`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pandera.errors import SchemaError
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES, TRACE_COLUMNS
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet
+from schedlab.sharing import check_sharing
 
 TOKEN_COLUMNS = ("prompt_tokens", "output_tokens")
 #: Label of the context check in error messages.
@@ -118,6 +121,7 @@ def check_trace(trace: pd.DataFrame, source: str = "trace", *, context: int | No
         _schema(context).validate(trace.reset_index(drop=True))
     except SchemaError as e:
         raise SchedlabError(_message(source, e)) from None
+    check_sharing(trace.reset_index(drop=True), source)
     return trace.astype({c: np.int64 for c in ("request_id", *TOKEN_COLUMNS)})
 
 
