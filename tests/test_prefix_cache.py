@@ -244,3 +244,76 @@ def test_vllm_sim_equals_sim_with_the_prefix_cache(name, pressured):
     assert engine.prefix.evictions > 0  # the pool ran short of never-used blocks and evicted cached ones
     if name != "request-level":  # a batch runs to completion: it never outgrows the pool
         assert sim.requests["preemptions"].sum() > 0 and sim.prefix_cache["preempted_hits"] > 0
+
+
+# -- the sharing data's three forms ----------------------------------------------------------
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two namings put the same blocks together."""
+    return bool((pd.Series(b).groupby(a).nunique() == 1).all() and (pd.Series(a).groupby(b).nunique() == 1).all())
+
+
+@pytest.mark.parametrize("block_size", [4, 16, 32])
+def test_names_read_off_the_sharing_data_are_the_token_hashes(block_size):
+    """Blocks named from prefix ids or Mooncake's hash ids (no hashing) fall together exactly
+    as the chained hashes of their tokens do, prompts that are all shared prefix included."""
+    from schedlab.engine.prefix import _hashed, block_names
+    from schedlab.workload.shared import doc_qa_trace
+
+    docs = doc_qa_trace(np.arange(20, 300), np.arange(1, 40), 300, 5.0, 0, questions_per_doc=6)
+    docs.loc[::7, "prefix_tokens"] = docs.loc[::7, "prompt_tokens"]
+    rng = np.random.default_rng(2)
+    chains = [[0, *range(100 * k + 1, 100 * k + 1 + rng.integers(0, 4))] for k in range(6)]
+    rows = [chains[rng.integers(6)][: rng.integers(1, 5)] for _ in range(200)]
+    prompt = [512 * (len(r) - 1) + int(rng.integers(1, 513)) for r in rows]
+    mooncake = pd.DataFrame({"request_id": np.arange(200), "arrival_s": 0.0, "prompt_tokens": prompt,
+                             "output_tokens": rng.integers(1, 100, 200), "hash_ids": rows})
+    for trace in (docs, mooncake):
+        names, offsets, n = block_names(trace, block_size)
+        total = (trace["prompt_tokens"] + trace["output_tokens"]).to_numpy()
+        hashed, n_hashed = _hashed(trace, block_size, total, offsets)
+        assert n == n_hashed and _same_partition(names, hashed)
+        assert n < names.size  # some blocks are shared
+
+
+@pytest.fixture(scope="module")
+def workloads(request):
+    """The three workloads with sharing, small: document QA (prefix ids), conversations
+    (token ids, earlier answers included) and a window of Mooncake (hash ids)."""
+    from schedlab.workload.shared import doc_qa_trace, multi_turn_trace
+
+    docs = doc_qa_trace(np.arange(200, 1500), np.arange(1, 60), 60, 8.0, 0, questions_per_doc=5)
+    turns = multi_turn_trace(pd.DataFrame({"output_tokens": np.arange(5, 200)}), 60, 8.0, 0, think_s=2.0)
+    out = {"doc-qa": docs, "multi-turn": turns}
+    if SHARED.is_dir():
+        import os
+
+        os.environ.setdefault("SCHEDLAB_DATA_MIRROR", str(SHARED))
+        from schedlab.data.llm_traces import mooncake_requests
+        from schedlab.workload.shared import mooncake_trace
+
+        pool = mooncake_requests()
+        pool = pool[pool["prompt_tokens"] < 3000].reset_index(drop=True)
+        out["mooncake"] = mooncake_trace(pool, 4.0, 60, start=2000)
+    return out
+
+
+SHARED = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.mark.parametrize("workload", ["doc-qa", "multi-turn", "mooncake"])
+@pytest.mark.parametrize("name", ["fcfs", "sjf", "sarathi-spf", "slai-spf-dynamic"])
+def test_vllm_sim_equals_sim_on_the_sharing_workloads(workload, name, workloads):
+    pytest.importorskip("vllm")
+    if workload not in workloads:
+        pytest.skip("offline data mirror not present")
+    trace = workloads[workload]
+    # a pool of twice the longest request: evictions, and preemptions under the heavier loads
+    longest = int((trace["prompt_tokens"] + trace["output_tokens"]).max()) // 16 + 1
+    arena = Arena(STEP, EngineConfig(kv_capacity_blocks=2 * longest, max_num_seqs=16, max_num_batched_tokens=512,
+                                     prefix_caching=True))
+    sim = serve(trace, name, arena)
+    vs = serve(trace, name, arena, backend="vllm-sim", model="mistral-7b")
+    for col in ("first_token_s", "finish_s"):
+        np.testing.assert_allclose(vs.requests[col], sim.requests[col], rtol=1e-9, atol=1e-9, err_msg=col)
+    np.testing.assert_array_equal(vs.requests["cached_tokens"], sim.requests["cached_tokens"])
+    assert vs.prefix_cache == sim.prefix_cache and sim.prefix_cache["hits"] > 0

@@ -13,6 +13,10 @@ runs as it always has (no prefix cache):
   different ids agree with probability 30,000^-16).
 - ``token_ids``: the prompt's token ids themselves (whole numbers in ``[0, 2**31)``, one per
   prompt token).
+- ``prefix_id`` with ``prefix_tokens``: the prompt opens with the first ``prefix_tokens``
+  tokens of shared prefix ``prefix_id`` (a document, a system prompt: the same id gives the
+  same tokens, position by position), then tokens of its own (keyed by ``request_id``). The
+  compact form for workloads whose sharing is one prefix per request.
 
 Generated tokens are :data:`OUTPUT_TOKEN` each (the token ``vllm-sim`` emits), so a prompt
 that repeats an earlier answer (a conversation's next turn) can be written with it, and a
@@ -34,9 +38,10 @@ OUTPUT_TOKEN = 100
 #: Pseudo-random prompt tokens lie in ``[TOKEN_LO, TOKEN_LO + TOKEN_SPAN)``: inside every
 #: decoder's vocabulary here (32,000 and more) and never equal to :data:`OUTPUT_TOKEN`.
 TOKEN_LO, TOKEN_SPAN = 1000, 30000
-#: Sharing columns a trace may carry (at most one).
-SHARING_COLUMNS = ("hash_ids", "token_ids")
-_SEED = np.uint64(0x5CED1AB)
+#: Sharing columns a trace may carry (at most one; ``prefix_id`` comes with ``prefix_tokens``).
+SHARING_COLUMNS = ("hash_ids", "token_ids", "prefix_id")
+#: Seeds of the three token families (hash blocks, shared prefixes, a request's own tokens).
+_SEED, _PREFIX_SEED, _OWN_SEED = np.uint64(0x5CED1AB), np.uint64(0x9F1E5D3), np.uint64(0x40A7C11)
 
 
 def sharing_column(trace: pd.DataFrame) -> str | None:
@@ -54,13 +59,40 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
+def _tokens(key: np.ndarray, seed: np.uint64) -> np.ndarray:
+    """Pseudo-random tokens, a pure function of each uint64 key and the family's seed."""
+    with np.errstate(over="ignore"):
+        return (_mix(key + seed) % np.uint64(TOKEN_SPAN)).astype(np.int64) + TOKEN_LO
+
+
 def hash_block_tokens(hash_ids: np.ndarray, length: int = HASH_BLOCK_TOKENS) -> np.ndarray:
     """The first ``length`` tokens of each hash id's block: shape ``(len(hash_ids), length)``,
     int64; a pure function of the id and the position."""
     ids = np.asarray(hash_ids, np.uint64)
-    key = ids[:, None] * np.uint64(HASH_BLOCK_TOKENS) + np.arange(length, dtype=np.uint64)[None, :]
-    with np.errstate(over="ignore"):
-        return (_mix(key + _SEED) % np.uint64(TOKEN_SPAN)).astype(np.int64) + TOKEN_LO
+    return _tokens(ids[:, None] * np.uint64(HASH_BLOCK_TOKENS) + np.arange(length, dtype=np.uint64)[None, :], _SEED)
+
+
+def _keyed(ids: np.ndarray, lengths: np.ndarray, seed: np.uint64) -> np.ndarray:
+    """For each id, ``length`` tokens of its own sequence (position 0 on), back to back."""
+    ids, lengths = np.asarray(ids, np.int64), np.asarray(lengths, np.int64)
+    starts = np.cumsum(lengths) - lengths
+    pos = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)
+    key = (np.repeat(ids, lengths).astype(np.uint64) << np.uint64(32)) + pos.astype(np.uint64)
+    return _tokens(key, seed)
+
+
+def prefixed_tokens(prefix_id, prefix_tokens, request_id, prompt_tokens) -> tuple[np.ndarray, np.ndarray]:
+    """The prompts of the shared-prefix form back to back, and their offsets: each prompt
+    the first ``prefix_tokens`` tokens of its prefix, then its own tokens."""
+    prefix_tokens, prompt_tokens = np.asarray(prefix_tokens, np.int64), np.asarray(prompt_tokens, np.int64)
+    shared = _keyed(prefix_id, prefix_tokens, _PREFIX_SEED)
+    own = _keyed(request_id, prompt_tokens - prefix_tokens, _OWN_SEED)
+    offsets = np.concatenate(([0], np.cumsum(prompt_tokens)))
+    flat = np.empty(int(offsets[-1]), np.int64)
+    is_shared = np.arange(flat.size) - np.repeat(offsets[:-1], prompt_tokens) < np.repeat(prefix_tokens, prompt_tokens)
+    flat[is_shared] = shared
+    flat[~is_shared] = own
+    return flat, offsets
 
 
 def _lists(column: pd.Series, name: str) -> list[np.ndarray]:
@@ -84,6 +116,9 @@ def check_sharing(trace: pd.DataFrame, source: str = "trace") -> None:
     positions, names no one prefix)."""
     column = sharing_column(trace)
     if column is None:
+        return
+    if column == "prefix_id":
+        _check_prefixes(trace, source)
         return
     lists = _lists(trace[column], f"{source}: column {column!r}")
     prompt = trace["prompt_tokens"].to_numpy(np.int64)
@@ -115,6 +150,26 @@ def check_sharing(trace: pd.DataFrame, source: str = "trace") -> None:
                                 "blocks in different rows, so it names no one prefix (hash ids are chained)")
 
 
+def _check_prefixes(trace: pd.DataFrame, source: str) -> None:
+    if "prefix_tokens" not in trace:
+        raise SchedlabError(f"{source}: column 'prefix_id' comes with 'prefix_tokens', which is missing")
+    prompt = trace["prompt_tokens"].to_numpy(np.int64)
+    for name, top in (("prefix_id", 2**31), ("prefix_tokens", None)):
+        values = pd.to_numeric(trace[name], errors="coerce").to_numpy(float)
+        limit = prompt if top is None else np.full(prompt.size, top - 1)
+        bad = ~(np.isfinite(values) & (values == np.floor(values)) & (values >= 0))
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise SchedlabError(f"{source}: column {name!r} row {r} holds {trace[name].iat[r]!r}: "
+                                "must be a whole number >= 0")
+        over = values > limit
+        if over.any():
+            r = int(np.flatnonzero(over)[0])
+            what = (f"the shared prefix ({int(values[r])} tokens) is longer than the prompt ({prompt[r]} tokens)"
+                    if top is None else "ids must be below 2**31")
+            raise SchedlabError(f"{source}: column {name!r} row {r}: {what}")
+
+
 def prompt_token_ids(trace: pd.DataFrame, rows: range | None = None) -> list[np.ndarray]:
     """The prompt token ids (int64 arrays) of ``rows`` (default: all) of a trace that carries
     sharing data (see the module docstring)."""
@@ -122,6 +177,9 @@ def prompt_token_ids(trace: pd.DataFrame, rows: range | None = None) -> list[np.
     if column is None:
         raise SchedlabError("the trace carries no sharing data (hash_ids or token_ids)")
     rows = range(len(trace)) if rows is None else rows
+    if column == "prefix_id":
+        flat, offsets = flat_prompt_tokens(trace.iloc[list(rows)], 0, len(rows))
+        return [flat[offsets[k]:offsets[k + 1]] for k in range(len(rows))]
     values = trace[column].to_numpy()
     prompt = trace["prompt_tokens"].to_numpy(np.int64)
     out = []
@@ -139,6 +197,10 @@ def flat_prompt_tokens(trace: pd.DataFrame, start: int, stop: int) -> tuple[np.n
     (``stop - start + 1`` entries), built in bulk."""
     column = sharing_column(trace)
     prompt = trace["prompt_tokens"].to_numpy(np.int64)[start:stop]
+    if column == "prefix_id":
+        return prefixed_tokens(trace["prefix_id"].to_numpy(np.int64)[start:stop],
+                               trace["prefix_tokens"].to_numpy(np.int64)[start:stop],
+                               trace["request_id"].to_numpy(np.int64)[start:stop], prompt)
     offsets = np.concatenate(([0], np.cumsum(prompt)))
     values = trace[column].to_numpy()[start:stop]
     if column == "token_ids":

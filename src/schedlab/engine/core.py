@@ -124,7 +124,7 @@ class Engine(EngineView):
         self._emits = np.empty(max(self.n, 1), np.int64)
         self.wants = np.empty(max(self.n, 1), np.int64)  # per running request, for the kernels
         self.free = self.limits.kv_capacity_blocks
-        self.prefix = (PrefixCache(trace, self.limits.block_size, self.limits.kv_capacity_blocks)
+        self.prefix = (PrefixCache(trace, self.limits.block_size, self.limits.kv_capacity_blocks, self.computed)
                        if uses_prefix_cache(trace, self.limits.prefix_caching, self.limits.encoder_frames) else None)
         self.readmitted = [0, 0]  # tokens looked up and found at re-admissions after preemption
         self.peak = 0
@@ -152,22 +152,20 @@ class Engine(EngineView):
     def exclusive_blocks(self, v: int) -> int:
         return self.prefix.exclusive(v)
 
-    def kv_take(self, requests: np.ndarray, tokens: np.ndarray) -> int:
+    def kv_take(self, requests: np.ndarray, tokens: np.ndarray) -> None:
         """Running ``requests`` compute ``tokens`` more each, in this order: their blocks are
-        allocated and cached now; returns the free blocks left."""
-        self.prefix.take(requests, tokens, self.computed, self.seq)
-        return self.prefix.free
+        allocated and cached, before whatever comes next."""
+        self.prefix.take(requests, tokens)
 
     def kv_release(self, v: int) -> int:
-        """Running request ``v`` is preempted: its blocks are released now; returns the free blocks."""
+        """Running request ``v`` is preempted: its blocks are released; returns the free blocks."""
         self.prefix.release(np.array([v], np.int64))
         return self.prefix.free
 
-    def kv_admit(self, i: int, cached: int, n: int) -> int:
-        """Waiting request ``i`` starts with its ``cached`` tokens and computes ``n``: blocks
-        touched, allocated and cached now; returns the free blocks left."""
-        self.prefix.admit(i, cached // self.limits.block_size, cached + n, int(self.seq[i]))
-        return self.prefix.free
+    def kv_admit(self, i: int, cached: int, n: int) -> None:
+        """Waiting request ``i`` starts with its ``cached`` tokens and computes ``n``: its
+        cached blocks are touched, the rest allocated and cached, before whatever comes next."""
+        self.prefix.admit(i, cached // self.limits.block_size, n)
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -255,8 +253,11 @@ class Engine(EngineView):
                                                   self.enc_blocks, bs, self._emits, n_emit)
             added, n_dec, ctx, n_pre, pairs, n_sched = added + a, n_dec + d, ctx + c, n_pre + p, pairs + q, n_sched + requests.size
         if cache is not None:
-            self.free = cache.free  # the pool counts shared blocks once
+            self.free = plan.free  # after the step's allocations (the pool counts shared blocks once)
+            cache.done()
         if n_sched == 0:
+            if cache is not None:
+                self.free = cache.free
             return
         if cache is None:
             self.free -= added
@@ -277,19 +278,23 @@ class Engine(EngineView):
                 self.token_times[i].append(self.now)
         if kernels.emit(emits, self.seq, self.total):
             self._retire(emits)
+        if cache is not None:
+            self.free = cache.free  # the step's allocations, then its releases
 
     def _start_cached(self, cached: dict[int, int]) -> None:
         """Admitted requests start with their cached prefix computed (a first admission's hit
         is the request's ``cached_tokens``; a re-admission's counts apart, as vLLM's do)."""
         bs = self.limits.block_size
         for i, hit in cached.items():
-            self.computed[i] = hit
-            self.blocks[i] = hit // bs
-            if self.log.preemptions[i] == 0:
-                self.log.cached[i] = hit
-            else:
+            if self.log.preemptions[i]:
                 self.readmitted[0] += int(self.seq[i])
                 self.readmitted[1] += hit
+            elif not hit:
+                continue  # nothing found: it starts from nothing, as it stands
+            else:
+                self.log.cached[i] = hit
+            self.computed[i] = hit
+            self.blocks[i] = hit // bs
 
     def _carry_out(self, plan: StepPlan) -> StepPlan:
         """A batch builder's plan on the prefix cache, as vLLM carries a plan out
@@ -308,7 +313,7 @@ class Engine(EngineView):
         run = np.fromiter((r for r in self.running if r not in gone and r in planned), np.int64)
         run_tokens = np.fromiter((planned[r] for r in run.tolist()), np.int64, run.size)
         if run.size:
-            cache.take(run, run_tokens, self.computed, seq)
+            cache.take(run, run_tokens)
         budget -= int(run_tokens.sum())
         n_running = len(self.running) - len(gone)
         started, tokens, cached = [], [], {}
@@ -320,7 +325,7 @@ class Engine(EngineView):
             if int(self.blocks_for(known)) - n_hit + n_free > cache.free:
                 break
             n = min(known - n_hit * bs, budget)
-            cache.admit(i, n_hit, n_hit * bs + n, known)
+            cache.admit(i, n_hit, n)
             started.append(i)
             tokens.append(n)
             cached[i] = n_hit * bs
@@ -329,7 +334,7 @@ class Engine(EngineView):
         for i in reversed(plan.admitted[len(started):]):
             self.scheduler.requeue(i)
         parts = [(run, run_tokens), (np.asarray(started, np.int64), np.asarray(tokens, np.int64))]
-        return StepPlan(parts, started, plan.preempted, 0, cached, True)
+        return StepPlan(parts, started, plan.preempted, 0, cached, True, cache.free)
 
     def _stretch(self, t_stop: float) -> bool:
         """Run ``k >= 2`` all-decode steps in closed form, the last one ending at or after
@@ -353,15 +358,19 @@ class Engine(EngineView):
             for i in run.tolist():
                 self.token_times[i].extend(ends.tolist())
         if self.prefix is not None:
-            self.prefix.advance(run, self.computed, k)  # before the counts move: it reads them
+            self.prefix.advance(run, k)  # before the counts move: it reads them
         added, finished = kernels.advance(run, self.seq, self.computed, self.blocks, self.total, self.enc_blocks, bs, k)
-        self.free = self.prefix.free if self.prefix is not None else self.free - added
+        self.free -= added
+        if self.prefix is not None:
+            self.prefix.done()
         self.peak = max(self.peak, self.limits.kv_capacity_blocks - self.free)
         self.now = float(ends[-1])
         self.busy += float(dts.sum())
         self.steps += k
         if finished:
             self._retire(run)
+        if self.prefix is not None:
+            self.free = self.prefix.free  # the stretch's allocations, then its releases
         return True
 
     def _retire(self, candidates: np.ndarray) -> None:
@@ -371,9 +380,9 @@ class Engine(EngineView):
         self.log.finish[finished] = self.now
         gone = set(finished.tolist())
         if self.prefix is not None:
-            # released in running order, as vLLM frees the requests of a step's output
-            self.prefix.release(np.fromiter((r for r in self.running if r in gone), np.int64, len(gone)))
-            self.free = self.prefix.free
+            # in running order (the order of the step's parts: running requests, then
+            # admissions), as vLLM frees the requests of a step's output
+            self.prefix.release(finished)  # carried out by the caller, with what came before
         else:
             self.free += int(self.blocks[finished].sum())
         self.blocks[finished] = 0

@@ -43,7 +43,8 @@ class StepPlan:
     """``parts``: ``(requests, tokens)`` array pairs, the requests scheduled and the tokens
     each computes (the arrays are valid until the step is carried out). With a prefix cache,
     ``cached`` holds each admitted request's cached tokens (where it starts computing), and
-    ``kv_applied`` says the block pool already holds the plan's changes."""
+    ``kv_applied`` says the block pool holds the plan's changes (``free`` blocks are left once
+    its allocations are made)."""
 
     parts: list[tuple[np.ndarray, np.ndarray]]
     admitted: list[int]
@@ -51,6 +52,7 @@ class StepPlan:
     n_encoder: int
     cached: dict[int, int] = field(default_factory=dict)
     kv_applied: bool = False
+    free: int = -1
 
     @property
     def requests(self) -> np.ndarray:
@@ -117,7 +119,9 @@ class Planner:
         if blocks <= self.free and not self.preempted:
             self._hit = None
             self._bulk.append((requests, tokens))
-            self.free = e.kv_take(requests, tokens) if self.live else self.free - blocks
+            if self.live:
+                e.kv_take(requests, tokens)
+            self.free -= blocks
             self.budget -= int(tokens.sum()) if n_tokens is None else n_tokens
             return
         for i, n in zip(requests.tolist(), tokens.tolist()):
@@ -137,9 +141,8 @@ class Planner:
                 return False
         if self.live:
             self._hit = None
-            self.free = e.kv_take(np.array([i], np.int64), np.array([n], np.int64))
-        else:
-            self.free -= need
+            e.kv_take(np.array([i], np.int64), np.array([n], np.int64))
+        self.free -= need
         self._grown[i] = need
         self._tokens[i] = n
         self.budget -= n
@@ -195,6 +198,8 @@ class Planner:
         """Waiting request ``i``'s cached tokens and free hit blocks, on the pool as it is now
         (kept until the next change)."""
         if self._hit is None or self._hit[0] != i:
+            if self.live and self.engine.prefix.private[i] and not self.engine.prefix.held_once[i]:
+                return 0, 0  # its first admission, and no other request names its blocks
             self._hit = (i, *self.engine.cached_prefix(i))
         return self._hit[1], self._hit[2]
 
@@ -206,11 +211,13 @@ class Planner:
             hit, n_free = self._lookup(i)
             self._hit = None
             n = min(n, int(e.seq[i]) - hit)
-            self.cached[i] = hit
             if self.live:
-                self.free = e.kv_admit(i, hit, n)
+                if hit or e.prefix.held_once[i]:  # a first admission that finds nothing starts as it stands
+                    self.cached[i] = hit
+                e.kv_admit(i, hit, n)
             else:
-                self.free -= int(e.blocks_for(hit + n)) - hit // e.limits.block_size + n_free
+                self.cached[i] = hit
+            self.free -= int(e.blocks_for(hit + n)) - hit // e.limits.block_size + n_free
         else:
             self.free -= int(e.blocks_for(n))
         self._tokens[i] = n
@@ -224,4 +231,4 @@ class Planner:
             k = len(self._tokens)
             parts.append((np.fromiter(self._tokens, np.int64, k), np.fromiter(self._tokens.values(), np.int64, k)))
         n_enc = len(self.admitted) if self.engine.enc_blocks else 0
-        return StepPlan(parts, self.admitted, self.preempted, n_enc, self.cached, self.live)
+        return StepPlan(parts, self.admitted, self.preempted, n_enc, self.cached, self.live, self.free)

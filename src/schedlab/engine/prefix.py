@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from schedlab.errors import SchedlabError
-from schedlab.sharing import OUTPUT_TOKEN, check_sharing, flat_prompt_tokens, sharing_column
+from schedlab.sharing import HASH_BLOCK_TOKENS, OUTPUT_TOKEN, check_sharing, flat_prompt_tokens, sharing_column
 
 #: Columns of the per-block state: reference count, name (-1: none), free-queue links
 #: (named free blocks only), and links among blocks of one name (in caching order).
@@ -98,11 +98,69 @@ def _chain(tokens, toff, total, bs, out_token, lanes, loff):
 
 def block_names(trace: pd.DataFrame, block_size: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Each request's full-block names (dense ids, equal exactly when the blocks' prefixes are
-    equal), back to back, their offsets, and the number of distinct names."""
-    n = len(trace)
+    equal), back to back, their offsets, and the number of distinct names (:func:`_structural`
+    without hashing where the sharing data says it, :func:`_hashed` from the tokens otherwise)."""
     total = (trace["prompt_tokens"].to_numpy(np.int64) + trace["output_tokens"].to_numpy(np.int64))
     counts = np.maximum(total - 1, 0) // block_size
     loff = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    column = sharing_column(trace)
+    if column == "prefix_id" or (column == "hash_ids" and HASH_BLOCK_TOKENS % block_size == 0):
+        names, n_names = _structural(trace, column, block_size, counts, loff)
+    else:
+        names, n_names = _hashed(trace, block_size, total, loff)
+    return names, loff, n_names
+
+
+def _intern(keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense ids of the rows of ``keys`` (equal rows, equal ids) and how many there are."""
+    if keys.shape[0] == 0:
+        return np.zeros(0, np.int64), 0
+    order = np.lexsort(keys.T[::-1])
+    s = keys[order]
+    new = np.ones(order.size, bool)
+    new[1:] = (s[1:] != s[:-1]).any(axis=1)
+    ids = np.empty(order.size, np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids, int(new.sum())
+
+
+def _structural(trace: pd.DataFrame, column: str, bs: int, counts: np.ndarray, loff: np.ndarray):
+    """Names read off the sharing data, without hashing tokens. A block of prompt tokens only
+    is named by the tokens' source and the position (a shared prefix's id, or Mooncake's hash
+    id, which names its whole chain); a block holding a request's own tokens names nothing
+    another holds; a block past a prompt that has no tokens of its own is named by that
+    prompt and the position (output tokens are all the same token). Exact as long as tokens
+    of different sources differ, as :mod:`schedlab.sharing` makes them."""
+    prompt = trace["prompt_tokens"].to_numpy(np.int64)
+    r = np.repeat(np.arange(len(trace)), counts)
+    j = np.arange(int(loff[-1]), dtype=np.int64) - loff[r]
+    end = (j + 1) * bs  # tokens up to the block's end
+    if column == "prefix_id":
+        source = trace["prefix_id"].to_numpy(np.int64)[r]
+        shared_to = trace["prefix_tokens"].to_numpy(np.int64)
+        in_shared = end <= shared_to[r]
+        whole = (shared_to == prompt)[r] & ~in_shared  # past a prompt that is all shared prefix
+        keys = np.stack([source, j, np.where(whole, prompt[r], -1)], axis=1)
+    else:
+        lists = trace["hash_ids"].to_numpy()
+        ids = np.concatenate([np.asarray(v, np.int64) for v in lists])
+        hoff = np.concatenate(([0], np.cumsum([len(v) for v in lists]))).astype(np.int64)
+        in_shared = end <= prompt[r]
+        whole = ~in_shared  # every prompt token comes from its hash ids
+        trace_block = np.where(in_shared, j * bs // HASH_BLOCK_TOKENS, (prompt[r] - 1) // HASH_BLOCK_TOKENS)
+        source = ids[hoff[r] + trace_block]
+        keys = np.stack([source, np.where(in_shared, j * bs % HASH_BLOCK_TOKENS // bs, j),
+                         np.where(whole, prompt[r], -1)], axis=1)
+    named = in_shared | whole
+    names = np.empty(r.size, np.int64)
+    names[named], n_shared = _intern(keys[named])
+    names[~named] = n_shared + np.arange(int((~named).sum()))
+    return names, n_shared + int((~named).sum())
+
+
+def _hashed(trace: pd.DataFrame, bs: int, total: np.ndarray, loff: np.ndarray):
+    """Names of 128-bit hashes chained over the tokens (two 64-bit lanes)."""
+    n = len(trace)
     lanes = np.empty((int(loff[-1]), 2), np.uint64)
     prompt = trace["prompt_tokens"].to_numpy(np.int64)
     start = 0
@@ -113,18 +171,10 @@ def block_names(trace: pd.DataFrame, block_size: int) -> tuple[np.ndarray, np.nd
             budget += int(prompt[stop])
             stop += 1
         tokens, toff = flat_prompt_tokens(trace, start, stop)
-        _chain(tokens, toff, total[start:stop], block_size, OUTPUT_TOKEN, lanes[loff[start]:loff[stop]],
+        _chain(tokens, toff, total[start:stop], bs, OUTPUT_TOKEN, lanes[loff[start]:loff[stop]],
                loff[start:stop + 1] - loff[start])
         start = stop
-    if lanes.shape[0] == 0:
-        return np.zeros(0, np.int64), loff, 0
-    order = np.lexsort((lanes[:, 1], lanes[:, 0]))
-    s = lanes[order]
-    new = np.ones(order.size, bool)
-    new[1:] = (s[1:, 0] != s[:-1, 0]) | (s[1:, 1] != s[:-1, 1])
-    names = np.empty(order.size, np.int64)
-    names[order] = np.cumsum(new) - 1
-    return names, loff, int(new.sum())
+    return _intern(lanes.view(np.int64))
 
 
 # -- the pool ---------------------------------------------------------------------------------
@@ -255,44 +305,6 @@ def _lookup(blk, heads, names, noff, r, known, bs):
 
 
 @numba.njit(cache=True, nogil=True)
-def _admit(blk, cnt, stack, heads, table, toff, held, names, noff, r, n_hit, tokens, known, bs):
-    """Start waiting request ``r``: touch its ``n_hit`` cached blocks, then allocate and cache
-    for ``tokens`` computed-plus-scheduled tokens (of ``known``)."""
-    for j in range(n_hit):
-        b = heads[names[noff[r] + j], 0]
-        if blk[b, REF] == 0:
-            _lru_remove(blk, cnt, b)
-        blk[b, REF] += 1
-        table[toff[r] + j] = b
-    held[r, 0] = n_hit
-    held[r, 1] = n_hit
-    _grow(blk, cnt, stack, heads, table, toff, held, r, tokens, bs)
-    _cache(blk, heads, table, toff, held, names, noff, r, min(tokens, known), bs)
-
-
-@numba.njit(cache=True, nogil=True)
-def _take(blk, cnt, stack, heads, table, toff, held, names, noff, reqs, ntok, computed, seq, bs):
-    """Running requests ``reqs`` (in this order) compute ``ntok`` more tokens each."""
-    for k in range(reqs.size):
-        r = reqs[k]
-        c = computed[r] + ntok[k]
-        _grow(blk, cnt, stack, heads, table, toff, held, r, c, bs)
-        _cache(blk, heads, table, toff, held, names, noff, r, min(c, seq[r]), bs)
-
-
-@numba.njit(cache=True, nogil=True)
-def _advance(blk, cnt, stack, heads, table, toff, held, names, noff, run, computed, k, bs):
-    """``k`` all-decode steps of ``run``, step by step and in running order."""
-    for step in range(1, k + 1):
-        for r in run:
-            c = computed[r] + step  # computed after this step's token (the last known one)
-            if c > held[r, 0] * bs:
-                _grow(blk, cnt, stack, heads, table, toff, held, r, c, bs)
-            if c % bs == 0:
-                _cache(blk, heads, table, toff, held, names, noff, r, c, bs)
-
-
-@numba.njit(cache=True, nogil=True)
 def _release(blk, cnt, stack, table, toff, held, reqs):
     """Release each request's blocks, tail first: a block no request references any more goes
     to the free queue's head if unnamed (reused first), to its tail if named."""
@@ -311,6 +323,49 @@ def _release(blk, cnt, stack, table, toff, held, reqs):
 
 
 @numba.njit(cache=True, nogil=True)
+def _apply(adv_r, adv_k, take_r, take_n, done, admits, n_admits, release, computed, blk, cnt, stack, heads, table,
+           toff, held, names, noff, bs):
+    """The running requests ``take_r`` compute ``take_n`` more tokens each (or, once the
+    step has been ``done``, have computed them), in this order: their blocks are allocated,
+    and the blocks their computed tokens fill are cached (vLLM's running pass); then the first
+    ``n_admits`` rows of ``admits`` (request, tokens, cached blocks) start, in this order:
+    each touches its cached blocks, then allocates and caches for them plus its tokens
+    (vLLM's admissions); then the requests of ``release`` release their blocks (vLLM frees
+    a finished request's blocks after the step). A stretch of ``adv_k`` all-decode steps of
+    ``adv_r`` (running order) comes first, step by step. Returns the free blocks before the
+    releases and at the end."""
+    shift = adv_k if done else 0  # once done, computed holds the stretch's tokens
+    for step in range(1, adv_k + 1):
+        for r in adv_r:
+            c = computed[r] - shift + step  # computed after this step's token (the last known one)
+            if c > held[r, 0] * bs:
+                _grow(blk, cnt, stack, heads, table, toff, held, r, c, bs)
+            if c % bs == 0:
+                _cache(blk, heads, table, toff, held, names, noff, r, c, bs)
+    for k in range(take_r.size):
+        r = take_r[k]
+        c = computed[r] if done else computed[r] + take_n[k]
+        _grow(blk, cnt, stack, heads, table, toff, held, r, c, bs)
+        _cache(blk, heads, table, toff, held, names, noff, r, c, bs)
+    for k in range(n_admits):
+        r, n_hit = admits[k, 0], admits[k, 2]
+        for j in range(n_hit):
+            b = heads[names[noff[r] + j], 0]
+            if blk[b, REF] == 0:
+                _lru_remove(blk, cnt, b)
+            blk[b, REF] += 1
+            table[toff[r] + j] = b
+        held[r, 0] = n_hit
+        held[r, 1] = n_hit
+        c = n_hit * bs + admits[k, 1]
+        _grow(blk, cnt, stack, heads, table, toff, held, r, c, bs)
+        _cache(blk, heads, table, toff, held, names, noff, r, c, bs)
+    low = _free_count(cnt)
+    _release(blk, cnt, stack, table, toff, held, release)
+    return low, _free_count(cnt)
+
+
+@numba.njit(cache=True, nogil=True)
 def _exclusive(blk, table, toff, held, r):
     """Blocks of request ``r`` no other request references."""
     n = 0
@@ -321,10 +376,17 @@ def _exclusive(blk, table, toff, held, r):
 
 
 class PrefixCache:
-    """The block pool of one run (see the module docstring), by trace position."""
+    """The block pool of one run (see the module docstring), by trace position.
 
-    def __init__(self, trace: pd.DataFrame, block_size: int, capacity: int) -> None:
+    A step's changes are gathered (:meth:`take`, :meth:`admit`: running requests' first, then
+    admissions, as vLLM's scheduling pass makes them; then :meth:`release`) and carried out
+    together, in one compiled call, before the pool is next read (``free``, :meth:`lookup`,
+    :meth:`exclusive`); ``computed`` is the engine's array, read then (:meth:`done` says
+    the step's tokens are in it)."""
+
+    def __init__(self, trace: pd.DataFrame, block_size: int, capacity: int, computed: np.ndarray) -> None:
         self.bs = block_size
+        self.computed = computed
         self.names, self.noff, n_names = block_names(trace, block_size)
         total = trace["prompt_tokens"].to_numpy(np.int64) + trace["output_tokens"].to_numpy(np.int64)
         most = -(-total // block_size)  # blocks a request can hold
@@ -340,38 +402,107 @@ class PrefixCache:
         self.cnt = np.zeros(7, np.int64)
         self.cnt[HEAD] = self.cnt[TAIL] = -1
         self.cnt[CAPACITY] = capacity
+        self._free = capacity
+        self._takes: list[tuple[np.ndarray, np.ndarray]] = []
+        self._admits = np.zeros((64, 3), np.int64)  # (request, tokens, cached blocks), the first _n
+        self._n = 0
+        self._releases: list[np.ndarray] = []
+        self._adv: tuple[np.ndarray, int] = (_NONE, 0)
+        self._done = False
+        self.low = capacity  # free blocks before the last flush's releases
+        # a request none of whose blocks another request names finds nothing on its first
+        # admission: its lookup is skipped (a preempted one looks its own blocks up again)
+        shared = (np.bincount(self.names, minlength=n_names) > 1)[self.names]
+        cum = np.concatenate(([0], np.cumsum(shared)))
+        self.private = cum[self.noff[1:]] == cum[self.noff[:-1]]
+        self.held_once = np.zeros(len(trace), bool)
 
+    # -- changes ---------------------------------------------------------------------------
+    def take(self, reqs: np.ndarray, ntok: np.ndarray) -> None:
+        """Running ``reqs`` (in this order) compute ``ntok`` more tokens each: their blocks
+        are allocated, and those the computed and scheduled tokens fill are cached."""
+        if self._n or self._releases:  # after an admission or a release: in the order asked
+            self.flush()
+        self._takes.append((reqs, ntok))
+
+    def admit(self, i: int, n_hit: int, n: int) -> None:
+        """Start waiting request ``i`` (as just looked up): touch its ``n_hit`` cached blocks,
+        then allocate and cache for its ``n`` scheduled tokens."""
+        self.held_once[i] = True
+        if self._releases:
+            self.flush()
+        if self._n == self._admits.shape[0]:
+            self._admits = np.concatenate([self._admits, np.zeros_like(self._admits)])
+        row = self._admits[self._n]
+        row[0], row[1], row[2] = i, n, n_hit
+        self._n += 1
+
+    def flush(self) -> None:
+        """Carry the gathered allocations out."""
+        takes, releases = self._takes, self._releases
+        if not (takes or self._n or releases or self._adv[1]):
+            self._done = False
+            return
+        if len(takes) == 1:
+            tr, tn = takes[0]
+        elif takes:
+            tr, tn = np.concatenate([t[0] for t in takes]), np.concatenate([t[1] for t in takes])
+        else:
+            tr = tn = _NONE
+        rel = releases[0] if len(releases) == 1 else np.concatenate(releases) if releases else _NONE
+        low, free = _apply(self._adv[0], self._adv[1], tr, tn, self._done, self._admits, self._n, rel, self.computed,
+                           self.blk, self.cnt, self.stack, self.heads, self.table, self.toff, self.held, self.names,
+                           self.noff, self.bs)
+        self.low, self._free = int(low), int(free)
+        self._takes, self._releases = [], []
+        self._adv = (_NONE, 0)
+        self._n = 0
+        self._done = False
+
+    def done(self) -> None:
+        """The step's scheduled tokens are now in ``computed`` (its allocations wait for the
+        next flush, with the releases that follow them)."""
+        self._done = bool(self._takes) or self._adv[1] > 0
+
+    def release(self, reqs: np.ndarray) -> None:
+        """Release each request's blocks (vLLM frees a request's blocks in reverse), after the
+        gathered allocations."""
+        self._releases.append(np.asarray(reqs, np.int64))
+
+    def advance(self, run: np.ndarray, k: int) -> None:
+        """``k`` all-decode steps of ``run``, step by step and in running order (carried out
+        with the releases that follow them)."""
+        if self._takes or self._n or self._releases:
+            self.flush()
+        self._adv = (run, k)
+
+    # -- reads -----------------------------------------------------------------------------
     @property
     def free(self) -> int:
         """Free blocks, the evictable cached ones included (vLLM's ``get_num_free_blocks``)."""
-        return int(_free_count(self.cnt))
+        if self._takes or self._n or self._releases or self._adv[1]:
+            self.flush()
+        return self._free
 
     @property
     def cached_free(self) -> int:
         """Free blocks that hold a cached prefix (evictable)."""
+        self.flush()
         return int(self.cnt[NLRU])
 
     def lookup(self, i: int, known: int) -> tuple[int, int]:
-        """Cached blocks of request ``i``'s longest hit, and how many of them are free."""
+        """Cached blocks of request ``i``'s longest hit, and how many of them are free; none
+        without a lookup for a request on its first admission whose blocks no other request
+        names."""
+        if self.private[i] and not self.held_once[i]:
+            return 0, 0
+        self.flush()
         n_hit, n_free = _lookup(self.blk, self.heads, self.names, self.noff, i, known, self.bs)
         return int(n_hit), int(n_free)
 
-    def admit(self, i: int, n_hit: int, tokens: int, known: int) -> None:
-        _admit(self.blk, self.cnt, self.stack, self.heads, self.table, self.toff, self.held, self.names, self.noff,
-               i, n_hit, tokens, known, self.bs)
-
-    def take(self, reqs: np.ndarray, ntok: np.ndarray, computed: np.ndarray, seq: np.ndarray) -> None:
-        _take(self.blk, self.cnt, self.stack, self.heads, self.table, self.toff, self.held, self.names, self.noff,
-              reqs, ntok, computed, seq, self.bs)
-
-    def advance(self, run: np.ndarray, computed: np.ndarray, k: int) -> None:
-        _advance(self.blk, self.cnt, self.stack, self.heads, self.table, self.toff, self.held, self.names, self.noff,
-                 run, computed, k, self.bs)
-
-    def release(self, reqs: np.ndarray) -> None:
-        _release(self.blk, self.cnt, self.stack, self.table, self.toff, self.held, reqs)
-
     def exclusive(self, i: int) -> int:
+        """Blocks of request ``i`` no other request references."""
+        self.flush()
         return int(_exclusive(self.blk, self.table, self.toff, self.held, i))
 
     @property
@@ -380,8 +511,13 @@ class PrefixCache:
         return int(self.cnt[EVICTED])
 
     def held_blocks(self, i: int) -> int:
+        self.flush()
         return int(self.held[i, 0])
 
     def in_use(self) -> int:
         """Blocks some request references (each counted once, however many share it)."""
+        self.flush()
         return int((self.blk[: self.cnt[ISSUED], REF] > 0).sum())
+
+
+_NONE = np.zeros(0, np.int64)
