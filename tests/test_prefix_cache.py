@@ -301,7 +301,7 @@ SHARED = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / 
 
 
 @pytest.mark.parametrize("workload", ["doc-qa", "multi-turn", "mooncake"])
-@pytest.mark.parametrize("name", ["fcfs", "sjf", "sarathi-spf", "slai-spf-dynamic"])
+@pytest.mark.parametrize("name", ["fcfs", "sjf", "sjf-uncached", "ewsjf-uncached", "sarathi-spf", "slai-spf-dynamic"])
 def test_vllm_sim_equals_sim_on_the_sharing_workloads(workload, name, workloads):
     pytest.importorskip("vllm")
     if workload not in workloads:
@@ -317,3 +317,26 @@ def test_vllm_sim_equals_sim_on_the_sharing_workloads(workload, name, workloads)
         np.testing.assert_allclose(vs.requests[col], sim.requests[col], rtol=1e-9, atol=1e-9, err_msg=col)
     np.testing.assert_array_equal(vs.requests["cached_tokens"], sim.requests["cached_tokens"])
     assert vs.prefix_cache == sim.prefix_cache and sim.prefix_cache["hits"] > 0
+
+
+# -- schedulers that see the cache -----------------------------------------------------------
+@BACKENDS
+@pytest.mark.parametrize("caching", [True, False])
+def test_sjf_uncached_serves_the_request_with_less_left_to_compute(backend, caching):
+    """One request at a time. While r0 (a 400-token document and a question) runs, r1 (the same
+    document, another question: 420 tokens, 384 of them cached in 16-token blocks, 36 to
+    compute) and r2 (100 tokens of its own) wait. SJF by prompt length takes r2 first; by the
+    tokens left to compute, r1. Without a cache both take r2 first."""
+    doc = list(range(1000, 1400))
+    trace = toy([doc + [1, 2, 3], doc + list(range(5000, 5020)), list(range(7000, 7100))], [30, 5, 5], gap_s=0.0)
+    trace["arrival_s"] = [0.0, 0.001, 0.002]
+    arena = Arena(STEP, EngineConfig(block_size=16, kv_capacity_blocks=1000, max_num_seqs=1,
+                                     max_num_batched_tokens=512, prefix_caching=caching))
+    if backend == "vllm-sim":
+        pytest.importorskip("vllm")
+    order = {}
+    for name in ("sjf-prompt", "sjf-uncached"):
+        res = serve(trace, name, arena, backend=backend, model="tiny-llama").requests
+        order[name] = res.sort_values("first_scheduled_s")["request_id"].tolist()
+    assert order["sjf-prompt"] == [0, 2, 1]
+    assert order["sjf-uncached"] == ([0, 1, 2] if caching else [0, 2, 1])

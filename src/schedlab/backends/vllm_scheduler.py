@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Callable, Iterable, Iterator
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -58,6 +59,12 @@ def step_composition(sched, out) -> tuple[int, int, int, int, int]:
             pairs += k * (r.num_computed_tokens - k) + k * (k + 1) // 2
     n_enc = sum(len(v) for v in out.scheduled_encoder_inputs.values())
     return n_enc, n_pre, n_dec, ctx, pairs
+
+
+def _uncached(kv_cache_manager, request: Request) -> int:
+    """A waiting request's known tokens less the prefix vLLM's KV manager would find cached
+    (a lookup: nothing changes)."""
+    return request.num_tokens - kv_cache_manager.get_computed_blocks(request)[1]
 
 
 class PolicyQueue(RequestQueue):
@@ -170,6 +177,8 @@ class SchedlabMixin:
         job = getattr(request, "schedlab_job", None)
         if job is None:
             job = Job(self._next_id, request.arrival_time, self._size(request), request.num_prompt_tokens, request)
+            if self.cache_config.enable_prefix_caching:
+                job.uncached = partial(_uncached, self.kv_cache_manager, request)
             self._next_id += 1
             request.schedlab_job = job
         return job
