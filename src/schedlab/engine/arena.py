@@ -127,8 +127,8 @@ class Arena:
     @classmethod
     def from_spec(cls, spec: dict, modality: str) -> "Arena":
         """From an engine spec (the tournament's and extensions' config): ``steptime`` (file),
-        ``hardware``, ``model``, engine limits, ``prefix_caching`` and, for ASR, a ``kappa``
-        fit (file); an LLM arena rejects requests longer than the model's context."""
+        ``hardware``, ``model``, engine limits and, for ASR, a ``kappa`` fit (file); an LLM
+        arena rejects requests longer than the model's context."""
         from schedlab.fit.kappa import kappas
 
         missing = [k for k in ("steptime", "hardware", "model") if k not in spec]
@@ -141,7 +141,7 @@ class Arena:
         kappa = kappas(json.loads(Path(spec["kappa"]).read_text())) if spec.get("kappa") else {}
         context = model_arch(spec["model"]).max_target_positions if modality == "llm" else None
         arena = cls.build(StepTimeModel.load(spec["steptime"]), spec["hardware"], spec["model"], kappa=kappa, **limits)
-        return replace(arena, max_tokens=context).with_limits(prefix_caching=bool(spec.get("prefix_caching", False)))
+        return replace(arena, max_tokens=context)
 
     def with_limits(self, **changes) -> "Arena":
         return replace(self, limits=replace(self.limits, **changes))

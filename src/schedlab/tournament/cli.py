@@ -21,9 +21,9 @@ def _named_path(text: str) -> tuple[str, str]:
 
 
 def cmd_pool(args) -> None:
-    from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
+    from schedlab.data.llm_traces import azure_lengths, mooncake_requests
 
-    pool = mooncake_lengths() if args.kind == "mooncake" else azure_lengths(args.kind.removeprefix("azure-"))
+    pool = mooncake_requests() if args.kind == "mooncake" else azure_lengths(args.kind.removeprefix("azure-"))
     write_parquet(pool, args.out)
 
 
@@ -44,6 +44,8 @@ def cmd_play(args) -> None:
     pools = {name: read_parquet(path) for name, path in pools.items()}
     kind = modality(args.spec)
     ring = Arena.from_spec(args.arena, kind)
+    caching = bool(args.spec.get("prefix_caching", False))
+    ring = ring.with_limits(prefix_caching=caching)
     players = lineup(args.entrants, kind)
     cap = capacity(args.spec, pools, ring, registry.entry("fcfs"))
     rows = []
@@ -51,7 +53,7 @@ def cmd_play(args) -> None:
         served = trace(args.spec, pools, load * cap, max_tokens=ring.max_tokens)
         for player in players:
             rows.append(match(player, served, ring, workload=args.workload, modality=kind, load=load,
-                              rate=load * cap, capacity_rps=cap, offered=len(served)))
+                              rate=load * cap, capacity_rps=cap, offered=len(served), prefix_caching=caching))
     write_parquet(pd.DataFrame(rows), args.out)
 
 
