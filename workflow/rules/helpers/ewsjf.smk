@@ -53,8 +53,16 @@ def ewsjf_study_flags(study):
 
 def ewsjf_notebook_inputs():
     """Paper B's notebook's inputs."""
-    studies = ("tuning", "queues-mixed", "queues-short", "queues-long", "load", "starvation", "starvation_timeline",
-               "sharing")
+    studies = (
+        "tuning",
+        "queues-mixed",
+        "queues-short",
+        "queues-long",
+        "load",
+        "starvation",
+        "starvation_timeline",
+        "sharing",
+    )
     return {
         **{s: f"{EWSJF_DIR}/study/{s}.parquet" for s in studies},
         "params": rules.ewsjf_tuning.output.params,
