@@ -177,7 +177,7 @@ class SchedlabMixin:
         job = getattr(request, "schedlab_job", None)
         if job is None:
             job = Job(self._next_id, request.arrival_time, self._size(request), request.num_prompt_tokens, request)
-            if self.cache_config.enable_prefix_caching:
+            if self.cache_config.enable_prefix_caching and self.schedlab_policy.reads_cache:
                 job.uncached = partial(_uncached, self.kv_cache_manager, request)
             self._next_id += 1
             request.schedlab_job = job

@@ -44,7 +44,7 @@ class ContinuousBatching(Scheduler):
         self.jobs = [
             Job(int(rid[i]), float(e.arrival[i]), float(e.sizes[i]), int(e.prompt[i]), i) for i in range(e.n)
         ]
-        if e.prefix_caching:  # a cache-aware policy asks what an admission would compute now
+        if e.prefix_caching and self.policy.reads_cache:  # it asks what an admission would compute now
             for job in self.jobs:
                 job.uncached = partial(_uncached, e, job.ref)
         self._totals = None

@@ -199,8 +199,9 @@ class Planner:
         (kept until the next change)."""
         if self._hit is None or self._hit[0] != i:
             if self.live and self.engine.prefix.private[i] and not self.engine.prefix.held_once[i]:
-                return 0, 0  # its first admission, and no other request names its blocks
-            self._hit = (i, *self.engine.cached_prefix(i))
+                self._hit = (i, 0, 0)  # its first admission, and no other request names its blocks
+            else:
+                self._hit = (i, *self.engine.cached_prefix(i))
         return self._hit[1], self._hit[2]
 
     def admit(self, i: int, n: int) -> None:

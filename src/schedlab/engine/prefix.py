@@ -130,32 +130,46 @@ def _structural(trace: pd.DataFrame, column: str, bs: int, counts: np.ndarray, l
     id, which names its whole chain); a block holding a request's own tokens names nothing
     another holds; a block past a prompt that has no tokens of its own is named by that
     prompt and the position (output tokens are all the same token). Exact as long as tokens
-    of different sources differ, as :mod:`schedlab.sharing` makes them."""
+    of different sources differ, as :mod:`schedlab.sharing` makes them. Names of a source's
+    blocks are offsets from a base per source (no sort over the blocks)."""
     prompt = trace["prompt_tokens"].to_numpy(np.int64)
     r = np.repeat(np.arange(len(trace)), counts)
     j = np.arange(int(loff[-1]), dtype=np.int64) - loff[r]
     end = (j + 1) * bs  # tokens up to the block's end
     if column == "prefix_id":
-        source = trace["prefix_id"].to_numpy(np.int64)[r]
         shared_to = trace["prefix_tokens"].to_numpy(np.int64)
+        sources, source_of = np.unique(trace["prefix_id"].to_numpy(np.int64), return_inverse=True)
         in_shared = end <= shared_to[r]
         whole = (shared_to == prompt)[r] & ~in_shared  # past a prompt that is all shared prefix
-        keys = np.stack([source, j, np.where(whole, prompt[r], -1)], axis=1)
+        # a prefix's blocks: as many as its longest use holds
+        span = np.zeros(sources.size, np.int64)
+        np.maximum.at(span, source_of, shared_to // bs)
+        slot = source_of[r]
+        offset = j
     else:
         lists = trace["hash_ids"].to_numpy()
         ids = np.concatenate([np.asarray(v, np.int64) for v in lists])
         hoff = np.concatenate(([0], np.cumsum([len(v) for v in lists]))).astype(np.int64)
         in_shared = end <= prompt[r]
         whole = ~in_shared  # every prompt token comes from its hash ids
+        per = HASH_BLOCK_TOKENS // bs
+        sources, source_of = np.unique(ids, return_inverse=True)
+        span = np.full(sources.size, per, np.int64)
         trace_block = np.where(in_shared, j * bs // HASH_BLOCK_TOKENS, (prompt[r] - 1) // HASH_BLOCK_TOKENS)
-        source = ids[hoff[r] + trace_block]
-        keys = np.stack([source, np.where(in_shared, j * bs % HASH_BLOCK_TOKENS // bs, j),
-                         np.where(whole, prompt[r], -1)], axis=1)
-    named = in_shared | whole
+        slot = source_of[hoff[r] + trace_block]
+        offset = j % per
+    base = np.concatenate(([0], np.cumsum(span)))
+    n_shared = int(base[-1])
     names = np.empty(r.size, np.int64)
-    names[named], n_shared = _intern(keys[named])
-    names[~named] = n_shared + np.arange(int((~named).sum()))
-    return names, n_shared + int((~named).sum())
+    names[in_shared] = base[slot[in_shared]] + offset[in_shared]
+    # past a prompt with no tokens of its own: one name per (source, prompt, position)
+    keys = np.stack([slot[whole], prompt[r[whole]], j[whole]], axis=1)
+    names[whole], n_whole = _intern(keys)
+    names[whole] += n_shared
+    private = ~(in_shared | whole)
+    names[private] = n_shared + n_whole + np.arange(int(private.sum()))
+    # names no block uses (a prefix's positions past its longest use) are simply never looked up
+    return names, n_shared + n_whole + int(private.sum())
 
 
 def _hashed(trace: pd.DataFrame, bs: int, total: np.ndarray, loff: np.ndarray):

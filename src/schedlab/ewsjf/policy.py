@@ -85,7 +85,7 @@ class EWSJF(Policy):
         cache_aware: bool = False,
     ) -> None:
         self.params = params or Params()
-        self.cache_aware = cache_aware
+        self.cache_aware = self.reads_cache = cache_aware
         if cache_aware:
             self.name = "ewsjf-uncached"
         self.prefill = prefill

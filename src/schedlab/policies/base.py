@@ -38,6 +38,9 @@ class Policy(ABC):
     """A waiting queue ordered by the policy, plus its preemption-victim rule."""
 
     name: str = ""
+    #: Whether the policy asks :meth:`Job.work` (a backend with a prefix cache then gives each
+    #: job its lookup, :attr:`Job.uncached`).
+    reads_cache: bool = False
 
     @abstractmethod
     def push(self, job: Job) -> None:

@@ -23,6 +23,7 @@ class SJFUncached(Policy):
     Victim: the engine's rule (the newest admitted)."""
 
     name = "sjf-uncached"
+    reads_cache = True
 
     def __init__(self) -> None:
         self._jobs: list[Job] = []
