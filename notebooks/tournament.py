@@ -38,9 +38,10 @@
 # prompt mix; paper C's openchat pool with `paying`/`free` classes; the Azure 2023 code and
 # conversation traces and the Mooncake conversation trace replayed with their real timestamps,
 # time-scaled to each load; multi-turn conversations (each turn's prompt holds the earlier turns
-# and answers). Mooncake and the conversations also play with vLLM's prefix cache on (section 5). A load is the offered rate as a fraction of the rate FCFS sustains
-# on a backlog of the same requests; replayed traces keep their bursts, so they queue at lower
-# loads than Poisson ones.
+# and answers). Mooncake and the conversations also play with vLLM's prefix cache on (section
+# 5). A load is the offered rate as a fraction of the rate FCFS sustains on a backlog of the same
+# requests (without the cache); replayed traces keep their bursts, so they queue at lower loads
+# than Poisson ones.
 #
 # **Metrics.** P50/P90/P99 TTFT and E2EL, P99 TBT (every token gap), throughput, SLO attainment
 # (a request is on time when it meets every target that applies: chat TTFT 10 s and TPOT 50 ms,
@@ -158,13 +159,13 @@ display(Markdown(f"At load {top}:\n\n" + "\n".join(lines)))
 # %% [markdown]
 # ## 5. The prefix cache on and off
 # The workloads whose prompts share tokens play twice: with vLLM's prefix cache off (`mooncake`,
-# `multi-turn`) and on (`-cache`), the same requests and loads. With the cache a prompt's cached
-# prefix is not computed again, so the engine does less work: capacity (FCFS on a backlog) rises,
-# and the load fractions are of that capacity. The table gives each entrant's hit rate (prompt
-# tokens found cached at first admission, as vLLM's counters count them) and its P50 TTFT,
-# P99 E2EL and G with the cache against without, at the highest load; `sjf-uncached` and
-# `ewsjf-uncached` order by the tokens the cache does not hold (without a cache they are SJF by
-# prompt and EWSJF).
+# `multi-turn`) and on (`-cache`), on the very same traces (loads are fractions of FCFS's
+# capacity without the cache in both). With the cache a prompt's cached prefix is not computed
+# again, so the engine does less work: its FCFS capacity on a backlog rises (`capacity on`). The
+# table gives each entrant's hit rate (prompt tokens found cached at first admission, as vLLM's
+# counters count them) and its P50 TTFT, P99 E2EL and G with the cache against without, at the
+# highest load; `sjf-uncached` and `ewsjf-uncached` order by the tokens the cache does not hold
+# (without a cache they are SJF by prompt and EWSJF).
 
 # %%
 cache_pairs = [w for w in workloads if f"{w}-cache" in workloads]
@@ -175,7 +176,7 @@ if cache_pairs:
         on = table[(table["workload"] == f"{w}-cache") & (table["load"] == top)].set_index("policy")
         for policy in on.index.intersection(off.index):
             rows.append({"workload": w, "policy": policy, "paper": on.at[policy, "paper"],
-                         "capacity off": off.at[policy, "capacity_rps"], "capacity on": on.at[policy, "capacity_rps"],
+                         "capacity off": off.at[policy, "capacity_rps"], "capacity on": on.at[policy, "capacity_cached_rps"],
                          "hit rate": on.at[policy, "prefix_cache_hit_rate"],
                          "P50 TTFT off (s)": off.at[policy, "p50_ttft_ms"] / 1e3, "P50 TTFT on (s)": on.at[policy, "p50_ttft_ms"] / 1e3,
                          "P99 E2EL off (s)": off.at[policy, "p99_e2el_ms"] / 1e3, "P99 E2EL on (s)": on.at[policy, "p99_e2el_ms"] / 1e3,
@@ -187,9 +188,11 @@ if cache_pairs:
                       .assign(cache="on", workload=lambda d: d["workload"].str.removesuffix("-cache"))])
     both = both.assign(p50_ttft_s=both["p50_ttft_ms"] / 1e3)
     grid = sns.catplot(data=both[both["load"] == top], x="p50_ttft_s", y="policy", hue="cache", col="workload",
-                       kind="bar", height=0.3 * both["policy"].nunique() + 1.5, aspect=1.2, sharex=False)
-    grid.set_axis_labels(f"P50 TTFT (s) at load {top} of each setting's capacity", "")
-    grid.fig.suptitle("The prefix cache off and on: the same requests", y=1.02)
+                       kind="point", linestyle="none", dodge=0.3, height=0.3 * both["policy"].nunique() + 1.5,
+                       aspect=1.2, sharex=False, log_scale=(True, False))
+    grid.set_titles("{col_name}")
+    grid.set_axis_labels(f"P50 TTFT (s, log scale), load {top} of the capacity without the cache", "")
+    grid.fig.suptitle("The prefix cache off and on: the same traces", y=1.02)
     save_figure(grid.fig, figures_dir, "prefix_cache")
     display(cache_table.round(3))
 

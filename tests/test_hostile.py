@@ -131,6 +131,9 @@ SHARING_CASES = {
                                         ("hash_ids", "row 4", "longer than the prompt")),
     "unknown hash (not chained)": (_shared("hash_ids", 600, 6, [7, 1]), ("hash_ids", "unknown hash 1")),
     "negative hash id": (_shared("hash_ids", 600, 0, [0, -5]), ("hash_ids", "row 0", "whole numbers")),
+    "shared prefix longer than the prompt": ({"prefix_id": np.zeros(N, int), "prefix_tokens": [2] * 3 + [9] + [2] * (N - 4)},
+                                             ("prefix_tokens", "row 3", "longer than the prompt")),
+    "prefix id without its length": ({"prefix_id": np.zeros(N, int)}, ("prefix_tokens", "missing")),
 }
 
 

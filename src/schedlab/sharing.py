@@ -99,12 +99,16 @@ def _lists(column: pd.Series, name: str) -> list[np.ndarray]:
     """A list column as int64 arrays, each checked to hold whole numbers >= 0."""
     out = []
     for row, value in enumerate(column.to_numpy()):
-        arr = np.asarray(value if value is not None else [], dtype=float) if not isinstance(value, np.ndarray) \
-            else value.astype(float, copy=False)
-        if arr.ndim != 1 or not np.all(np.isfinite(arr)) or np.any(arr != np.floor(arr)) or np.any(arr < 0) \
+        try:
+            arr = np.asarray(value if value is not None else [], dtype=float)
+        except (TypeError, ValueError):
+            raise SchedlabError(f"{name}: row {row} holds {value!r:.40}: ids must be whole numbers in [0, 2**31)") from None
+        if arr.ndim != 1:
+            raise SchedlabError(f"{name}: row {row} holds {value!r:.40}: a list of ids is needed")
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.floor(arr)) or np.any(arr < 0) \
                 or np.any(arr >= 2**31):
-            bad = arr[~(np.isfinite(arr) & (arr == np.floor(arr)) & (arr >= 0) & (arr < 2**31))] if arr.ndim == 1 else arr
-            raise SchedlabError(f"{name}: row {row} holds {bad.ravel()[0]!r}: ids must be whole numbers in [0, 2**31)")
+            bad = arr[~(np.isfinite(arr) & (arr == np.floor(arr)) & (arr >= 0) & (arr < 2**31))]
+            raise SchedlabError(f"{name}: row {row} holds {bad[0]:g}: ids must be whole numbers in [0, 2**31)")
         out.append(arr.astype(np.int64))
     return out
 

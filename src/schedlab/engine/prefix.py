@@ -7,7 +7,9 @@ The rules are vLLM's (``vllm/v1/core``: ``block_pool.py``, ``kv_cache_utils.py``
   tokens and everything before it (``hash_block_tokens``): two blocks share a name exactly when
   their whole prefixes are equal. Each request's sequence is its prompt (from the trace's
   sharing data, :mod:`schedlab.sharing`) then its output, every output token
-  :data:`~schedlab.sharing.OUTPUT_TOKEN`. Names here are dense ids of 128-bit chained hashes.
+  :data:`~schedlab.sharing.OUTPUT_TOKEN`. Names here are ids: read off the sharing data where it
+  names a block's source (a shared prefix's id, Mooncake's chained hash ids: no hashing), else
+  128-bit hashes chained over the tokens (:func:`block_names`; the two agree, tested).
 - **Caching.** A request's blocks are cached when they are allocated for scheduled tokens:
   after each allocation, every block that the request's computed-plus-scheduled tokens fill
   (``min(computed + scheduled, known tokens) // block_size``) enters the hash map, prompt
@@ -29,9 +31,10 @@ The rules are vLLM's (``vllm/v1/core``: ``block_pool.py``, ``kv_cache_utils.py``
   running request still references are never evicted. Preemption releases a request's blocks
   the same way; its recompute looks its own blocks up again.
 
-The pool's state is a handful of int64 arrays worked on by compiled kernels, so a step costs a
-few calls whatever the number of blocks it touches. Block identities are the pool's own labels
-(a vLLM block id is another label for the same block): what is cached and evicted is the same.
+The pool's state is a handful of int64 arrays worked on by compiled kernels; a step's
+allocations and releases are gathered and carried out in one call (:class:`PrefixCache`),
+whatever the number of blocks they touch. Block identities are the pool's own labels (a vLLM
+block id is another label for the same block): what is cached and evicted is the same.
 """
 
 from __future__ import annotations
@@ -346,8 +349,7 @@ def _apply(adv_r, adv_k, take_r, take_n, done, admits, n_admits, release, comput
     each touches its cached blocks, then allocates and caches for them plus its tokens
     (vLLM's admissions); then the requests of ``release`` release their blocks (vLLM frees
     a finished request's blocks after the step). A stretch of ``adv_k`` all-decode steps of
-    ``adv_r`` (running order) comes first, step by step. Returns the free blocks before the
-    releases and at the end."""
+    ``adv_r`` (running order) comes first, step by step. Returns the free blocks left."""
     shift = adv_k if done else 0  # once done, computed holds the stretch's tokens
     for step in range(1, adv_k + 1):
         for r in adv_r:
@@ -374,9 +376,8 @@ def _apply(adv_r, adv_k, take_r, take_n, done, admits, n_admits, release, comput
         c = n_hit * bs + admits[k, 1]
         _grow(blk, cnt, stack, heads, table, toff, held, r, c, bs)
         _cache(blk, heads, table, toff, held, names, noff, r, c, bs)
-    low = _free_count(cnt)
     _release(blk, cnt, stack, table, toff, held, release)
-    return low, _free_count(cnt)
+    return _free_count(cnt)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -423,7 +424,6 @@ class PrefixCache:
         self._releases: list[np.ndarray] = []
         self._adv: tuple[np.ndarray, int] = (_NONE, 0)
         self._done = False
-        self.low = capacity  # free blocks before the last flush's releases
         # a request none of whose blocks another request names finds nothing on its first
         # admission: its lookup is skipped (a preempted one looks its own blocks up again)
         shared = (np.bincount(self.names, minlength=n_names) > 1)[self.names]
@@ -464,10 +464,10 @@ class PrefixCache:
         else:
             tr = tn = _NONE
         rel = releases[0] if len(releases) == 1 else np.concatenate(releases) if releases else _NONE
-        low, free = _apply(self._adv[0], self._adv[1], tr, tn, self._done, self._admits, self._n, rel, self.computed,
+        free = _apply(self._adv[0], self._adv[1], tr, tn, self._done, self._admits, self._n, rel, self.computed,
                            self.blk, self.cnt, self.stack, self.heads, self.table, self.toff, self.held, self.names,
                            self.noff, self.bs)
-        self.low, self._free = int(low), int(free)
+        self._free = int(free)
         self._takes, self._releases = [], []
         self._adv = (_NONE, 0)
         self._n = 0
@@ -497,12 +497,6 @@ class PrefixCache:
         if self._takes or self._n or self._releases or self._adv[1]:
             self.flush()
         return self._free
-
-    @property
-    def cached_free(self) -> int:
-        """Free blocks that hold a cached prefix (evictable)."""
-        self.flush()
-        return int(self.cnt[NLRU])
 
     def lookup(self, i: int, known: int) -> tuple[int, int]:
         """Cached blocks of request ``i``'s longest hit, and how many of them are free; none

@@ -37,8 +37,8 @@ class Setup:
 
     def run(self, scheduler: str, rate: float, share: float, seed: int):
         trace = self.trace(rate, share, seed)
-        res = serve(trace, scheduler, self.arena, warmup_s=self.warmup_s, backend=self.backend,
-                            model=self.model)
+        res = serve(trace, scheduler, self.arena, warmup_s=self.warmup_s, sample_s=1.0, backend=self.backend,
+                    model=self.model)
         keys = {"scheduler": scheduler, "share": share, "rate": rate, "seed": seed}
         return res, summary(res, trace, policy=scheduler, backend=self.backend, workload="openchat", **keys)
 

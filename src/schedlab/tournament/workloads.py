@@ -16,7 +16,8 @@ and SLO targets (``ttft_s``, ``tpot_s``, ``e2e_s``; a missing one does not apply
 
 A spec's ``prefix_caching`` (default off) turns vLLM's prefix cache on for that workload's
 matches: the prompts that share tokens (Mooncake's, the conversations') then reuse each
-other's cached blocks.
+other's cached blocks. Its loads stay fractions of FCFS's capacity without the cache, so it
+serves the same traces as the spec without it.
 
 ``trace(spec, pools, rate)`` is deterministic for the spec's seed, and every entrant gets the
 same trace. A rate of ``inf`` is a backlog (every request at t = 0), used to measure capacity.
