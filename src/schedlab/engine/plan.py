@@ -18,9 +18,9 @@ it needs the blocks of its sequence beyond its hit, plus the free hit blocks its
 takes out of the free queue, and computes from its hit on (at most ``known - cached`` tokens).
 A scheduler whose planner calls are vLLM's own scheduling pass, call for call
 (:attr:`~schedlab.engine.scheduler.Scheduler.interleaved_kv`: continuous batching) changes the
-engine's block pool as it plans, exactly when vLLM's KV manager does: each ``take``
+engine's block pool as it plans, in the order vLLM's KV manager does: each ``take``
 allocates and caches, each ``preempt`` releases, each ``admit`` looks up, touches, allocates
-and caches. Any other scheduler (a batch builder) plans on the pool as the step began (a
+and caches (the pool gathers the changes and carries them out before it is next read). Any other scheduler (a batch builder) plans on the pool as the step began (a
 preemption then frees the blocks no other request holds) and the engine carries its plan out
 afterwards in vLLM's order.
 """

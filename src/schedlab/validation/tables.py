@@ -6,8 +6,10 @@ Required: ``request_id`` (whole numbers, unique), ``arrival_s`` (finite, >= 0, s
 ``priority`` (finite; missing allowed), ``language`` (strings). With a model's context length,
 every request must fit it: ``prompt_tokens + output_tokens <= context`` (the same rule for
 every backend: vLLM rejects such a request, so a simulator must not serve it either).
-Sharing data (``hash_ids`` or ``token_ids``, :mod:`schedlab.sharing`): whole numbers >= 0,
-covering exactly the prompt, hash ids chained (:func:`schedlab.sharing.check_sharing`).
+Sharing data (``hash_ids``, ``token_ids``, or ``prefix_id`` with ``prefix_tokens``;
+:mod:`schedlab.sharing`): whole numbers >= 0, covering exactly the prompt (a shared prefix no
+longer than it), hash ids chained (:func:`schedlab.sharing.check_sharing`, list columns row by
+row where pandera's column checks do not reach).
 """
 
 from __future__ import annotations
