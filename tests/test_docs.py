@@ -64,11 +64,17 @@ def _synthetic_numbers() -> dict:
     return {
         "asr_duration": {"paper_vs_ours": [row("FCFS median", 100.0, 110.0, "yes", "fitted"),
                                            row("SJF median", 100.0, 150.0, "no", "predicted")]},
-        "ewsjf": {"paper_vs_ours": [row("FCFS throughput", 8.45, 8.45, "yes", "fitted")]},
+        "ewsjf": {"paper_vs_ours": [row("FCFS throughput", 8.45, 8.45, "yes", "fitted")],
+                  "sharing": {"levels": [{"questions_per_doc": 1, "fcfs_hit_rate": 0.0, "kmeans-5": -3.21, "ewsjf": -2.0},
+                                         {"questions_per_doc": 8, "fcfs_hit_rate": 0.052, "kmeans-5": -20.04, "ewsjf": -9.0}],
+                              "conclusion": "The cache does not explain Table 3 as a whole."}},
         "calibration": {"sim_vs_vllm_sim_max_error_pct": 0.0, "engine": [fid], "whisper_engine": None},
         "tournament": {"load": 0.9, "best_g": [{"workload": "mooncake", "policy": "sarathi-spf", "g_per_s": 0.01, "fcfs": 0.005}],
                        "best_p99": [{"workload": "mooncake", "policy": "fcfs", "p99_e2el_ms": 9000.0, "fcfs": 9000.0}],
-                       "mean_rank": [{"policy": "fcfs", "g_per_s": 2.0, "p99_e2el_ms": 1.5, "p50_e2el_ms": 3.0}]},
+                       "mean_rank": [{"policy": "fcfs", "g_per_s": 2.0, "p99_e2el_ms": 1.5, "p50_e2el_ms": 3.0}],
+                       "prefix_cache": [{"workload": "multi-turn", "policy": "sjf-uncached", "hit rate": 0.61,
+                                         "P50 TTFT off (s)": 1.5, "P50 TTFT on (s)": 0.25, "capacity off": 2.0,
+                                         "capacity on": 2.6}]},
         "asr_extensions": {"vad_sjf_change_pct": [{"scenario": "padded", "rate": 22, "change_pct": -4.93}],
                            "switching": [{"policy": "adaptive", "p50_e2el_ms": 1152.0, "p99_e2el_ms": 13967.0}]},
     }
@@ -116,6 +122,7 @@ def test_the_results_page_shows_what_the_pipeline_wrote(tmp_path):
     assert "| C | Sarathi-Serve, RAD and SLAI | `slai` | not compared in this run |" in md
     assert "| fcfs | 5 | 5 | -4.2 | 345 [310-414], 30 % |" in md  # the error beside the repeats' spread
     assert "Snakemake kept no record of this run's jobs." in md
+    assert "| 8 | 5.2 | -20.0 | -9.0 |" in md and "| multi-turn | `sjf-uncached` | 61.0 | 1.50 | 0.25 | 2.00 / 2.60 |" in md
     assert json.loads((results / "results.json").read_text())["notebooks"]["ewsjf"]["paper_vs_ours"][0]["ours"] == 8.45
     done = _build(ROOT, tmp_path / "site", results)
     assert done.returncode == 0, done.stderr[-4000:]

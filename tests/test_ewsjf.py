@@ -438,3 +438,36 @@ def test_cli_bad_input_is_one_line_error(argv, capsys, tmp_path, monkeypatch):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("schedlab: error:")
     assert not list(tmp_path.iterdir())
+
+
+# -- the prefix cache: documents asked several times ------------------------------------------
+def test_documents_asked_q_times_change_only_the_long_prompts():
+    short, long = synthetic_pools()
+    plain = workload.trace("mixed", short, long, 3000, 20.0, 1)
+    docs = workload.trace("mixed", short, long, 3000, 20.0, 1, questions_per_doc=4)
+    assert "prefix_id" not in plain and docs.drop(columns=["prompt_tokens", "prefix_id", "prefix_tokens"]).equals(
+        plain.drop(columns="prompt_tokens"))
+    is_long = docs["task"] == "long"
+    assert (docs.loc[~is_long, "prompt_tokens"] == plain.loc[~is_long, "prompt_tokens"]).all()
+    assert (docs.loc[~is_long, "prefix_tokens"] == 0).all()
+    question = docs.loc[is_long, "prompt_tokens"] - docs.loc[is_long, "prefix_tokens"]
+    assert question.between(16, 128).all()
+    asked = docs.loc[is_long].groupby("prefix_id")
+    assert (asked.size() <= 4).all() and (asked.size() < 4).sum() < 4  # the trace cuts at most 3 documents short
+    assert (asked["prefix_tokens"].nunique() == 1).all()  # one document, one length
+
+
+def test_sharing_study_calibrates_fcfs_at_each_level_and_predicts_the_rest():
+    from schedlab.ewsjf.studies import SHARING_METHODS, sharing
+    from schedlab.fit.steptime import roofline_grid_steptime
+
+    short, long = synthetic_pools()
+    hw, arch = hardware("4xA100-80GB"), model_arch("llama-2-13b")
+    setup = Setup(Arena(roofline_grid_steptime(hw, arch), engine_limits(hw, arch)), short, long)
+    table = sharing(setup, Params(), [1, 8], 600, 200.0, 20.0, 200.0, 600, 0)
+    assert table["method"].tolist() == list(SHARING_METHODS) * 2
+    fcfs = table[table["method"] == "fcfs"].set_index("questions_per_doc")
+    assert fcfs["throughput_rps"].to_numpy() == pytest.approx([20.0, 20.0], rel=0.01)  # calibrated at each level
+    assert (table.loc[table["questions_per_doc"] == 1, "cached_tokens"] == 0).all()
+    assert (table.loc[table["questions_per_doc"] == 8, "prefix_cache_hit_rate"] > 0).all()
+    assert fcfs.at[8, "compute"] > fcfs.at[1, "compute"]  # less work to do: a slower engine saturates at 20 req/s

@@ -125,6 +125,38 @@ def test_output_beyond_the_context_is_rejected_identically_on_sim_and_vllm_sim(c
     assert errors[0] == errors[1]
 
 
+def _shared(column: str, prompt: int, row: int, value) -> dict:
+    """A decoder trace with sharing data: ``prompt`` tokens each, row ``row``'s list replaced."""
+    if column == "token_ids":
+        lists = [list(range(1000 + 10 * k, 1000 + 10 * k + prompt)) for k in range(N)]
+    else:  # one chain per row, each starting from hash 0
+        lists = [[0] + [100 * k + j for j in range(1, -(-prompt // 512))] for k in range(N)]
+    lists[row] = value
+    return {"prompt_tokens": np.full(N, prompt), column: lists}
+
+
+SHARING_CASES = {
+    "negative token id": (_shared("token_ids", 4, 3, [1, -2, 3, 4]), ("token_ids", "row 3", "whole numbers")),
+    "fractional token id": (_shared("token_ids", 4, 1, [1, 2.5, 3, 4]), ("token_ids", "row 1", "whole numbers")),
+    "token ids longer than the prompt": (_shared("token_ids", 4, 2, [1, 2, 3, 4, 5, 6]),
+                                         ("token_ids", "row 2", "longer than the prompt")),
+    "token ids short of the prompt": (_shared("token_ids", 4, 5, [1, 2]), ("token_ids", "row 5", "do not cover")),
+    "hash ids longer than the prompt": (_shared("hash_ids", 600, 4, [0, 401, 402]),
+                                        ("hash_ids", "row 4", "longer than the prompt")),
+    "unknown hash (not chained)": (_shared("hash_ids", 600, 6, [7, 1]), ("hash_ids", "unknown hash 1")),
+    "negative hash id": (_shared("hash_ids", 600, 0, [0, -5]), ("hash_ids", "row 0", "whole numbers")),
+    "shared prefix longer than the prompt": ({"prefix_id": np.zeros(N, int), "prefix_tokens": [2] * 3 + [9] + [2] * (N - 4)},
+                                             ("prefix_tokens", "row 3", "longer than the prompt")),
+    "prefix id without its length": ({"prefix_id": np.zeros(N, int)}, ("prefix_tokens", "missing")),
+}
+
+
+@pytest.mark.parametrize("columns, named", SHARING_CASES.values(), ids=SHARING_CASES.keys())
+def test_bad_sharing_data_is_rejected(capsys, files, columns, named):
+    trace_frame(**columns).to_parquet(files["trace"])
+    assert_rejected(capsys, files, simulate(files, model="tiny-llama"), str(files["trace"]), *named)
+
+
 def test_non_parquet_trace(capsys, files):
     files["trace"].write_text("request_id,arrival_s\n0,0\n")
     assert_rejected(capsys, files, simulate(files), str(files["trace"]), "parquet")

@@ -34,14 +34,14 @@ FIGURES = [
 ]
 EWSJF_FIGURES = [
     "workload_lengths", "table3_queue_count", "fig3_throughput_vs_rate", "fig4_variants",
-    "fig2_fig5_tuning", "fig6_starvation", "fig7_short_ttft",
+    "fig2_fig5_tuning", "fig6_starvation", "fig7_short_ttft", "sharing_curve",
 ]
 SLAI_FIGURES = [
     "engine_calibration", "fig6_parameters", "fig7_p5", "fig7_vllm_sim", "fig11_p50", "fig8_kv_memory", "fig9_ttft_buckets",
     "fig10_priority", "capacity", "throughput_optimality", "queue_around_capacity",
 ]
 EXTENSION_FIGURES = ["vad_e2el", "kappa_estimate_quality", "kappa_who_gains", "switching_timeline"]
-TOURNAMENT_FIGURES = ["pareto", "slo_g_heatmap", "attainment_vs_load", "mean_rank"]
+TOURNAMENT_FIGURES = ["pareto", "slo_g_heatmap", "attainment_vs_load", "mean_rank", "prefix_cache"]
 SLO_SA_FIGURES = [
     "predictor_fit", "fig7_g_attainment_latency", "fig7_served", "fig8_temperature_iterations",
     "fig9_length_error", "fig10_coefficient_perturbation", "fig11_multi_instance",
@@ -73,8 +73,14 @@ def _synthetic_mirror(folder: Path, n: int = 300) -> None:
         "ContextTokens": rng.integers(20, 1200, n),
         "GeneratedTokens": rng.integers(5, 300, n),
     }).to_csv(folder / "AzureLLMInferenceTrace_conv.csv", index=False)
+    inputs = rng.integers(900, 6000, n)
+    # chained block hashes as the release records them: one shared first block, then each
+    # request's own (a new id for every other block)
+    firsts = np.cumsum(-(-inputs // 512) - 1)
+    hash_ids = [[0, *range(1 + f - (b - 1), 1 + f)] for f, b in zip(firsts, -(-inputs // 512))]
     pd.DataFrame({
-        "timestamp": np.cumsum(rng.integers(0, 900, n)), "input_length": rng.integers(900, 6000, n), "output_length": rng.integers(5, 600, n),
+        "timestamp": np.cumsum(rng.integers(0, 900, n)), "input_length": inputs, "output_length": rng.integers(5, 600, n),
+        "hash_ids": hash_ids,
     }).to_json(folder / "mooncake_conversation_trace.jsonl", orient="records", lines=True)
     # openchat-shaped (prompt, decode) lengths for paper C.
     prompt = np.clip(rng.lognormal(7.4, 0.9, n), 10, 7000).astype(int)
@@ -145,7 +151,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
         assert (results / "notebooks" / f"{name}.html").stat().st_size > 10_000
     # The results page: every notebook's numbers, sim beside the served engine, the run's job times.
     page = (results / "results.md").read_text()
-    for section in ("## Paper vs ours", "## Fidelity", "## Tournament", "## Paper A's future work", "## Timings"):
+    for section in ("## Paper vs ours", "## Fidelity", "## The prefix cache", "## Tournament", "## Paper A's future work", "## Timings"):
         assert section in page
     numbers = json.loads((results / "results.json").read_text())["notebooks"]
     assert set(numbers) == {"asr_duration", "calibration", "slosa", "ewsjf", "slai", "tournament", "asr_extensions"}
@@ -164,6 +170,9 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     queues = pd.read_parquet(results / "ewsjf" / "study" / "queues-mixed.parquet")
     assert queues["method"].tolist() == ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
     assert (queues["completed"] == 400).all()
+    sharing = pd.read_parquet(results / "ewsjf" / "study" / "sharing.parquet")
+    assert sorted(set(sharing["questions_per_doc"])) == [1, 4] and (sharing["completed"] == 400).all()
+    assert sharing.loc[sharing["questions_per_doc"] == 1, "cached_tokens"].eq(0).all()
     assert len(pd.read_parquet(results / "ewsjf" / "study" / "tuning.parquet")) == 4
     for fig in SLAI_FIGURES:
         assert (results / "figures" / "slai" / f"{fig}.png").stat().st_size > 0
@@ -202,7 +211,9 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     table = pd.read_parquet(results / "tournament" / "table.parquet")
     per_workload = table.groupby("workload")["policy"].nunique()
     assert per_workload[["librispeech", "uniform"]].eq(4).all()  # paper A's policies only on ASR
-    assert per_workload.drop(["librispeech", "uniform"]).eq(13).all()
+    assert per_workload.drop(["librispeech", "uniform"]).eq(15).all()
+    cached = table[table["workload"].str.endswith("-cache")]
+    assert cached["prefix_cache_hit_rate"].gt(0).all() and table.loc[~table.index.isin(cached.index), "cached_tokens"].eq(0).all()
     assert (table.groupby(["workload", "load"])["pareto"].sum() >= 1).all()
     assert (table["completed"] == table["arrived"]).all()
 

@@ -190,3 +190,47 @@ def test_tournament_cli_rejects_bad_input_in_one_line(tmp_path):
         capture_output=True, text=True)
     assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+# -- the workloads that share tokens, with the prefix cache off and on -------------------------
+def test_multi_turn_prompts_hold_the_earlier_turns_and_answers():
+    from schedlab.sharing import OUTPUT_TOKEN
+
+    answers = pd.DataFrame({"output_tokens": np.arange(5, 300)})
+    out = trace({"kind": "multi-turn", "n_requests": 200}, {"openchat": answers}, 2.0, max_tokens=8192)
+    assert len(out) == 200 and (out["prompt_tokens"] + out["output_tokens"] <= 8192).all()
+    by_turn = out.set_index(["conversation", "turn"])
+    for (conv, turn), row in by_turn.iterrows():
+        if turn and (conv, turn - 1) in by_turn.index:
+            prev = by_turn.loc[(conv, turn - 1)]
+            head = np.concatenate([prev["token_ids"], np.full(prev["output_tokens"], OUTPUT_TOKEN)])
+            assert (row["token_ids"][: head.size] == head).all() and row["prompt_tokens"] > head.size
+            assert row["arrival_s"] >= prev["arrival_s"]
+    assert np.diff(out["arrival_s"]).min() >= 0 and out["turn"].max() >= 2
+
+
+def test_the_cache_serves_the_conversations_earlier_turns_and_raises_capacity():
+    answers = pd.DataFrame({"output_tokens": np.arange(5, 300)})
+    spec = {"kind": "multi-turn", "n_requests": 150, "slo": {"ttft_s": 10.0}}
+    pools = {"openchat": answers}
+    fcfs, sjf_u = lineup(["fcfs", "sjf-uncached"], "llm")
+    on = ARENA.with_limits(prefix_caching=True)
+    cap_off, cap_on = capacity(spec, pools, ARENA, fcfs), capacity(spec, pools, on, fcfs)
+    assert cap_on > 1.2 * cap_off
+    served = trace(spec, pools, 0.8 * cap_off, max_tokens=ARENA.max_tokens)
+    off_row = match(fcfs, served, ARENA, workload="w", load=0.8)
+    on_rows = [match(e, served, on, workload="w", load=0.8) for e in (fcfs, sjf_u)]
+    assert off_row["cached_tokens"] == 0 and all(r["prefix_cache_hit_rate"] > 0.5 for r in on_rows)
+    assert on_rows[0]["p50_ttft_ms"] < off_row["p50_ttft_ms"]
+
+
+def test_mooncake_pool_keeps_its_hash_ids_through_the_replay():
+    rng = np.random.default_rng(3)
+    prompt = rng.integers(100, 2000, 60)
+    pool = pd.DataFrame({"prompt_tokens": prompt, "output_tokens": rng.integers(2, 50, 60), "source": "m",
+                         "timestamp_s": np.cumsum(rng.exponential(1.0, 60)),
+                         "hash_ids": [[0, *range(100 * k + 1, 100 * k + -(-p // 512))] for k, p in enumerate(prompt)]})
+    out = trace({"kind": "mooncake", "n_requests": 50}, {"mooncake": pool}, 2.0, max_tokens=8192)
+    assert [list(v) for v in out["hash_ids"]] == [list(v) for v in pool["hash_ids"].iloc[:50]]
+    hits = match(lineup(["fcfs"], "llm")[0], out, ARENA.with_limits(prefix_caching=True), workload="w", load=1)
+    assert hits["cached_tokens"] > 0  # the shared first block (512 tokens) of every prompt that has one

@@ -59,6 +59,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu-memory-utilization", type=_positive, default=0.95)
     g.add_argument("--kv-capacity-blocks", type=positive_number(int, 2**40),
                    help="KV blocks of a measured engine, instead of deriving them from --hardware")
+    g.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction, default=False,
+                   help="vLLM's prefix cache, for traces with sharing data (hash_ids, token_ids or prefix_id)")
 
 
 def _engine(args):
@@ -72,6 +74,7 @@ def _engine(args):
         block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization,
         kv_blocks=args.kv_capacity_blocks,
+        prefix_caching=args.prefix_caching,
     )
 
 

@@ -11,6 +11,8 @@ TRACE_OPTIONAL = (
 
 #: Per-request results (parquet). Token-gap statistics (max/mean gap and the count of gaps
 #: above each class target) keep P99 TBT computable without storing every token time.
+#: ``cached_tokens``: the prompt tokens its first admission found in the prefix cache (0
+#: without one), what vLLM reports as ``prompt_tokens_details.cached_tokens``.
 RESULT_COLUMNS = (
     "request_id",
     "arrival_s",
@@ -20,6 +22,7 @@ RESULT_COLUMNS = (
     "prompt_tokens",
     "output_tokens",
     "preemptions",
+    "cached_tokens",
     "class",
     "max_gap_s",
     "mean_gap_s",

@@ -26,7 +26,10 @@ def summarize(requests: pd.DataFrame, gaps: GapHistogram, **identity) -> dict:
     """Percentiles of TTFT/E2EL/TPOT/ITL (P25 too for TTFT and E2EL), throughput, and the run's identity keys.
 
     Throughput is completed requests (and output tokens) over the span from the first
-    arrival to the last completion.
+    arrival to the last completion. The prefix cache's figures count first admissions, as
+    vLLM's ``prefix_cache_queries`` and ``prefix_cache_hits`` counters do: the prompt tokens
+    of the requests admitted, those found cached (``cached_tokens``), and their ratio
+    (``prefix_cache_hit_rate``; 0 without a cache).
     """
     lat = latency_columns(requests)
     done = requests["finish_s"].notna()
@@ -44,4 +47,11 @@ def summarize(requests: pd.DataFrame, gaps: GapHistogram, **identity) -> dict:
     summary["throughput_tok_s"] = (
         float(requests.loc[done, "output_tokens"].sum()) / span if span > 0 else float("nan")
     )
+    if "cached_tokens" in requests:
+        admitted = requests["first_scheduled_s"].notna()
+        queries = int(requests.loc[admitted, "prompt_tokens"].sum())
+        hits = int(requests.loc[admitted, "cached_tokens"].sum())
+        summary["prefix_cache_queries"] = queries
+        summary["cached_tokens"] = hits
+        summary["prefix_cache_hit_rate"] = hits / queries if queries else 0.0
     return summary

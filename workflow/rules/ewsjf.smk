@@ -41,10 +41,12 @@ rule ewsjf_calibrate:
         SIM_ENV
     params:
         flags=ewsjf_flags(),
+        cache=ewsjf_cache_flag(),
         c=EWSJF["calibration"],
         seed=EWSJF["seed"],
     shell:
         "schedlab ewsjf calibrate --base {input.base} --short {input.short} --long {input.long} {params.flags} "
+        "{params.cache} "
         "--saturation-rps {params.c[saturation_rps]} --overload-rate {params.c[overload_rate]} "
         "--n-requests {params.c[n_requests]} --seed {params.seed} --out {output} > {log} 2>&1"
 
@@ -61,11 +63,12 @@ rule ewsjf_tuning:
         SIM_ENV
     params:
         flags=ewsjf_flags(),
+        cache=ewsjf_cache_flag(),
         t=EWSJF["tuning"],
         seed=EWSJF["seed"],
     shell:
         "schedlab ewsjf study tuning --steptime {input.steptime} --short {input.short} --long {input.long} "
-        "{params.flags} --n-requests {params.t[n_requests]} --rate {params.t[rate]} --trial-s {params.t[trial_s]} "
+        "{params.flags} {params.cache} --n-requests {params.t[n_requests]} --rate {params.t[rate]} --trial-s {params.t[trial_s]} "
         "--max-trials {params.t[max_trials]} --seed {params.seed} --out {output.table} --out-params {output.params} "
         "> {log} 2>&1"
 
@@ -84,10 +87,11 @@ rule ewsjf_study:
         SIM_ENV
     params:
         flags=ewsjf_flags(),
+        cache=ewsjf_cache_flag(),
         study=lambda w: ewsjf_study_flags(w.study),
     shell:
         "schedlab ewsjf study {params.study} --steptime {input.steptime} --short {input.short} --long {input.long} "
-        "{params.flags} --params {input.tuned} --out {output} > {log} 2>&1"
+        "{params.flags} {params.cache} --params {input.tuned} --out {output} > {log} 2>&1"
 
 
 rule ewsjf_starvation:
@@ -103,7 +107,37 @@ rule ewsjf_starvation:
         SIM_ENV
     params:
         flags=ewsjf_flags(),
+        cache=ewsjf_cache_flag(),
         study=ewsjf_study_flags("starvation"),
     shell:
         "schedlab ewsjf study {params.study} --steptime {input.steptime} --short {input.short} --long {input.long} "
-        "{params.flags} --params {input.tuned} --out {output.table} --out-timeline {output.timeline} > {log} 2>&1"
+        "{params.flags} {params.cache} --params {input.tuned} --out {output.table} "
+        "--out-timeline {output.timeline} > {log} 2>&1"
+
+
+# Paper B tested without tuning against the prefix cache: Table 3 at each sharing level (the long
+# prompts as documents asked 1..q times), FCFS calibrated anew at each level, every other row a
+# prediction.
+rule ewsjf_sharing:
+    input:
+        base=rules.ewsjf_steptime.output[0],
+        short=rules.ewsjf_pools.output.short,
+        long=rules.ewsjf_pools.output.long,
+        tuned=rules.ewsjf_tuning.output.params,
+    output:
+        f"{EWSJF_DIR}/study/sharing.parquet",
+    log:
+        f"{RESULTS}/logs/ewsjf/study_sharing.log",
+    conda:
+        SIM_ENV
+    params:
+        flags=ewsjf_flags(),
+        levels=words(EWSJF["sharing"]["levels"]),
+        c=EWSJF["calibration"],
+        q=EWSJF["queue_count"],
+        seed=EWSJF["seed"],
+    shell:
+        "schedlab ewsjf sharing --base {input.base} --short {input.short} --long {input.long} {params.flags} "
+        "--params {input.tuned} --levels {params.levels} --n-requests {params.q[mixed]} --rate {params.q[rate]} "
+        "--saturation-rps {params.c[saturation_rps]} --overload-rate {params.c[overload_rate]} "
+        "--calibration-requests {params.c[n_requests]} --seed {params.seed} --out {output} > {log} 2>&1"

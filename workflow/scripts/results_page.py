@@ -16,7 +16,7 @@ from schedlab.compat.snakemake import job_records
 from schedlab.io import atomic_path
 
 #: The page's sections, in order; docs/results.md has one heading per name.
-SECTIONS = ("Paper vs ours", "Fidelity", "Tournament", "Paper A's future work", "Timings")
+SECTIONS = ("Paper vs ours", "Fidelity", "The prefix cache", "Tournament", "Paper A's future work", "Timings")
 #: Each paper notebook, the paper it reproduces and the figure it opens with.
 PAPERS = {
     "asr_duration": ("A", "Duration-aware scheduling for ASR serving"),
@@ -120,6 +120,32 @@ def tournament_section(numbers: dict) -> str:
                       for r in ranks]))
 
 
+def prefix_cache_section(numbers: dict) -> str:
+    """Paper B's sharing study (completion time vs FCFS at each sharing level) and the
+    tournament's workloads played with the cache off and on."""
+    out = []
+    sharing = (numbers.get("ewsjf") or {}).get("sharing")
+    if sharing:
+        methods = [m for m in sharing["levels"][0] if m not in ("questions_per_doc", "fcfs_hit_rate")]
+        rows = [[f"{r['questions_per_doc']:g}", _num(100 * r["fcfs_hit_rate"], 1),
+                 *(_num(r[m], 1, sign=True) for m in methods)] for r in sharing["levels"]]
+        out.append("Paper B's Table 3 with the long prompts as documents asked several times (FCFS calibrated at "
+                   "each level, every other row predicted): completion time vs FCFS (%).\n\n"
+                   + _table(["questions per document", "FCFS's prompt tokens cached (%)", *methods], rows)
+                   + "\n\n" + sharing["conclusion"])
+    else:
+        out.append("The ewsjf notebook wrote no sharing study in this run.")
+    cache = (numbers.get("tournament") or {}).get("prefix_cache")
+    if cache:
+        out.append("The tournament's workloads whose prompts share tokens, the cache off and on, at its highest load:\n\n"
+                   + _table(["workload", "entrant", "hit rate (%)", "P50 TTFT off (s)", "P50 TTFT on (s)",
+                             "FCFS capacity off / on (req/s)"],
+                            [[r["workload"], f"`{r['policy']}`", _num(100 * r["hit rate"], 1),
+                              _num(r["P50 TTFT off (s)"], 2), _num(r["P50 TTFT on (s)"], 2),
+                              f"{_num(r['capacity off'], 2)} / {_num(r['capacity on'], 2)}"] for r in cache]))
+    return "\n\n".join(out)
+
+
 def extensions_section(numbers: dict) -> str:
     x = numbers.get("asr_extensions")
     if not x:
@@ -194,6 +220,7 @@ def _machine() -> str:
 
 def page(numbers: dict, times: dict, about: dict) -> str:
     bodies = {"Paper vs ours": papers_section(numbers), "Fidelity": fidelity_section(numbers),
+              "The prefix cache": prefix_cache_section(numbers),
               "Tournament": tournament_section(numbers), "Paper A's future work": extensions_section(numbers),
               "Timings": timings_section(times)}
     head = (f"# Results of this run\n\nGenerated {about['generated']} from commit `{about['commit']}` on "

@@ -6,7 +6,12 @@ carries new tokens (``usage.completion_tokens`` of vLLM's continuous usage stats
 for each of those tokens, so TTFT, token gaps and E2EL are what this client saw. Whisper
 requests go to ``/v1/audio/transcriptions`` (a WAV of the clip's duration, the duration hint
 as ``vllm_xargs``, a JSON string form field); decoder requests to ``/v1/completions``
-(placeholder token ids, ``ignore_eos``). Each request carries ``X-Request-Id: <token>-<position>``
+(placeholder token ids, or the trace's own when it carries sharing data, :mod:`schedlab.sharing`;
+``ignore_eos``). A server that reports its prompt-token details (``cached_tokens`` of the
+final usage) gives each request's cached tokens; :func:`prefix_cache_counters` reads its
+prefix-cache counters from ``/metrics``. With ``one_at_a_time`` each request is sent when the
+previous one has ended, so no two overlap and the server's cache sees the trace in its order
+whatever the timing. Each request carries ``X-Request-Id: <token>-<position>``
 (``token`` new for each replay), which vLLM puts in its own request id, so the scheduler's
 request log can be joined back to the trace
 (:func:`schedlab.backends.step_tables.request_timeline`); the client alone cannot see when the
@@ -38,6 +43,7 @@ from schedlab.data.vad import speech_sample
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_hints
 from schedlab.engine.log import RequestLog
+from schedlab.sharing import prompt_token_ids, sharing_column
 
 
 class ConnectionLost(SchedlabError):
@@ -86,6 +92,7 @@ class ReplayResult:
 def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool, token: str) -> list[dict]:
     """Per request, the ``httpx`` arguments of its POST (built before the clock starts)."""
     hints = size_hints(trace)
+    shared = not whisper and sharing_column(trace) is not None
     out = []
     for i, (row, hint) in enumerate(zip(trace.itertuples(index=False), hints)):
         n_out = int(row.output_tokens)
@@ -106,7 +113,8 @@ def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool, token: str) 
         else:
             body = {
                 "model": model,
-                "prompt": placeholder_prompt(int(row.prompt_tokens)),
+                "prompt": (prompt_token_ids(trace, range(i, i + 1))[0].tolist() if shared
+                           else placeholder_prompt(int(row.prompt_tokens))),
                 "max_tokens": n_out,
                 "ignore_eos": True,
                 "temperature": 0,
@@ -134,7 +142,11 @@ async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors:
             if "error" in chunk:
                 errors.append(f"request {i}: {chunk['error']}")
                 return
-            count = (chunk.get("usage") or {}).get("completion_tokens", seen)
+            usage = chunk.get("usage") or {}
+            count = usage.get("completion_tokens", seen)
+            details = usage.get("prompt_tokens_details") or {}
+            if details.get("cached_tokens") is not None:
+                log.cached[i] = int(details["cached_tokens"])
             for _ in range(count - seen):
                 log.tokens(np.array([i]), now)
             seen = count
@@ -144,7 +156,7 @@ async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors:
 
 
 async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, timeout_s: float,
-                  warmup_s: float) -> ReplayResult:
+                  warmup_s: float, one_at_a_time: bool = False) -> ReplayResult:
     import httpx
 
     token = uuid.uuid4().hex[:16]
@@ -169,7 +181,11 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
             except httpx.TransportError as exc:
                 lost.append(f"request {i}: connection lost ({type(exc).__name__})")
 
-        await asyncio.gather(*(at_arrival(i) for i in range(len(trace))))
+        if one_at_a_time:
+            for i in range(len(trace)):
+                await at_arrival(i)
+        else:
+            await asyncio.gather(*(at_arrival(i) for i in range(len(trace))))
         wall = time.monotonic() - t0
     return ReplayResult(log, wall, errors + lost, sent, response, token, wall_t0, lost=len(lost))
 
@@ -191,14 +207,41 @@ def frozen_heap() -> Iterator[None]:
 
 
 def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, timeout_s: float = 600.0,
-                warmup_s: float = 0.0) -> ReplayResult:
+                warmup_s: float = 0.0, one_at_a_time: bool = False) -> ReplayResult:
     """Replay ``trace`` against the server at ``url`` (times from the replay's start; gaps of
-    requests arriving before ``warmup_s`` are not measured)."""
+    requests arriving before ``warmup_s`` are not measured); with ``one_at_a_time``, each
+    request at its arrival or when the one before it has ended, whichever is later."""
     if whisper and "audio_duration_s" not in trace:
         raise SchedlabError("a Whisper replay needs the trace's audio_duration_s")
     with frozen_heap():
-        result = asyncio.run(_replay(url, trace, model, whisper, timeout_s, warmup_s))
+        result = asyncio.run(_replay(url, trace, model, whisper, timeout_s, warmup_s, one_at_a_time))
     if result.errors:
         kind = ConnectionLost if result.lost == len(result.errors) else SchedlabError
         raise kind(f"{len(result.errors)} request(s) failed; first: {result.errors[0]}")
     return result
+
+
+#: The server's prefix-cache counters (vLLM's Prometheus names; a counter is exposed with
+#: ``_total``), and the gauge whose labels carry the cache's configuration.
+PREFIX_COUNTERS = {"queries": "vllm:prefix_cache_queries_total", "hits": "vllm:prefix_cache_hits_total"}
+CACHE_CONFIG = "vllm:cache_config_info"
+
+
+def prefix_cache_counters(url: str) -> dict:
+    """The server's prefix-cache counters from its ``/metrics`` (summed over its engines):
+    ``queries`` and ``hits`` (tokens of first admissions, as vLLM counts them), and
+    ``num_gpu_blocks`` (its KV blocks, vLLM's null block included) from its cache config."""
+    import httpx
+
+    text = httpx.get(f"{url}/metrics", timeout=30.0).text
+    out = {key: 0 for key in PREFIX_COUNTERS}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        for key, metric in PREFIX_COUNTERS.items():
+            if name == metric:
+                out[key] += int(float(line.rsplit(" ", 1)[1]))
+        if name == CACHE_CONFIG and 'num_gpu_blocks="' in line:
+            out["num_gpu_blocks"] = int(line.split('num_gpu_blocks="', 1)[1].split('"', 1)[0])
+    return out

@@ -2,7 +2,10 @@
 
 The model configuration is the architecture's ``config.json`` alone (no tokenizer, no
 weights). The KV cache is a block pool of the engine's capacity with tiny pages (the scheduler
-only counts blocks); Whisper adds vLLM's cross-attention group, which shares the pool. Whisper's
+only counts blocks); Whisper adds vLLM's cross-attention group, which shares the pool. With
+``prefix_caching`` the pool is vLLM's prefix cache (``enable_prefix_caching``), and requests
+carry their token ids and vLLM's own block hasher (:func:`block_hasher`), as its engine core
+gives them. Whisper's
 multimodal processor needs tokenizer files, so a minimal registry tells the scheduler what it
 needs from it: each audio input is 1500 encoder tokens.
 """
@@ -18,6 +21,8 @@ import torch  # noqa: E402
 from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
+from vllm.utils.hashing import get_hash_fn_by_name  # noqa: E402
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
 from vllm.v1.kv_cache_interface import (  # noqa: E402
     CrossAttentionSpec,
     FullAttentionSpec,
@@ -42,10 +47,12 @@ def build_scheduler(
     policy: str = "fcfs",
     kappa: dict[str, float] | None = None,
     builder: str | None = None,
+    prefix_caching: bool = False,
 ):
     """A scheduler with ``engine``'s limits and KV capacity, running schedlab's ``policy`` as
     its waiting queue or, given ``builder`` (a paper C scheduler), that builder's step plans
-    (:mod:`schedlab.backends.vllm_plan`; the token budget is then the builder's own)."""
+    (:mod:`schedlab.backends.vllm_plan`; the token budget is then the builder's own); with
+    ``prefix_caching``, vLLM's prefix cache (requests then need :func:`block_hasher`)."""
     if builder is not None:
         from schedlab.backends.vllm_plan import SchedlabPlanScheduler
 
@@ -75,7 +82,7 @@ def build_scheduler(
     )
     vc = VllmConfig(
         model_config=mc,
-        cache_config=CacheConfig(block_size=engine.block_size, enable_prefix_caching=False),
+        cache_config=CacheConfig(block_size=engine.block_size, enable_prefix_caching=prefix_caching),
         scheduler_config=sc,
         device_config=DeviceConfig(device="cpu"),
         additional_config={"schedlab": options},
@@ -110,6 +117,14 @@ def build_scheduler(
     )
 
 
+def block_hasher(scheduler):
+    """vLLM's block hasher for ``scheduler``'s prefix cache (its engine core makes the same one)."""
+    cache = scheduler.cache_config
+    hash_fn = get_hash_fn_by_name(cache.prefix_caching_hash_algo)
+    init_none_hash(hash_fn)
+    return get_request_block_hasher(cache.block_size, hash_fn)
+
+
 def make_request(
     request_id: str,
     prompt_tokens: int,
@@ -118,8 +133,11 @@ def make_request(
     *,
     encoder_frames: int = 0,
     extra_args: dict | None = None,
+    token_ids: list[int] | None = None,
+    hasher=None,
 ) -> Request:
-    """A request of the given lengths (token ids are placeholders; the output is forced)."""
+    """A request of the given lengths (token ids are placeholders unless ``token_ids`` are
+    given; the output is forced); ``hasher`` as :func:`block_hasher` gives it."""
     mm = None
     if encoder_frames:
         mm = [
@@ -133,9 +151,10 @@ def make_request(
     params = SamplingParams(max_tokens=output_tokens, ignore_eos=True, extra_args=extra_args or {})
     return Request(
         request_id=request_id,
-        prompt_token_ids=placeholder_prompt(prompt_tokens),
+        prompt_token_ids=placeholder_prompt(prompt_tokens) if token_ids is None else list(token_ids),
         sampling_params=params,
         pooling_params=None,
         arrival_time=arrival_s,
         mm_features=mm,
+        block_hasher=hasher,
     )

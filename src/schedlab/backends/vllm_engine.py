@@ -45,16 +45,19 @@ ASYNC_PLAN_SCHEDULER = "schedlab.backends.vllm_plan.SchedlabPlanAsyncScheduler"
 @dataclass(frozen=True)
 class LaunchSpec:
     """How to launch a real vLLM engine (in process or as `vllm serve`): model architecture,
-    limits and device."""
+    limits and device. ``prefix_caching`` turns vLLM's prefix cache on (and the cached tokens
+    into each response's usage); a ``kv_cache_gib`` below one (a fraction of a GiB) gives a
+    cache small enough to evict."""
 
     model: str = "tiny-llama"
     max_num_seqs: int = 32
     max_num_batched_tokens: int = 512
     device: str = "cpu"
-    kv_cache_gib: int = 1
+    kv_cache_gib: float = 1
     dtype: str = "bfloat16"
     enforce_eager: bool = True
     seed: int = 0
+    prefix_caching: bool = False
 
     @property
     def block_size(self) -> int:

@@ -17,6 +17,13 @@ When vLLM does something else (its KV manager refuses an allocation and it preem
 own, or it schedules other token counts) the step is logged and recorded in ``divergences``,
 and the builder plans the next step from vLLM's real state: never a silent divergence.
 
+With vLLM's prefix cache on, the view answers the builder's lookups from vLLM's KV manager (a
+waiting request's cached prefix, a running request's blocks no other request holds), as the
+pool stood when the step began; vLLM then looks each admission up again at its turn, and
+schedules ``min(known - cached, budget left)`` of its tokens: schedlab's engine carries a
+builder's plan out the same way (:meth:`schedlab.engine.core.Engine._carry_out`). An admission
+vLLM's KV manager refuses waits again at the front of the builder's queue, in its order.
+
 Options come through ``--additional-config '{"schedlab": {"scheduler": "slai-spf-dynamic"}}'``
 (batch builders of :mod:`schedlab.registry`); requests carry ``slo_class``,
 ``tbt_target_s`` (and ``ttft_target_s``) in ``vllm_xargs`` (:mod:`schedlab.validation.hints`).
@@ -51,9 +58,11 @@ class VllmView(EngineView):
     ``total``, ``running`` (admission order), ``free`` blocks, the clock ``now``, each request's
     last token time, TBT target and class, and the running mean step time."""
 
-    def __init__(self, block_size: int, capacity_blocks: int, max_num_seqs: int) -> None:
+    def __init__(self, block_size: int, capacity_blocks: int, max_num_seqs: int, kv_manager=None) -> None:
         self.limits = EngineConfig(max_num_seqs=max_num_seqs, block_size=block_size,
                                    kv_capacity_blocks=capacity_blocks)
+        self.kv = kv_manager  # vLLM's KV manager when its prefix cache is on
+        self.prefix_caching = kv_manager is not None
         self.enc_blocks = 0
         self.requests: list[Request] = []
         self.index: dict[str, int] = {}
@@ -96,6 +105,14 @@ class VllmView(EngineView):
     def set_running(self, running: list[int]) -> None:
         self.running = running
         self._run_arr = None
+
+    def cached_prefix(self, i: int) -> tuple[int, int]:
+        blocks, n_hit, _ = self.kv.get_computed_blocks(self.requests[i])  # a lookup: nothing changes
+        return n_hit, sum(b.ref_cnt == 0 for group in blocks.blocks for b in group)
+
+    def exclusive_blocks(self, v: int) -> int:
+        held = self.kv.get_blocks(self.requests[v].request_id).blocks
+        return sum(b.ref_cnt == 1 for group in held for b in group)
 
 
 class PlanQueue(RequestQueue):
@@ -157,7 +174,8 @@ class PlanMixin:
         entry = registry.entry(opts.scheduler, registry.BATCH)
         self.name = opts.scheduler
         capacity = self.kv_cache_manager.block_pool.get_num_free_blocks()
-        self.view = VllmView(self.cache_config.block_size, capacity, self.max_num_running_reqs)
+        self.view = VllmView(self.cache_config.block_size, capacity, self.max_num_running_reqs,
+                             self.kv_cache_manager if self.cache_config.enable_prefix_caching else None)
         # A builder that needs the whole trace in advance is handed over by an in-process
         # driver (vllm-sim) before the first request; a served engine refuses its requests.
         self.builder = None
@@ -238,6 +256,18 @@ class PlanMixin:
             self.waiting.in_step = False
         started = [i for i in plan.admitted if requests[i].status.name == "RUNNING"]
         view.set_running([i for i in view.running if requests[i].status.name == "RUNNING"] + started)
+        refused = [i for i in plan.admitted if i not in started]
+        for i in reversed(refused):  # back to the front of the builder's queue, in order
+            self.builder.requeue(i)
+        if view.prefix_caching:
+            # an admission's tokens follow vLLM's own lookup at its turn (the plan saw the pool
+            # as the step began): the plan is what vLLM was asked for, less those chunks' sizes
+            for i in started:
+                rid = requests[i].request_id
+                if rid in out.num_scheduled_tokens and rid in planned:
+                    planned[rid] = out.num_scheduled_tokens[rid]
+            for i in refused:
+                planned.pop(requests[i].request_id, None)
         if dict(out.num_scheduled_tokens) != planned:
             self.divergences.append((self.current_step, planned, dict(out.num_scheduled_tokens)))
             logger.warning("%s: step %d ran %s instead of the plan %s", self.name, self.current_step,

@@ -21,6 +21,7 @@ scheduler, was first scheduled and finished; :mod:`schedlab.backends.step_log`).
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Callable, Iterable, Iterator
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -59,6 +60,12 @@ def step_composition(sched, out) -> tuple[int, int, int, int, int]:
             pairs += k * (r.num_computed_tokens - k) + k * (k + 1) // 2
     n_enc = sum(len(v) for v in out.scheduled_encoder_inputs.values())
     return n_enc, n_pre, n_dec, ctx, pairs
+
+
+def _uncached(kv_cache_manager, request: Request) -> int:
+    """A waiting request's known tokens less the prefix vLLM's KV manager would find cached
+    (a lookup: nothing changes)."""
+    return request.num_tokens - kv_cache_manager.get_computed_blocks(request)[1]
 
 
 class PolicyQueue(RequestQueue):
@@ -172,6 +179,8 @@ class SchedlabMixin:
         if job is None:
             job = keep_job(request, Job(self._next_id, request.arrival_time, self._size(request),
                                         request.num_prompt_tokens, request))
+            if self.cache_config.enable_prefix_caching and self.schedlab_policy.reads_cache:
+                job.uncached = partial(_uncached, self.kv_cache_manager, request)
             self._next_id += 1
         return job
 

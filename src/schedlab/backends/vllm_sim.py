@@ -4,6 +4,10 @@ Requests enter at their arrival times; each step calls ``schedule()``, advances 
 the step-time model applied to the step's composition (encoder inputs, prefill tokens, decodes
 and their context), synthesises a ``ModelRunnerOutput`` with one token for every request whose
 scheduled chunk completes its known tokens, and feeds it to ``update_from_output()``.
+
+With prefix caching on and a trace that carries sharing data (:mod:`schedlab.sharing`), vLLM's
+own prefix cache runs: requests carry the trace's token ids, and each request's cached tokens
+are what its first admission found (vLLM's ``PrefillStats``).
 """
 
 from __future__ import annotations
@@ -15,16 +19,18 @@ import pandas as pd
 from vllm.v1.outputs import ModelRunnerOutput
 
 from schedlab import registry
-from schedlab.backends.vllm_build import build_scheduler, make_request
+from schedlab.backends.vllm_build import block_hasher, build_scheduler, make_request
 from schedlab.engine import Arena, RunResult, check_servable
 from schedlab.engine.core import TIMELINE_COLUMNS
 from schedlab.engine.log import RequestLog
+from schedlab.engine.prefix import uses_prefix_cache
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_hints
 from schedlab.latency.catalogue import model_arch
+from schedlab.sharing import OUTPUT_TOKEN, prompt_token_ids
 
 #: Placeholder id of every generated token (lengths are forced with ignore_eos).
-TOKEN = 100
+TOKEN = OUTPUT_TOKEN
 
 
 def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: str, warmup_s: float = 0.0,
@@ -40,11 +46,12 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
     step_time = arena.step_time
     entry = registry.entry(scheduler)
     context = registry.Context(trace, arena)
+    caching = uses_prefix_cache(trace, arena.limits.prefix_caching, arch.encoder_frames)
     if entry.kind == registry.BATCH:
-        sched = build_scheduler(model, arena.limits, builder=scheduler)
+        sched = build_scheduler(model, arena.limits, builder=scheduler, prefix_caching=caching)
         sched.use_builder(entry.make(context))
     else:
-        sched = build_scheduler(model, arena.limits, policy=scheduler, kappa=arena.kappa)
+        sched = build_scheduler(model, arena.limits, policy=scheduler, kappa=arena.kappa, prefix_caching=caching)
         sched.use_policy(entry.make(context))
         sched.allow_client_priority = True  # the priorities are the trace's own (a checked column)
     clock = {"now": 0.0}
@@ -57,6 +64,14 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
     hints = size_hints(trace, arena.duration)
     log = RequestLog(trace, warmup_s)
     requests = []
+    hasher = block_hasher(sched) if caching else None
+    if caching:
+        # vLLM's own counters of its lookups (what its /metrics endpoint reports), kept for the
+        # whole run: the scheduler's statistics are off, so nothing reads and resets them
+        from vllm.v1.metrics.stats import PrefixCacheStats
+
+        sched.kv_cache_manager.log_stats = True
+        sched.kv_cache_manager.prefix_cache_stats = PrefixCacheStats()
     next_sample = 0.0 if sample_s else np.inf
     samples: list[tuple] = []
     nxt = steps = 0
@@ -70,6 +85,7 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
             req = make_request(
                 str(nxt), int(prompt[nxt]), int(output[nxt]), float(arrival[nxt]),
                 encoder_frames=arch.encoder_frames, extra_args=hints[nxt],
+                token_ids=prompt_token_ids(trace, range(nxt, nxt + 1))[0].tolist() if caching else None, hasher=hasher,
             )
             requests.append(req)
             sched.add_request(req)
@@ -105,6 +121,8 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
         for o in (o for e in result.values() for o in e.outputs):
             if o.finish_reason is not None:
                 log.finish[int(o.request_id)] = clock["now"]
+            if o.prefill_stats is not None:  # a first admission's lookup (taken at its first output)
+                log.cached[int(o.request_id)] = o.prefill_stats.num_local_cached_tokens
     while sample_s and clock["now"] >= next_sample:
         samples.append((next_sample, 1 - pool.get_num_free_blocks() / capacity, len(sched.waiting), len(sched.running)))
         next_sample += sample_s
@@ -120,4 +138,11 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
         sched_overhead_s=float("nan"),
         wall_s=time.perf_counter() - wall0,
         timeline=pd.DataFrame(samples, columns=list(TIMELINE_COLUMNS)) if sample_s else None,
+        prefix_cache=_counts(sched.kv_cache_manager.prefix_cache_stats) if caching else None,
     )
+
+
+def _counts(stats) -> dict:
+    """vLLM's prefix-cache counters as :attr:`RunResult.prefix_cache` names them."""
+    return {"queries": stats.queries, "hits": stats.hits, "preempted_queries": stats.preempted_queries,
+            "preempted_hits": stats.preempted_hits}

@@ -5,7 +5,9 @@
 - Mooncake (FAST'25) conversation trace: ``input_length``, ``output_length`` per request.
 
 Each pool also keeps the request's arrival in the original trace (``timestamp_s``, seconds
-from the trace's first request) for replays (:mod:`schedlab.workload.replay`).
+from the trace's first request) for replays (:mod:`schedlab.workload.replay`). Mooncake's
+requests also come with the prompt's block hashes (``hash_ids``, 512-token blocks), which say
+which prompts share which blocks (:mod:`schedlab.sharing`).
 """
 
 from __future__ import annotations
@@ -81,3 +83,18 @@ def mooncake_lengths(path: str | os.PathLike | None = None) -> pd.DataFrame:
     df = pd.read_json(path, lines=True)
     seconds = df["timestamp"] / 1e3 if "timestamp" in df else None  # milliseconds in the release
     return length_pool(df, "input_length", "output_length", "mooncake-conversation", path, seconds)
+
+
+def mooncake_requests(path: str | os.PathLike | None = None) -> pd.DataFrame:
+    """The Mooncake conversation trace's requests: lengths, ``timestamp_s`` and each prompt's
+    ``hash_ids`` (its 512-token blocks, chained as a prefix cache names them)."""
+    path = path or _fetch(MOONCAKE, MOONCAKE_REMOTE)
+    df = pd.read_json(path, lines=True)
+    if "hash_ids" not in df:
+        raise SchedlabError(f"{path}: missing column hash_ids")
+    seconds = df["timestamp"] / 1e3 if "timestamp" in df else None
+    df = df.assign(source="mooncake-conversation")
+    keep = (df["input_length"] > 0) & (df["output_length"] > 0)
+    pool = length_pool(df, "input_length", "output_length", "mooncake-conversation", path, seconds)
+    pool["hash_ids"] = [list(map(int, ids)) for ids in df.loc[keep, "hash_ids"]]
+    return pool

@@ -39,7 +39,10 @@ class EngineConfig:
     the KV block size and capacity. ``encoder_frames`` > 0 marks an encoder–decoder model
     (Whisper: 1500): each admission runs the encoder and holds that many cross-attention KV
     slots. Each limit is checked as it is made; :meth:`check_model` adds the rules vLLM's own
-    configuration enforces for a model."""
+    configuration enforces for a model.
+    ``prefix_caching`` turns on vLLM's automatic prefix cache for traces that say which
+    prompts share tokens (:mod:`schedlab.engine.prefix`; a trace without sharing data runs
+    without a cache either way)."""
 
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -47,6 +50,7 @@ class EngineConfig:
     kv_capacity_blocks: int = MAX_KV_BLOCKS
     encoder_frames: int = 0
     max_encoder_per_step: int | None = None
+    prefix_caching: bool = False
 
     def __post_init__(self) -> None:
         bounds = {"max_num_seqs": MAX_LIMIT, "max_num_batched_tokens": MAX_LIMIT, "block_size": MAX_LIMIT,
@@ -106,11 +110,12 @@ def engine_config(
     block_size: int = 16,
     gpu_memory_utilization: float = 0.95,
     kv_blocks: int | None = None,
+    prefix_caching: bool = False,
 ) -> EngineConfig:
     """Limits of a (hardware, model) pair: KV capacity from the hardware's memory (the share
     ``gpu_memory_utilization``, in (0, 1]) and the model's weights and KV size, unless
     ``kv_blocks`` gives a measured engine's capacity (then ``hardware_name`` is only a label);
-    checked as :class:`EngineConfig` checks them, for ``model_name``."""
+    checked as :class:`EngineConfig` checks them, for ``model_name``. ``prefix_caching`` as on :class:`EngineConfig`."""
     arch = model_arch(model_name)
     if not 0 < gpu_memory_utilization <= 1:  # NaN fails too
         raise SchedlabError(f"engine limits: gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
@@ -124,6 +129,7 @@ def engine_config(
         block_size=block_size,
         kv_capacity_blocks=kv_blocks,
         encoder_frames=arch.encoder_frames,
+        prefix_caching=bool(prefix_caching),
     )
 
 

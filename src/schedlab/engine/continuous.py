@@ -11,6 +11,7 @@ in here; ``sim`` and ``vllm-sim`` give identical per-request times for them.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
@@ -20,8 +21,16 @@ from schedlab.engine.scheduler import NOT_STEADY, UNTIL_ARRIVAL, UNTIL_COMPLETIO
 from schedlab.policies.base import Job, Policy
 
 
+def _uncached(engine, i: int) -> int:
+    """Waiting request ``i``'s known tokens less the prefix its admission would find cached."""
+    return int(engine.seq[i]) - engine.cached_prefix(i)[0]
+
+
 class ContinuousBatching(Scheduler):
     """vLLM v1's scheduler around ``policy``, with the engine's limits as its budgets."""
+
+    #: This planner's calls are vLLM's scheduling pass (running requests, then admissions).
+    interleaved_kv = True
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
@@ -35,6 +44,9 @@ class ContinuousBatching(Scheduler):
         self.jobs = [
             Job(int(rid[i]), float(e.arrival[i]), float(e.sizes[i]), int(e.prompt[i]), i) for i in range(e.n)
         ]
+        if e.prefix_caching and self.policy.reads_cache:  # it asks what an admission would compute now
+            for job in self.jobs:
+                job.uncached = partial(_uncached, e, job.ref)
         self._totals = None
 
     def arrive(self, i: int) -> None:

@@ -14,6 +14,14 @@ When the scheduler declares the coming steps fixed (:meth:`Scheduler.steady`) an
 running request decodes, the engine runs them in closed form up to the next completion,
 arrival (if it matters), timeline sample or KV-block shortage.
 
+With prefix caching on and a trace that says which prompts share tokens, the KV blocks are
+vLLM's block pool (:class:`~schedlab.engine.prefix.PrefixCache`): ``free`` counts the
+evictable cached blocks too, an admitted request starts with its cached prefix computed, and
+blocks are taken, cached, released and evicted in vLLM's order. A queue policy's plan is
+built by vLLM's own scheduling pass, so the pool changes as the plan is built; a batch
+builder's plan is carried out afterwards as vLLM carries a plan out (:meth:`Engine._carry_out`).
+Otherwise the blocks are a count, as they always were.
+
 The loop guards its progress: a plan that computes nothing and preempts nothing moves the
 clock to the next arrival, and with none left the run fails as stalled.
 """
@@ -30,6 +38,7 @@ from schedlab.engine import kernels
 from schedlab.engine.arena import Arena, EngineConfig
 from schedlab.engine.gaps import GapHistogram
 from schedlab.engine.plan import StepPlan
+from schedlab.engine.prefix import PrefixCache, uses_prefix_cache
 from schedlab.engine.scheduler import UNTIL_ARRIVAL, Scheduler
 from schedlab.engine.view import EngineView
 from schedlab.errors import SchedlabError
@@ -43,7 +52,10 @@ STEP_LOG_COLUMNS = ("start_s", "dt_s", "prefill_tokens", "n_decode", "n_chunks",
 class RunResult:
     """One run: the per-request table, the measured token gaps (all, and per request class),
     and engine figures. ``timeline`` samples KV use and queue lengths every ``sample_s``;
-    ``step_log`` and ``token_times`` are kept when the run was recorded."""
+    ``step_log`` and ``token_times`` are kept when the run was recorded. ``prefix_cache``
+    (runs with a prefix cache) counts the tokens looked up and found at admissions: first
+    admissions (what vLLM's ``prefix_cache_queries``/``_hits`` counters count) and the
+    re-admissions of preempted requests."""
 
     requests: pd.DataFrame
     gaps: GapHistogram
@@ -57,6 +69,7 @@ class RunResult:
     timeline: pd.DataFrame | None = None
     step_log: pd.DataFrame | None = None
     token_times: list | None = field(default=None, repr=False)
+    prefix_cache: dict | None = None
 
     @property
     def peak_kv_frac(self) -> float:
@@ -111,6 +124,9 @@ class Engine(EngineView):
         self._emits = np.empty(max(self.n, 1), np.int64)
         self.wants = np.empty(max(self.n, 1), np.int64)  # per running request, for the kernels
         self.free = self.limits.kv_capacity_blocks
+        self.prefix = (PrefixCache(trace, self.limits.block_size, self.limits.kv_capacity_blocks, self.computed)
+                       if uses_prefix_cache(trace, self.limits.prefix_caching, self.limits.encoder_frames) else None)
+        self.readmitted = [0, 0]  # tokens looked up and found at re-admissions after preemption
         self.peak = 0
         self.now = self.busy = 0.0
         self.steps = 0
@@ -123,6 +139,33 @@ class Engine(EngineView):
     @property
     def last_tok(self) -> np.ndarray:
         return self.log.last_tok
+
+    # -- the prefix cache (see the module docstring) ------------------------------------------
+    @property
+    def prefix_caching(self) -> bool:
+        return self.prefix is not None
+
+    def cached_prefix(self, i: int) -> tuple[int, int]:
+        n_hit, n_free = self.prefix.lookup(i, int(self.seq[i]))
+        return n_hit * self.limits.block_size, n_free
+
+    def exclusive_blocks(self, v: int) -> int:
+        return self.prefix.exclusive(v)
+
+    def kv_take(self, requests: np.ndarray, tokens: np.ndarray) -> None:
+        """Running ``requests`` compute ``tokens`` more each, in this order: their blocks are
+        allocated and cached, before whatever comes next."""
+        self.prefix.take(requests, tokens)
+
+    def kv_release(self, v: int) -> int:
+        """Running request ``v`` is preempted: its blocks are released; returns the free blocks."""
+        self.prefix.release(np.array([v], np.int64))
+        return self.prefix.free
+
+    def kv_admit(self, i: int, cached: int, n: int) -> None:
+        """Waiting request ``i`` starts with its ``cached`` tokens and computes ``n``: its
+        cached blocks are touched, the rest allocated and cached, before whatever comes next."""
+        self.prefix.admit(i, cached // self.limits.block_size, n)
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -172,14 +215,24 @@ class Engine(EngineView):
             timeline=pd.DataFrame(samples, columns=list(TIMELINE_COLUMNS)) if self.sample_s else None,
             step_log=pd.DataFrame(self._step_log, columns=STEP_LOG_COLUMNS) if self.record else None,
             token_times=self.token_times,
+            prefix_cache=self._cache_counts() if self.prefix is not None else None,
         )
 
+    def _cache_counts(self) -> dict:
+        admitted = ~np.isnan(self.log.first_sched)
+        return {"queries": int(self.prompt[admitted].sum()), "hits": int(self.log.cached[admitted].sum()),
+                "preempted_queries": self.readmitted[0], "preempted_hits": self.readmitted[1]}
+
     def _step(self, plan: StepPlan) -> None:
+        cache = self.prefix
+        if cache is not None and not plan.kv_applied:
+            plan = self._carry_out(plan)
         if plan.preempted:
             gone = set(plan.preempted)
             self.running = [r for r in self.running if r not in gone]
             for v in plan.preempted:
-                self.free += int(self.blocks[v])
+                if cache is None:
+                    self.free += int(self.blocks[v])
                 self.blocks[v] = 0
                 self.computed[v] = 0
                 self.log.preemptions[v] += 1
@@ -189,6 +242,8 @@ class Engine(EngineView):
             for i in plan.admitted:
                 if first[i] != first[i]:  # NaN: its first admission
                     first[i] = self.now
+            if cache is not None:
+                self._start_cached(plan.cached)
         if plan.preempted or plan.admitted:
             self._run_arr = None
         added = n_dec = ctx = n_pre = pairs = n_emit = n_sched = 0
@@ -197,9 +252,15 @@ class Engine(EngineView):
             a, d, c, p, q, n_emit = kernels.apply(requests, tokens, self.seq, self.computed, self.blocks, self.prompt,
                                                   self.enc_blocks, bs, self._emits, n_emit)
             added, n_dec, ctx, n_pre, pairs, n_sched = added + a, n_dec + d, ctx + c, n_pre + p, pairs + q, n_sched + requests.size
+        if cache is not None:
+            self.free = plan.free  # after the step's allocations (the pool counts shared blocks once)
+            cache.done()
         if n_sched == 0:
+            if cache is not None:
+                self.free = cache.free
             return
-        self.free -= added
+        if cache is None:
+            self.free -= added
         if self.free < 0:
             raise SchedlabError(f"{self.scheduler.name}: the step plan needs {-self.free} KV blocks more than are free")
         if capacity - self.free > self.peak:
@@ -217,6 +278,63 @@ class Engine(EngineView):
                 self.token_times[i].append(self.now)
         if kernels.emit(emits, self.seq, self.total):
             self._retire(emits)
+        if cache is not None:
+            self.free = cache.free  # the step's allocations, then its releases
+
+    def _start_cached(self, cached: dict[int, int]) -> None:
+        """Admitted requests start with their cached prefix computed (a first admission's hit
+        is the request's ``cached_tokens``; a re-admission's counts apart, as vLLM's do)."""
+        bs = self.limits.block_size
+        for i, hit in cached.items():
+            if self.log.preemptions[i]:
+                self.readmitted[0] += int(self.seq[i])
+                self.readmitted[1] += hit
+            elif not hit:
+                continue  # nothing found: it starts from nothing, as it stands
+            else:
+                self.log.cached[i] = hit
+            self.computed[i] = hit
+            self.blocks[i] = hit // bs
+
+    def _carry_out(self, plan: StepPlan) -> StepPlan:
+        """A batch builder's plan on the prefix cache, as vLLM carries a plan out
+        (:mod:`schedlab.backends.vllm_plan`): the preemptions, then the running requests'
+        tokens in running order, then the admissions in the plan's order, each looked up at
+        its turn (earlier admissions' blocks are cached by then, running requests' allocations
+        may have evicted blocks), scheduling ``min(known - cached, budget left)`` tokens of the
+        plan's total, while the whole sequence fits and the running cap allows. Admissions that
+        do not start wait again, at the front, in their order."""
+        cache, bs, seq = self.prefix, self.limits.block_size, self.seq
+        if plan.preempted:
+            cache.release(np.asarray(plan.preempted, np.int64))
+        planned = dict(zip(plan.requests.tolist(), plan.tokens.tolist()))
+        budget = sum(planned.values())
+        gone = set(plan.preempted)
+        run = np.fromiter((r for r in self.running if r not in gone and r in planned), np.int64)
+        run_tokens = np.fromiter((planned[r] for r in run.tolist()), np.int64, run.size)
+        if run.size:
+            cache.take(run, run_tokens)
+        budget -= int(run_tokens.sum())
+        n_running = len(self.running) - len(gone)
+        started, tokens, cached = [], [], {}
+        for i in plan.admitted:
+            if budget <= 0 or n_running >= self.limits.max_num_seqs:
+                break
+            known = int(seq[i])
+            n_hit, n_free = cache.lookup(i, known)
+            if int(self.blocks_for(known)) - n_hit + n_free > cache.free:
+                break
+            n = min(known - n_hit * bs, budget)
+            cache.admit(i, n_hit, n)
+            started.append(i)
+            tokens.append(n)
+            cached[i] = n_hit * bs
+            budget -= n
+            n_running += 1
+        for i in reversed(plan.admitted[len(started):]):
+            self.scheduler.requeue(i)
+        parts = [(run, run_tokens), (np.asarray(started, np.int64), np.asarray(tokens, np.int64))]
+        return StepPlan(parts, started, plan.preempted, 0, cached, True, cache.free)
 
     def _stretch(self, t_stop: float) -> bool:
         """Run ``k >= 2`` all-decode steps in closed form, the last one ending at or after
@@ -239,14 +357,20 @@ class Engine(EngineView):
         if self.token_times is not None:
             for i in run.tolist():
                 self.token_times[i].extend(ends.tolist())
+        if self.prefix is not None:
+            self.prefix.advance(run, k)  # before the counts move: it reads them
         added, finished = kernels.advance(run, self.seq, self.computed, self.blocks, self.total, self.enc_blocks, bs, k)
         self.free -= added
+        if self.prefix is not None:
+            self.prefix.done()
         self.peak = max(self.peak, self.limits.kv_capacity_blocks - self.free)
         self.now = float(ends[-1])
         self.busy += float(dts.sum())
         self.steps += k
         if finished:
             self._retire(run)
+        if self.prefix is not None:
+            self.free = self.prefix.free  # the stretch's allocations, then its releases
         return True
 
     def _retire(self, candidates: np.ndarray) -> None:
@@ -254,9 +378,14 @@ class Engine(EngineView):
         their KV blocks."""
         finished = candidates[self.seq[candidates] >= self.total[candidates]]
         self.log.finish[finished] = self.now
-        self.free += int(self.blocks[finished].sum())
-        self.blocks[finished] = 0
         gone = set(finished.tolist())
+        if self.prefix is not None:
+            # in running order (the order of the step's parts: running requests, then
+            # admissions), as vLLM frees the requests of a step's output
+            self.prefix.release(finished)  # carried out by the caller, with what came before
+        else:
+            self.free += int(self.blocks[finished].sum())
+        self.blocks[finished] = 0
         self.running = [r for r in self.running if r not in gone]
         self._run_arr = None
         self.done += len(gone)

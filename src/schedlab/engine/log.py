@@ -27,6 +27,7 @@ class RequestLog:
         self.last_tok = np.full(n, np.nan)
         self.max_gap = np.zeros(n)
         self.preemptions = np.zeros(n, dtype=np.int64)
+        self.cached = np.zeros(n, dtype=np.int64)  # prompt tokens served by the prefix cache
         classes = trace["slo_class"].astype(str).to_numpy() if "slo_class" in trace else np.full(n, "all")
         self.class_names = sorted(set(classes.tolist())) or ["all"]
         self.measured = trace["arrival_s"].to_numpy(float) >= warmup_s
@@ -82,6 +83,7 @@ class RequestLog:
                 "prompt_tokens": trace["prompt_tokens"].to_numpy(np.int64),
                 "output_tokens": output,
                 "preemptions": self.preemptions,
+                "cached_tokens": self.cached,
                 "class": trace["slo_class"].to_numpy() if "slo_class" in trace else "all",
                 "max_gap_s": self.max_gap,
                 # the gaps of a request telescope: their sum is last token - first token

@@ -12,11 +12,22 @@ v1's running pass does; ``admit`` starts a waiting request when its whole curren
 fits in the free blocks and a running slot is left (only its first chunk's blocks are
 allocated, as vLLM's KV manager allocates what the scheduled tokens need), within the encoder
 budget, and only in a step that preempted nothing. The engine then carries the plan out.
+
+With a prefix cache (:mod:`schedlab.engine.prefix`), a waiting request's cached prefix counts:
+it needs the blocks of its sequence beyond its hit, plus the free hit blocks its admission
+takes out of the free queue, and computes from its hit on (at most ``known - cached`` tokens).
+A scheduler whose planner calls are vLLM's own scheduling pass, call for call
+(:attr:`~schedlab.engine.scheduler.Scheduler.interleaved_kv`: continuous batching) changes the
+engine's block pool as it plans, in the order vLLM's KV manager does: each ``take``
+allocates and caches, each ``preempt`` releases, each ``admit`` looks up, touches, allocates
+and caches (the pool gathers the changes and carries them out before it is next read). Any other scheduler (a batch builder) plans on the pool as the step began (a
+preemption then frees the blocks no other request holds) and the engine carries its plan out
+afterwards in vLLM's order.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,12 +41,18 @@ def _cat(arrays: list[np.ndarray]) -> np.ndarray:
 @dataclass(slots=True)
 class StepPlan:
     """``parts``: ``(requests, tokens)`` array pairs, the requests scheduled and the tokens
-    each computes (the arrays are valid until the step is carried out)."""
+    each computes (the arrays are valid until the step is carried out). With a prefix cache,
+    ``cached`` holds each admitted request's cached tokens (where it starts computing), and
+    ``kv_applied`` says the block pool holds the plan's changes (``free`` blocks are left once
+    its allocations are made)."""
 
     parts: list[tuple[np.ndarray, np.ndarray]]
     admitted: list[int]
     preempted: list[int]
     n_encoder: int
+    cached: dict[int, int] = field(default_factory=dict)
+    kv_applied: bool = False
+    free: int = -1
 
     @property
     def requests(self) -> np.ndarray:
@@ -64,7 +81,7 @@ class Planner:
     """One step's plan under construction; ``budget`` is the step's token budget."""
 
     __slots__ = ("engine", "scheduler", "free", "budget", "enc_left", "_bulk", "_tokens", "_grown", "admitted",
-                 "preempted", "_alive")
+                 "preempted", "_alive", "caching", "live", "cached", "_hit")
 
     def __init__(self, engine, scheduler, budget: int) -> None:
         self.engine, self.scheduler = engine, scheduler
@@ -77,6 +94,10 @@ class Planner:
         self.admitted: list[int] = []
         self.preempted: list[int] = []
         self._alive: list[int] | None = None
+        self.caching = bool(getattr(engine, "prefix_caching", False))
+        self.live = self.caching and bool(getattr(scheduler, "interleaved_kv", False))
+        self.cached: dict[int, int] = {}
+        self._hit: tuple[int, int, int] | None = None  # (request, cached tokens, free hit blocks)
 
     @property
     def n_running(self) -> int:
@@ -96,7 +117,10 @@ class Planner:
         if blocks is None:
             blocks = int((e.blocks_for(e.computed[requests] + tokens) - e.blocks[requests]).sum())
         if blocks <= self.free and not self.preempted:
+            self._hit = None
             self._bulk.append((requests, tokens))
+            if self.live:
+                e.kv_take(requests, tokens)
             self.free -= blocks
             self.budget -= int(tokens.sum()) if n_tokens is None else n_tokens
             return
@@ -115,6 +139,9 @@ class Planner:
             self.preempt(v)
             if v == i:
                 return False
+        if self.live:
+            self._hit = None
+            e.kv_take(np.array([i], np.int64), np.array([n], np.int64))
         self.free -= need
         self._grown[i] = need
         self._tokens[i] = n
@@ -132,19 +159,26 @@ class Planner:
         """Preempt running request ``v`` (recompute): its blocks and planned tokens return."""
         e = self.engine
         self.alive.remove(v)
+        grown = 0
         if v in self._tokens:
             self.budget += self._tokens.pop(v)
-            self.free += self._grown.pop(v)
+            grown = self._grown.pop(v)
         else:
             for k, (reqs, toks) in enumerate(self._bulk):
                 at = np.flatnonzero(reqs == v)
                 if at.size:
                     n = int(toks[at[0]])
                     self.budget += n
-                    self.free += int(e.blocks_for(int(e.computed[v]) + n)) - int(e.blocks[v])
+                    grown = int(e.blocks_for(int(e.computed[v]) + n)) - int(e.blocks[v])
                     self._bulk[k] = (np.delete(reqs, at[0]), np.delete(toks, at[0]))
                     break
-        self.free += int(e.blocks[v])
+        if self.live:
+            self._hit = None
+            self.free = e.kv_release(v)
+        elif self.caching:
+            self.free += grown + e.exclusive_blocks(v)  # blocks shared with others stay in use
+        else:
+            self.free += grown + int(e.blocks[v])
         self.preempted.append(v)
         self.scheduler.requeue(v)
 
@@ -152,12 +186,41 @@ class Planner:
         """Whether waiting request ``i`` may start this step: nothing preempted, a running slot
         left (``max_num_seqs``), encoder budget left and its whole sequence's KV free."""
         e = self.engine
-        return (not self.preempted and self.n_running < e.limits.max_num_seqs and self.enc_left > 0
-                and int(e.blocks_for(int(e.seq[i]))) <= self.free)
+        if self.preempted or self.n_running >= e.limits.max_num_seqs or self.enc_left <= 0:
+            return False
+        need = int(e.blocks_for(int(e.seq[i])))
+        if self.caching:
+            hit, n_free = self._lookup(i)
+            need += n_free - hit // e.limits.block_size
+        return need <= self.free
+
+    def _lookup(self, i: int) -> tuple[int, int]:
+        """Waiting request ``i``'s cached tokens and free hit blocks, on the pool as it is now
+        (kept until the next change)."""
+        if self._hit is None or self._hit[0] != i:
+            if self.live and self.engine.prefix.private[i] and not self.engine.prefix.held_once[i]:
+                self._hit = (i, 0, 0)  # its first admission, and no other request names its blocks
+            else:
+                self._hit = (i, *self.engine.cached_prefix(i))
+        return self._hit[1], self._hit[2]
 
     def admit(self, i: int, n: int) -> None:
-        """Start waiting request ``i`` (checked with :meth:`can_admit`) with ``n`` tokens."""
-        self.free -= int(self.engine.blocks_for(n))
+        """Start waiting request ``i`` (checked with :meth:`can_admit`) with ``n`` tokens (with
+        a prefix cache, at most the tokens beyond its cached prefix)."""
+        e = self.engine
+        if self.caching:
+            hit, n_free = self._lookup(i)
+            self._hit = None
+            n = min(n, int(e.seq[i]) - hit)
+            if self.live:
+                if hit or e.prefix.held_once[i]:  # a first admission that finds nothing starts as it stands
+                    self.cached[i] = hit
+                e.kv_admit(i, hit, n)
+            else:
+                self.cached[i] = hit
+            self.free -= int(e.blocks_for(hit + n)) - hit // e.limits.block_size + n_free
+        else:
+            self.free -= int(e.blocks_for(n))
         self._tokens[i] = n
         self.budget -= n
         self.admitted.append(i)
@@ -169,4 +232,4 @@ class Planner:
             k = len(self._tokens)
             parts.append((np.fromiter(self._tokens, np.int64, k), np.fromiter(self._tokens.values(), np.int64, k)))
         n_enc = len(self.admitted) if self.engine.enc_blocks else 0
-        return StepPlan(parts, self.admitted, self.preempted, n_enc)
+        return StepPlan(parts, self.admitted, self.preempted, n_enc, self.cached, self.live, self.free)

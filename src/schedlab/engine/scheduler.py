@@ -25,6 +25,10 @@ class Scheduler(ABC):
     name: str = "scheduler"
     #: Seconds spent deciding the order (a queue policy's own calls), for the run summary.
     overhead_s: float = 0.0
+    #: Whether this scheduler's planner calls are vLLM's own scheduling pass, call for call
+    #: (then a prefix cache changes as the plan is built, as vLLM's does); otherwise the engine
+    #: carries the finished plan out on the cache in vLLM's order (see :mod:`.plan`).
+    interleaved_kv: bool = False
 
     def bind(self, engine) -> None:
         """Called once before the run, with the engine whose state this scheduler reads."""

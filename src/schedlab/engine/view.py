@@ -4,7 +4,8 @@ scheduler state (:class:`schedlab.backends.vllm_plan.VllmView`).
 A subclass holds, by request index: ``seq`` (known tokens), ``computed``, ``blocks``,
 ``prompt``; and ``running`` (admission order), ``free`` KV blocks, ``limits``
 (:class:`~schedlab.engine.arena.EngineConfig`), ``enc_blocks``, ``busy`` and ``steps``. It
-resets ``_run_arr`` whenever ``running`` changes.
+resets ``_run_arr`` whenever ``running`` changes. With a prefix cache (``prefix_caching``)
+it answers :meth:`cached_prefix` and :meth:`exclusive_blocks` from its own block pool.
 """
 
 from __future__ import annotations
@@ -16,6 +17,17 @@ from schedlab.engine import kernels
 
 class EngineView:
     _run_arr: np.ndarray | None = None
+    #: Whether KV blocks are a prefix cache (then ``free`` counts evictable cached blocks).
+    prefix_caching: bool = False
+
+    def cached_prefix(self, i: int) -> tuple[int, int]:
+        """Waiting request ``i``'s cached tokens (its longest cached prefix of full blocks, at
+        most its known tokens less one) and how many of those blocks are free (evictable)."""
+        raise NotImplementedError
+
+    def exclusive_blocks(self, v: int) -> int:
+        """Blocks of running request ``v`` that no other request holds (what preempting it frees)."""
+        raise NotImplementedError
 
     def blocks_for(self, tokens):
         """KV blocks (cross-attention included) that hold ``tokens`` decoder tokens; vectorises."""

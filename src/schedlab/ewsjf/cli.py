@@ -20,8 +20,9 @@ def _setup(args):
     from schedlab.ewsjf.studies import Setup, engine_limits
     from schedlab.latency.catalogue import hardware, model_arch
 
+    limits = engine_limits(hardware(args.hardware), model_arch(args.model), args.prefix_caching)
     return Setup(
-        Arena(StepTimeModel.load(args.steptime), engine_limits(hardware(args.hardware), model_arch(args.model))),
+        Arena(StepTimeModel.load(args.steptime), limits),
         read_pool(args.short, POOL_COLUMNS),
         read_pool(args.long, POOL_COLUMNS),
     )
@@ -62,7 +63,7 @@ def cmd_calibrate(args) -> None:
     from schedlab.latency.catalogue import hardware, model_arch
 
     base = StepTimeModel.load(args.base)
-    arena = Arena(base, engine_limits(hardware(args.hardware), model_arch(args.model)))
+    arena = Arena(base, engine_limits(hardware(args.hardware), model_arch(args.model), args.prefix_caching))
     setup = Setup(arena, read_pool(args.short, POOL_COLUMNS), read_pool(args.long, POOL_COLUMNS))
     overload = setup.trace("mixed", args.n_requests, args.overload_rate, args.seed)
     compute = saturation_factor(arena, overload, args.saturation_rps)
@@ -106,6 +107,27 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="llama-2-13b")
 
 
+def _cache_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction, default=False,
+                   help="vLLM's prefix cache (vLLM 0.11's default: on); it finds nothing on traces without sharing data")
+
+
+def cmd_sharing(args) -> None:
+    from schedlab.engine import Arena
+    from schedlab.engine.steptime import StepTimeModel
+    from schedlab.ewsjf import studies
+    from schedlab.latency.catalogue import hardware, model_arch
+
+    setup = studies.Setup(
+        Arena(StepTimeModel.load(args.base), studies.engine_limits(hardware(args.hardware), model_arch(args.model), True)),
+        read_pool(args.short, POOL_COLUMNS), read_pool(args.long, POOL_COLUMNS),
+    )
+    params = _params(args.params)
+    table = studies.sharing(setup, params, args.levels, args.n_requests, args.rate, args.saturation_rps,
+                            args.overload_rate, args.calibration_requests, args.seed)
+    write_outputs({args.out: studies.with_params(table, params)})
+
+
 def _pool_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--short", type=InputPath, required=True, help="short pool parquet (from `schedlab ewsjf pools`)")
     p.add_argument("--long", type=InputPath, required=True, help="long pool parquet")
@@ -133,6 +155,7 @@ def add_commands(sub) -> None:
     c.add_argument("--overload-rate", type=rate_type(), default=40.0)
     c.add_argument("--n-requests", type=count, default=3000)
     c.add_argument("--seed", type=seed, default=0)
+    _cache_arg(c)
     c.add_argument("--out", type=OutputPath, required=True)
     c.set_defaults(func=cmd_calibrate)
 
@@ -160,8 +183,26 @@ def add_commands(sub) -> None:
     st.add_argument("--trial-s", type=duration, default=300.0, help="tuning: seconds per trial")
     st.add_argument("--max-trials", type=positive_number(int, 10**4), default=20, help="tuning: trials before it settles")
     st.add_argument("--seed", type=seed, default=0)
+    _cache_arg(st)
     st.add_argument("--out", type=OutputPath, required=True)
     st.add_argument("--out-params", type=OutputPath, help="tuning: the best parameters found (JSON)")
     st.add_argument("--out-timeline", type=OutputPath, help="starvation: waiting requests over time (parquet)")
     st.set_defaults(func=cmd_study)
+
+    sh = esub.add_parser("sharing", help="Table 3 at each sharing level (documents asked 1..q times), the prefix "
+                                         "cache on, FCFS calibrated at each level")
+    sh.add_argument("--base", type=InputPath, required=True, help="uncalibrated step-time JSON (`schedlab ewsjf steptime`)")
+    _pool_args(sh)
+    _engine_args(sh)
+    sh.add_argument("--params", type=InputPath, help="EWSJF parameters JSON (from the tuning study); default: built-in")
+    sh.add_argument("--levels", type=positive_number(int, 10**6), nargs="+", required=True,
+                    help="questions per document of the long prompts (1: none shared)")
+    sh.add_argument("--n-requests", type=count, default=30_000, help="requests per Table 3 run")
+    sh.add_argument("--rate", type=rate_type(), default=40.0, help="req/s of the Table 3 runs")
+    sh.add_argument("--saturation-rps", type=rate_type(), default=8.45, help="paper Table 3: FCFS req/s")
+    sh.add_argument("--overload-rate", type=rate_type(), default=40.0, help="req/s of the calibration trace")
+    sh.add_argument("--calibration-requests", type=count, default=30_000)
+    sh.add_argument("--seed", type=seed, default=0)
+    sh.add_argument("--out", type=OutputPath, required=True)
+    sh.set_defaults(func=cmd_sharing)
 

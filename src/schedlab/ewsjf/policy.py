@@ -6,6 +6,13 @@ waiting jobs), the best queue is served FIFO, then the batch is backfilled from 
 queues outward (at equal distance the better-scoring side first) while the engine keeps
 admitting at that ``now``. ``peek`` and ``pop`` at the same ``now`` agree.
 
+The cost estimate: the paper's score takes a head's prompt length ``b`` as its job (its
+shortness ``q_index / (b + 1)``, its prefill ``C_prefill(b)``). With ``cache_aware`` (the
+``ewsjf-uncached`` entry), on an engine with a prefix cache, ``b`` is the prompt tokens the
+cache does not hold when the decision is made (:meth:`Job.work
+<schedlab.policies.base.Job.work>`), the prefill the admission would really run; the queues
+still partition prompt lengths.
+
 Strategic (beside it): prompt lengths enter a sliding window; Refine-and-Prune re-partitions
 on the window after ``warmup`` arrivals and every ``refit_every`` after that (waiting jobs are
 re-routed), a light adjustment moves the bounds every ``adjust_every`` arrivals, and an
@@ -53,6 +60,8 @@ class Tuner(Protocol):
 
 
 @register("ewsjf", kind=QUEUE, paper="B", summary='EWSJF: queues of similar prompt lengths, chosen by an effective-wait score')
+@register("ewsjf-uncached", kind=QUEUE, paper="B", params={"cache_aware": True},
+          summary="EWSJF whose score costs a head's prompt tokens the prefix cache does not hold")
 class EWSJF(Policy):
     """Adaptive multi-queue SJF. ``bands`` fixes the initial partition; with ``learn`` off it
     never changes (the static k-means / Refine-and-Prune baselines)."""
@@ -73,8 +82,12 @@ class EWSJF(Policy):
         bubble_width: int = 64,
         idle_limit: int = 1000,
         tuner: Tuner | None = None,
+        cache_aware: bool = False,
     ) -> None:
         self.params = params or Params()
+        self.cache_aware = self.reads_cache = cache_aware
+        if cache_aware:
+            self.name = "ewsjf-uncached"
         self.prefill = prefill
         self.dispatch = Dispatcher(bands or [EVERYTHING], self.params.weights, bubble_width=bubble_width, idle_limit=idle_limit)
         self.learn, self.warmup, self.refit_every, self.adjust_every = learn, warmup, refit_every, adjust_every
@@ -149,7 +162,7 @@ class EWSJF(Policy):
             fifo = q.fifo
             if fifo:
                 job = fifo[0]
-                b = job.prompt_tokens
+                b = job.work() if self.cache_aware else job.prompt_tokens
                 w_base, w_urg, w_fair = q.w
                 s = (i + 1) / (b + 1) * (w_base + w_urg * (now - job.arrival_s) / (c0 + c1 * b) + w_fair * log(b + 1))
                 scores[i] = s

@@ -6,7 +6,10 @@
 - :func:`tuning`: the meta-optimiser's trials (reward, terms, parameters, the relative
   priority it gives short/medium/long prompts);
 - :func:`starvation`: waiting long prompts over time under FCFS, greedy SJF and EWSJF, and
-  each policy's mean TTFT of short requests.
+  each policy's mean TTFT of short requests;
+- :func:`sharing`: Table 3 again at each of a range of sharing levels (documents asked 1..q
+  times), the engine's prefix cache on, FCFS calibrated anew at each level (the paper's row
+  alone), every other row a prediction.
 
 Partitions start from Refine-and-Prune (or k-means) on a *history* window: a separately
 seeded trace of the same kind, as the paper partitions on past traffic.
@@ -15,7 +18,7 @@ seeded trace of the same kind, as the paper partitions on past traffic.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -46,30 +49,34 @@ class Setup:
     arena: Arena
     short: pd.DataFrame
     long: pd.DataFrame
+    #: Questions per document of the long prompts (1: no sharing data; see :mod:`.workload`).
+    questions_per_doc: int = 1
 
     @property
     def prefill(self) -> PrefillModel:
         return PrefillModel.from_steptime(self.arena.step_time)
 
     def trace(self, kind: str, n: int, rate: float, seed: int) -> pd.DataFrame:
-        return workload.trace(kind, self.short, self.long, n, rate, seed)
+        return workload.trace(kind, self.short, self.long, n, rate, seed, questions_per_doc=self.questions_per_doc)
 
     def history(self, kind: str, seed: int) -> np.ndarray:
         return self.trace(kind, HISTORY, 1.0, seed + 10_000)["prompt_tokens"].to_numpy()
 
 
-def engine_limits(hw: Hardware, arch: ModelArch) -> EngineConfig:
-    """vLLM's defaults (256 sequences, 8,192 batched tokens) and ``hw``'s KV capacity."""
-    return EngineConfig(kv_capacity_blocks=kv_capacity_blocks(hw, arch))
+def engine_limits(hw: Hardware, arch: ModelArch, prefix_caching: bool = False) -> EngineConfig:
+    """vLLM's defaults (256 sequences, 8,192 batched tokens) and ``hw``'s KV capacity; its
+    prefix cache on or off (vLLM 0.11's default: on)."""
+    return EngineConfig(kv_capacity_blocks=kv_capacity_blocks(hw, arch), prefix_caching=prefix_caching)
 
 
 def policy_for(method: str, setup: Setup, params: Params, history: np.ndarray, tuner: Tuner | None = None) -> Policy:
-    """``fcfs``, ``sjf-prompt``, ``kmeans-<k>`` (static), ``ewsjf`` (Refine-and-Prune, learning)."""
+    """``fcfs``, ``sjf-prompt``, ``kmeans-<k>`` (static), ``ewsjf`` (Refine-and-Prune, learning),
+    ``ewsjf-uncached`` (the same, its score costing the tokens the prefix cache does not hold)."""
     if method.startswith("kmeans-"):
         return EWSJF(params, setup.prefill, kmeans_bands(history, int(method.split("-")[1])), learn=False)
-    if method == "ewsjf":
+    if method in ("ewsjf", "ewsjf-uncached"):
         bands = refine_and_prune(history, alpha=params.alpha, max_queues=params.max_queues)
-        return EWSJF(params, setup.prefill, bands, tuner=tuner)
+        return EWSJF(params, setup.prefill, bands, tuner=tuner, cache_aware=method == "ewsjf-uncached")
     return registry.make(method, kind=registry.QUEUE)
 
 
@@ -94,11 +101,12 @@ def run(setup: Setup, trace: pd.DataFrame, policy: Policy) -> tuple[RunResult, d
     return result, s
 
 
-def queue_count(setup: Setup, params: Params, kind: str, n: int, rate: float, seed: int = 0) -> pd.DataFrame:
+def queue_count(setup: Setup, params: Params, kind: str, n: int, rate: float, seed: int = 0,
+                methods: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Paper Tables 3, 8 and 9: one row per partition method on one workload."""
     trace, history = setup.trace(kind, n, rate, seed), setup.history(kind, seed)
     rows = []
-    for method in ("fcfs", *(f"kmeans-{k}" for k in KMEANS), "ewsjf"):
+    for method in methods or ("fcfs", *(f"kmeans-{k}" for k in KMEANS), "ewsjf"):
         _, s = run(setup, trace, policy_for(method, setup, params, history))
         rows.append({"workload": kind, "n": n, "rate": rate, "seed": seed, "method": method, **s})
     return pd.DataFrame(rows)
@@ -182,3 +190,28 @@ def with_params(table: pd.DataFrame, params: Params) -> pd.DataFrame:
     """``table`` with the EWSJF parameters it ran with, as columns."""
     return table.assign(**{f"param_{k}": v for k, v in values_of(params).items()})
 
+
+
+#: Table 3's rows, and EWSJF costing uncached tokens, at every sharing level.
+SHARING_METHODS = ("fcfs", *(f"kmeans-{k}" for k in KMEANS), "ewsjf", "ewsjf-uncached")
+
+
+def sharing(setup: Setup, params: Params, levels, n: int, rate: float, saturation_rps: float, overload_rate: float,
+            calibration_n: int, seed: int = 0) -> pd.DataFrame:
+    """Table 3 at each sharing level (questions per document of the long prompts, 1 = none),
+    the prefix cache on. ``setup``'s arena carries the *uncalibrated* step-time model: at each
+    level FCFS alone is calibrated (its compute factor chosen so that it saturates at
+    ``saturation_rps`` on ``calibration_n`` requests at ``overload_rate``, the paper's
+    procedure), then every method serves ``n`` requests at ``rate``. Rows carry the level,
+    the factor, and the prefix cache's hit rate."""
+    from schedlab.fit.calibrate import saturation_factor
+
+    base = setup.arena.with_limits(prefix_caching=True)
+    rows = []
+    for q in levels:
+        at = replace(setup, arena=base, questions_per_doc=int(q))
+        compute = saturation_factor(base, at.trace("mixed", calibration_n, overload_rate, seed), saturation_rps)
+        calibrated = replace(at, arena=replace(base, step_time=base.step_time.scaled(compute, 1.0)))
+        table = queue_count(calibrated, params, "mixed", n, rate, seed, methods=SHARING_METHODS)
+        rows.append(table.assign(questions_per_doc=int(q), compute=compute))
+    return pd.concat(rows, ignore_index=True)

@@ -6,6 +6,13 @@
 Requests draw (prompt, output) pairs from the pools with replacement; arrivals are Poisson.
 Output lengths keep each source's shape but are scaled so the trace's mean is
 ``mean_output`` tokens (paper B's tables imply about 11 output tokens per request).
+
+Sharing (for the prefix cache): with ``questions_per_doc`` q > 1 the long requests are
+document QA, as long-context benchmarks pose them: each long prompt is a document (its length
+drawn from the long pool, less the question) and a question of 16..128 tokens of its own, and
+each document is asked q times, at random places among the long requests (the shared-prefix
+form of :mod:`schedlab.sharing`). Short requests share nothing. q = 1 is the trace without
+sharing data, as before.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import pandas as pd
 from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
 from schedlab.errors import SchedlabError
 from schedlab.workload.arrivals import arrival_times
+from schedlab.workload.shared import QUESTION_TOKENS
 
 SHORT = (32, 1024)
 LONG = (1024, 4097)
@@ -46,10 +54,12 @@ def trace(
     *,
     short_share: float = 0.8,
     mean_output: float | None = MEAN_OUTPUT,
+    questions_per_doc: int = 1,
 ) -> pd.DataFrame:
     """``n`` requests at ``rate`` req/s: ``mixed`` (``short_share`` short), ``short`` or ``long``
-    only, outputs scaled to ``mean_output`` (``None``: the pools' own lengths).
-    The same (kind, n, rate, seed) gives the same trace."""
+    only, outputs scaled to ``mean_output`` (``None``: the pools' own lengths); long prompts
+    are documents asked ``questions_per_doc`` times each (see the module docstring).
+    The same (kind, n, rate, seed, questions_per_doc) gives the same trace."""
     if kind not in KINDS:
         raise SchedlabError(f"unknown workload kind {kind!r}; choose {', '.join(KINDS)}")
     if n < 1:
@@ -67,10 +77,29 @@ def trace(
     prompt, raw = pick("prompt_tokens"), pick("output_tokens").astype(float)
     scale = 1.0 if mean_output is None else mean_output / raw.mean()
     output = np.maximum(1, np.round(raw * scale)).astype(np.int64)
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "request_id": np.arange(n),
         "arrival_s": arrival_times(rate, rng=np.random.default_rng([seed, n, 12]), n_requests=n),
         "prompt_tokens": prompt.astype(np.int64),
         "output_tokens": output,
         "task": np.where(is_short, "short", "long"),
     })
+    if questions_per_doc < 1:
+        raise SchedlabError(f"questions_per_doc must be >= 1, got {questions_per_doc}")
+    return out if questions_per_doc == 1 else _documents(out, long, questions_per_doc, seed)
+
+
+def _documents(out: pd.DataFrame, long: pd.DataFrame, q: int, seed: int) -> pd.DataFrame:
+    """The long requests as questions on documents asked ``q`` times each."""
+    rng = np.random.default_rng([seed, len(out), 13, q])
+    at = np.flatnonzero((out["task"] == "long").to_numpy())
+    n_docs = -(-at.size // q)
+    question = rng.integers(QUESTION_TOKENS[0], QUESTION_TOKENS[1] + 1, size=at.size)
+    doc_len = np.maximum(1, long["prompt_tokens"].to_numpy(np.int64)[rng.integers(len(long), size=n_docs)]
+                         - (QUESTION_TOKENS[0] + QUESTION_TOKENS[1]) // 2)
+    doc = rng.permutation(np.repeat(np.arange(n_docs), q))[: at.size]
+    prompt = out["prompt_tokens"].to_numpy(np.int64).copy()
+    prefix_id, prefix_tokens = np.zeros(len(out), np.int64), np.zeros(len(out), np.int64)
+    prompt[at] = doc_len[doc] + question
+    prefix_id[at], prefix_tokens[at] = doc, doc_len[doc]
+    return out.assign(prompt_tokens=prompt, prefix_id=prefix_id, prefix_tokens=prefix_tokens)

@@ -10,26 +10,37 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 
 @dataclass(slots=True, eq=False)
 class Job:
     """A waiting request as a policy sees it (compared by identity): its id, arrival, the
     job-size estimate (paper A's n_hat in tokens, a priority, or the output length), its prompt
-    length, and ``ref``, the backend's own handle on the request."""
+    length, ``ref``, the backend's own handle on the request, and, on an engine with a prefix
+    cache, ``uncached``: asked now, the tokens its admission would compute (its known tokens
+    less the prefix the cache holds, as the engine would look it up); ``None`` without one."""
 
     request_id: int
     arrival_s: float
     size: float
     prompt_tokens: int
     ref: Any = None
+    uncached: Callable[[], int] | None = None
+
+    def work(self) -> int:
+        """The tokens its admission would compute now: :attr:`uncached` asked, or the prompt
+        without a prefix cache."""
+        return self.prompt_tokens if self.uncached is None else self.uncached()
 
 
 class Policy(ABC):
     """A waiting queue ordered by the policy, plus its preemption-victim rule."""
 
     name: str = ""
+    #: Whether the policy asks :meth:`Job.work` (a backend with a prefix cache then gives each
+    #: job its lookup, :attr:`Job.uncached`).
+    reads_cache: bool = False
 
     @abstractmethod
     def push(self, job: Job) -> None:

@@ -21,9 +21,9 @@ def _named_path(text: str) -> tuple[str, str]:
 
 
 def cmd_pool(args) -> None:
-    from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
+    from schedlab.data.llm_traces import azure_lengths, mooncake_requests
 
-    pool = mooncake_lengths() if args.kind == "mooncake" else azure_lengths(args.kind.removeprefix("azure-"))
+    pool = mooncake_requests() if args.kind == "mooncake" else azure_lengths(args.kind.removeprefix("azure-"))
     write_parquet(pool, args.out)
 
 
@@ -48,13 +48,19 @@ def cmd_play(args) -> None:
     kind = modality(args.spec)
     ring = Arena.from_spec(args.arena, kind)
     players = lineup(args.entrants, kind)
+    # loads are fractions of FCFS's capacity without the cache: a workload played with the cache
+    # serves the very traces it is played on without (its own capacity is recorded beside)
     cap = capacity(args.spec, pools, ring, registry.entry("fcfs"))
+    caching = bool(args.spec.get("prefix_caching", False))
+    ring = ring.with_limits(prefix_caching=caching)
+    cap_cached = capacity(args.spec, pools, ring, registry.entry("fcfs")) if caching else float("nan")
     rows = []
     for load in args.loads:
         served = trace(args.spec, pools, load * cap, max_tokens=ring.max_tokens)
         for player in players:
             rows.append(match(player, served, ring, workload=args.workload, modality=kind, load=load,
-                              rate=load * cap, capacity_rps=cap, offered=len(served)))
+                              rate=load * cap, capacity_rps=cap, offered=len(served), prefix_caching=caching,
+                              capacity_cached_rps=cap_cached))
     write_parquet(pd.DataFrame(rows), args.out)
 
 

@@ -8,7 +8,16 @@ and SLO targets (``ttft_s``, ``tpot_s``, ``e2e_s``; a missing one does not apply
 - ``openchat`` (LLM): paper C's length pool and two classes (``paying``/``free``), whose TBT
   targets are the classes' TPOT targets;
 - ``azure-code``, ``azure-conv``, ``mooncake`` (LLM): the real traces' first ``n_requests``
-  replayed with their own timestamps, time-scaled to the rate.
+  replayed with their own timestamps, time-scaled to the rate; Mooncake's prompts carry their
+  block hashes (``hash_ids``: which prompts share which blocks);
+- ``multi-turn`` (LLM): conversations whose every turn's prompt holds the earlier turns and
+  answers (:func:`schedlab.workload.shared.multi_turn_trace`), answer lengths from paper C's
+  openchat pool.
+
+A spec's ``prefix_caching`` (default off) turns vLLM's prefix cache on for that workload's
+matches: the prompts that share tokens (Mooncake's, the conversations') then reuse each
+other's cached blocks. Its loads stay fractions of FCFS's capacity without the cache, so it
+serves the same traces as the spec without it.
 
 ``trace(spec, pools, rate)`` is deterministic for the spec's seed, and every entrant gets the
 same trace. A rate of ``inf`` is a backlog (every request at t = 0), used to measure capacity.
@@ -29,6 +38,7 @@ from schedlab.workload.openchat import TBT_TARGET_S, openchat_requests
 from schedlab.validation import check_workload_spec
 from schedlab.validation.documents import SloTargets
 from schedlab.workload.replay import replay_trace
+from schedlab.workload.shared import multi_turn_trace
 
 ASR_KINDS = ("librispeech", "uniform")
 REPLAY_KINDS = ("azure-code", "azure-conv", "mooncake")
@@ -42,7 +52,7 @@ def modality(spec: dict) -> str:
 def pool_names(kind: str) -> tuple[str, ...]:
     """The pools (inputs) a kind draws from."""
     return {"librispeech": ("utterances",), "uniform": ("utterances",), "mixed": ("short", "long"),
-            "openchat": ("openchat",)}.get(kind, (kind,))
+            "openchat": ("openchat",), "multi-turn": ("openchat",)}.get(kind, (kind,))
 
 
 def check_spec(name: str, spec: dict) -> None:
@@ -63,6 +73,8 @@ def trace(spec: dict, pools: dict[str, pd.DataFrame], rate: float, *, max_tokens
         out = replay_trace(pools[kind], 1.0 if backlog else rate, n, start=int(spec.get("start", 0)))
         if backlog:
             out["arrival_s"] = 0.0
+    elif kind == "multi-turn":
+        out = multi_turn_trace(pools["openchat"], n, rate, seed, max_tokens=max_tokens)
     elif kind == "mixed":
         out = mixed_trace("mixed", pools["short"], pools["long"], n, rate, seed,
                           short_share=float(spec.get("short_share", 0.8)), mean_output=None)

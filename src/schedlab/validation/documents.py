@@ -126,7 +126,7 @@ def check_run_length(duration_s: float, warmup_s: float, source: str = "run leng
 
 
 # -- specs ------------------------------------------------------------------------------------
-KINDS = ("librispeech", "uniform", "mixed", "openchat", "azure-code", "azure-conv", "mooncake")
+KINDS = ("librispeech", "uniform", "mixed", "openchat", "azure-code", "azure-conv", "mooncake", "multi-turn")
 
 
 class SloTargets(Strict):
@@ -145,6 +145,7 @@ class WorkloadSpec(Strict):
     share: Share = 0.5
     short_share: Share = 0.8
     slo: SloTargets = SloTargets()
+    prefix_caching: bool = False
 
 
 def check_workload_spec(name: str, spec) -> WorkloadSpec:

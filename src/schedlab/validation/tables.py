@@ -7,6 +7,10 @@ values allowed), ``priority`` (finite; missing allowed), ``language`` (strings).
 within the bounds of :mod:`schedlab.contracts` (tokens, seconds). With a model's context
 length, every request must fit it: ``prompt_tokens + output_tokens <= context`` (the same rule
 for every backend: vLLM rejects such a request, so a simulator must not serve it either).
+Sharing data (``hash_ids``, ``token_ids``, or ``prefix_id`` with ``prefix_tokens``;
+:mod:`schedlab.sharing`): whole numbers >= 0, covering exactly the prompt (a shared prefix no
+longer than it), hash ids chained (:func:`schedlab.sharing.check_sharing`, list columns row by
+row where pandera's column checks do not reach).
 
 Length pools (``prompt_tokens``, ``output_tokens``) and utterance tables (``duration_s``,
 token counts) are checked the same way where they are read (:func:`read_pool`).
@@ -32,6 +36,7 @@ from schedlab.contracts import (
 )
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet
+from schedlab.sharing import check_sharing
 
 TOKEN_COLUMNS = ("prompt_tokens", "output_tokens")
 #: Label of the context check in error messages.
@@ -146,6 +151,7 @@ def check_trace(trace: pd.DataFrame, source: str = "trace", *, context: int | No
         _schema(context).validate(trace.reset_index(drop=True))
     except SchemaError as e:
         raise SchedlabError(_message(source, e)) from None
+    check_sharing(trace.reset_index(drop=True), source)
     return trace.astype({c: np.int64 for c in ("request_id", *TOKEN_COLUMNS)})
 
 

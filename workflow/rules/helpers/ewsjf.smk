@@ -25,6 +25,11 @@ def ewsjf_flags():
     return f"--hardware {EWSJF['hardware']} --model {EWSJF['model']}"
 
 
+def ewsjf_cache_flag():
+    """The engine's prefix cache as the config says (vLLM 0.11's default: on)."""
+    return "--prefix-caching" if EWSJF["prefix_caching"] else "--no-prefix-caching"
+
+
 def ewsjf_inputs():
     return {
         "steptime": f"{EWSJF_DIR}/fit/calibrated.json",
@@ -48,7 +53,16 @@ def ewsjf_study_flags(study):
 
 def ewsjf_notebook_inputs():
     """Paper B's notebook's inputs."""
-    studies = ("tuning", "queues-mixed", "queues-short", "queues-long", "load", "starvation", "starvation_timeline")
+    studies = (
+        "tuning",
+        "queues-mixed",
+        "queues-short",
+        "queues-long",
+        "load",
+        "starvation",
+        "starvation_timeline",
+        "sharing",
+    )
     return {
         **{s: f"{EWSJF_DIR}/study/{s}.parquet" for s in studies},
         "params": rules.ewsjf_tuning.output.params,
