@@ -15,7 +15,8 @@ from squeue; outputs handed from job to job; a rule run as a Python script) in ~
 
 That the jobs really ran in SLURM: every rule is reported submitted with a SLURM job id, and
 each of those ids is in the cluster's job-completion log, COMPLETED, under this run's job name. Skipped only where the cluster cannot be started for want of root
-or apt-get; any other failure fails.
+or apt-get; any other failure fails. Jobs that an earlier run of this test left in the
+cluster are cancelled first, and this run's own when it ends.
 """
 
 from __future__ import annotations
@@ -60,6 +61,19 @@ def _running(process: str) -> bool:
     return subprocess.run(["pgrep", "-x", process], capture_output=True).returncode == 0
 
 
+#: Part of the working folder of every run of the test below (pytest names it after the test).
+TEST_DIR_MARK = "test_the_tiny_chain_runs_throu"
+
+
+def _cancel_jobs(select) -> None:
+    """Cancel the cluster's unfinished jobs whose working folder ``select`` accepts."""
+    r = subprocess.run(["squeue", "--noheader", "--format=%i|%Z", "--states=PENDING,RUNNING,SUSPENDED,CONFIGURING"],
+                       capture_output=True, text=True, timeout=60)
+    ids = [job for job, _, workdir in (line.partition("|") for line in r.stdout.splitlines()) if select(workdir)]
+    if ids:
+        subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
+
+
 @pytest.fixture(scope="module")
 def slurm_cluster():
     """The guide's setup line, from the checkout: a single-node cluster, up and idle. The
@@ -71,6 +85,9 @@ def slurm_cluster():
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
             pytest.skip(f"no SLURM cluster and none can be started here (needs root and apt-get): {r.stderr.strip()}")
         pytest.fail(f"{setup} failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
+    # Jobs an earlier run of this test left queued or running (its Snakemake killed, the
+    # cluster restarted under it) would hold the node's CPUs until their time limit.
+    _cancel_jobs(lambda workdir: TEST_DIR_MARK in workdir)
     yield
     for process, service in DAEMONS.items():
         if process not in found_up:
@@ -81,7 +98,10 @@ def slurm_cluster():
 def test_the_tiny_chain_runs_through_slurm(slurm_cluster, tmp_path):
     work, env = workflow_copy(tmp_path)
     command = guide_line("snakemake results/notebooks/ewsjf.html --workflow-profile profiles/slurm")
-    proc = subprocess.run(shlex.split(command), cwd=work, env=env, capture_output=True, text=True, timeout=1200)
+    try:
+        proc = subprocess.run(shlex.split(command), cwd=work, env=env, capture_output=True, text=True, timeout=1200)
+    finally:  # a run that fails or times out leaves no job behind
+        _cancel_jobs(lambda workdir: workdir == str(work))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
 
