@@ -373,6 +373,8 @@ WRITERS = {
                        "--n-requests", "10", "--rate", "1", "--out", O("t.parquet")],
     "ewsjf study": ["ewsjf", "study", "tuning", "--steptime", I("steptime"), "--short", I("pool"), "--long", I("pool"),
                     "--out", O("s.parquet"), "--out-params", O("params.json"), "--out-timeline", O("tl.parquet")],
+    "ewsjf sharing": ["ewsjf", "sharing", "--base", I("steptime"), "--short", I("pool"), "--long", I("pool"),
+                      "--levels", "1", "--n-requests", "10", "--calibration-requests", "10", "--out", O("sh.parquet")],
     "slai lengths": ["slai", "lengths", "--out", O("l.parquet")],
     "slai profile": ["slai", "profile", "--out", O("p.parquet")],
     "slai calibrate": ["slai", "calibrate", "--base", I("steptime"), "--pool", I("pool"), "--out", O("c.json")],
