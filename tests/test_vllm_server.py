@@ -257,7 +257,7 @@ def test_slai_serve_cli_runs_paper_c_on_the_engine_and_sim_replays_the_same_trac
     proc = run("scale", "--pool", str(pool), "--factor", "0.25", "--model", "tiny-llama", "--out", str(scaled))
     assert proc.returncode == 0, proc.stderr
     workload = ["--share", "0.5", "--rates", "3", "--seeds", "0", "--duration-s", "6", "--warmup-s", "1",
-                "--tbt-targets", "paying=0.25,free=1.25", "--model", "tiny-llama", "--pool", str(scaled)]
+                "--tbt-targets", "paying=0.25", "free=1.25", "--model", "tiny-llama", "--pool", str(scaled)]
     proc = run("serve", "--scheduler", "sarathi-fcfs", *workload, "--max-num-seqs", "64",
                "--server-log-dir", str(tmp_path / "logs"), "--out-dir", str(tmp_path / "vllm"))
     assert proc.returncode == 0, proc.stderr[-3000:]
