@@ -52,7 +52,7 @@ def test_one_replica_is_the_single_engine(scheduler):
     result = run_cluster(trace, scheduler, [ARENA], "round-robin")
     assert (result.requests["replica"] == 0).all()
     assert parquet_bytes(result.requests.drop(columns="replica")) == parquet_bytes(single.requests)
-    summary, per_replica = cluster_summary(result, policy=scheduler, identity={})
+    summary, per_replica = cluster_summary(result, identity={})
     for key in set(expected) - {"wall_s", "sched_overhead_us_per_req"}:
         assert summary[key] == expected[key] or (summary[key] != summary[key] and expected[key] != expected[key]), key
         assert per_replica.loc[0, key] == expected[key] or expected[key] != expected[key], key
@@ -95,10 +95,11 @@ def test_every_request_finishes_on_exactly_one_replica(router):
     assert set(req["replica"]) <= {0, 1, 2}
     per = [run.requests for run in result.replicas]
     assert sorted(pd.concat(per)["request_id"].tolist()) == sorted(trace["request_id"].tolist())
-    summary, per_replica = cluster_summary(result, policy="mixed", identity={"workload": "toy"})
+    summary, per_replica = cluster_summary(result, identity={"workload": "toy"})
     assert summary["completed"] == len(trace) == per_replica["completed"].sum()
-    assert summary["replicas"] == 3 and summary["router"] == router
+    assert summary["replicas"] == 3 and summary["router"] == router and summary["policy"] == "fcfs+sarathi-fcfs+sjf"
     assert per_replica["replica"].tolist() == [0, 1, 2]
+    assert per_replica["policy"].tolist() == ["fcfs", "sarathi-fcfs", "sjf"]
 
 
 def test_runs_repeat_exactly_and_the_seed_moves_random_routing():
@@ -234,3 +235,35 @@ def test_bad_input_is_one_line():
         with pytest.raises(SchedlabError, match=message) as caught:
             call()
         assert "\n" not in str(caught.value)
+
+
+# -- the command line ---------------------------------------------------------------------
+def test_the_cluster_command_writes_results_with_replicas_and_both_summaries(tmp_path, capsys):
+    from schedlab.cli import main
+
+    trace = two_class_trace(60, rate=10.0, prompt=(1, 500))
+    trace.to_parquet(tmp_path / "trace.parquet")
+    STEP.save(tmp_path / "step.json")
+    argv = ["cluster", "--trace", str(tmp_path / "trace.parquet"), "--replicas", "3", "--router", "least-tokens",
+            "--scheduler", "fcfs", "--steptime", str(tmp_path / "step.json"), "--hardware", "toy", "--model", "tiny-llama",
+            "--kv-capacity-blocks", "600", "--max-num-seqs", "32", "--max-num-batched-tokens", "2048",
+            "--out-results", str(tmp_path / "r.parquet"), "--out-summary", str(tmp_path / "s.json"),
+            "--out-replicas", str(tmp_path / "per.parquet")]
+    assert main(argv) == 0
+    results = pd.read_parquet(tmp_path / "r.parquet")
+    expected = run_cluster(trace, "fcfs", [ARENA] * 3, "least-tokens").requests
+    assert results["replica"].tolist() == expected["replica"].tolist() and results["finish_s"].notna().all()
+    per = pd.read_parquet(tmp_path / "per.parquet")
+    assert per["completed"].sum() == 60 and per["replica"].tolist() == [0, 1, 2]
+    summary = pd.read_json(tmp_path / "s.json", typ="series")
+    assert summary["replicas"] == 3 and summary["router"] == "least-tokens" and summary["completed"] == 60
+    for bad, message in ((["--replicas", "0"], "--replicas"), (["--router", "nearest"], "unknown router 'nearest'"),
+                         (["--scheduler", "fcfs", "sjf"], "--scheduler needs one value for every replica")):
+        capsys.readouterr()
+        try:
+            rc = main([*argv, *bad])
+        except SystemExit as e:  # a usage error, from argparse
+            rc = e.code
+        assert rc == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err

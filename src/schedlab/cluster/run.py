@@ -80,6 +80,8 @@ class ClusterResult:
     requests: pd.DataFrame
     gaps: GapHistogram
     replicas: list[RunResult]
+    #: Each replica's scheduler, and the router.
+    schedulers: list[str]
     router: str
     wall_s: float
 
@@ -129,10 +131,10 @@ def run_cluster(trace: pd.DataFrame, schedulers: str | list[str], arenas: list[A
         replicas[r].take(i)
     for rep in replicas:
         rep.advance(np.inf)
-    return _result(trace, requests, replicas, where, router, time.perf_counter() - wall0)
+    return _result(requests, replicas, where, names, router, time.perf_counter() - wall0)
 
 
-def _result(trace, requests: Requests, replicas: list[Replica], where: np.ndarray, router: str,
+def _result(requests: Requests, replicas: list[Replica], where: np.ndarray, names: list[str], router: str,
             wall_s: float) -> ClusterResult:
     frame = requests.log.frame(0.0)
     # each request's tokens reach the client through its own replica's way out
@@ -148,7 +150,7 @@ def _result(trace, requests: Requests, replicas: list[Replica], where: np.ndarra
                               busy_s=rep.busy, peak_kv_blocks=rep.peak, kv_capacity_blocks=rep.limits.kv_capacity_blocks,
                               sched_overhead_s=rep.arrive_s + rep.scheduler.overhead_s, wall_s=wall_s,
                               prefix_cache=counts))
-    return ClusterResult(frame, GapHistogram.merged([run.gaps for run in runs]), runs, router, wall_s)
+    return ClusterResult(frame, GapHistogram.merged([run.gaps for run in runs]), runs, names, router, wall_s)
 
 
 def _engine_figures(runs: list[RunResult], n_requests: int) -> dict:
@@ -162,17 +164,19 @@ def _engine_figures(runs: list[RunResult], n_requests: int) -> dict:
     }
 
 
-def cluster_summary(result: ClusterResult, *, policy: str, identity: dict) -> tuple[dict, pd.DataFrame]:
+def cluster_summary(result: ClusterResult, identity: dict) -> tuple[dict, pd.DataFrame]:
     """The cluster-wide run summary of the contract (plus ``router`` and ``replicas``; engine
-    figures summed over the replicas, the mean step over all their steps) and one summary per
+    figures summed over the replicas, the mean step over all their steps; ``policy`` the
+    replicas' scheduler, their names joined by ``+`` where they differ) and one summary per
     replica (plus ``replica``), as a table."""
     runs = result.replicas
+    policy = "+".join(dict.fromkeys(result.schedulers))
     summary = summarize(result.requests, result.gaps, policy=policy, backend="sim", **identity)
     summary.update(_engine_figures(runs, len(result.requests)))
     summary.update(router=result.router, replicas=len(runs), wall_s=result.wall_s)
     rows = []
     for r, run in enumerate(runs):
-        row = summarize(run.requests, run.gaps, policy=policy, backend="sim", **identity)
+        row = summarize(run.requests, run.gaps, policy=result.schedulers[r], backend="sim", **identity)
         row.update(_engine_figures([run], len(run.requests)))
         row.update(router=result.router, replica=r)
         rows.append(row)
