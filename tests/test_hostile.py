@@ -387,6 +387,7 @@ WRITERS = {
                    "--server-log-dir", F("logs"), "--out-dir", F("served")],
     "slai capacity": ["slai", "capacity", I("trace"), *SLAI, "--out", O("cap.parquet")],
     "slai params": ["slai", "params", *SLAI, "--out", O("params.parquet")],
+    "slai routing": ["slai", "routing", "--schedulers", "sarathi-fcfs", "--replicas", "1", *SLAI, "--out", O("r.parquet")],
     "slai throughput": ["slai", "throughput", *SLAI, "--out", O("cap.parquet"), "--out-queue", O("q.parquet")],
     "tournament pool": ["tournament", "pool", "--kind", "azure-code", "--out", O("pool.parquet")],
     "tournament play": ["tournament", "play", "--workload", "w", "--spec", SPEC, "--arena", ("arena", False),

@@ -26,6 +26,7 @@ from schedlab.cli_types import (
     seed,
     vllm_engine_args,
 )
+from schedlab.contracts import MAX_REPLICAS
 from schedlab.errors import SchedlabError
 from schedlab.io import check_paths, guard_inputs, read_json, write_json, write_outputs, write_parquet
 
@@ -47,8 +48,6 @@ class _Parser(argparse.ArgumentParser):
 
 _positive = positive_number(float)
 _positive_int = positive_number(int)
-#: The most replicas a cluster run takes (each holds per-request arrays of the whole trace).
-MAX_REPLICAS = 1024
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
