@@ -16,6 +16,7 @@ from schedlab.cluster import cluster_summary, run_cluster
 from schedlab.engine import Arena, EngineConfig
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
+from schedlab.routers import Router
 from schedlab.routers.affinity import ring_point
 from schedlab.simulate import run_summary, serve
 from schedlab.slosa.instances import InstanceMemory, assign
@@ -69,16 +70,29 @@ def test_one_replica_with_a_prefix_cache_is_the_single_engine(scheduler):
     assert parquet_bytes(result.requests.drop(columns="replica")) == parquet_bytes(single.requests)
 
 
-def test_a_replica_that_gets_every_request_is_the_single_engine():
+@pytest.mark.parametrize("router", ["round-robin", "least-requests"])
+def test_a_replica_that_gets_every_request_is_the_single_engine(router):
     """Replicas 1 and 2 hold too few KV blocks for any request: every request is routed to
-    replica 0, whose run is the single engine's while the others wait idle."""
+    replica 0, whose run is the single engine's while the others wait idle, whether the
+    router reads the replicas at each arrival or routes up front."""
     trace = two_class_trace(200, rate=6.0, prompt=(1, 500))
     tiny = ARENA.with_limits(kv_capacity_blocks=1)
     single = serve(trace, "sarathi-fcfs", ARENA)
-    result = run_cluster(trace, "sarathi-fcfs", [ARENA, tiny, tiny], "round-robin")
+    result = run_cluster(trace, "sarathi-fcfs", [ARENA, tiny, tiny], router)
     assert (result.requests["replica"] == 0).all()
     assert parquet_bytes(result.requests.drop(columns="replica")) == parquet_bytes(single.requests)
     assert [run.steps for run in result.replicas[1:]] == [0, 0]
+
+
+@pytest.mark.parametrize("scheduler", ["fcfs", "rad"])
+def test_a_router_that_reads_no_state_gives_each_replica_a_single_engines_run_of_its_share(scheduler):
+    trace = two_class_trace(300, rate=20.0)
+    result = run_cluster(trace, scheduler, [ARENA] * 3, "round-robin")
+    assert not registry.make_router("round-robin").reads_state
+    for r in range(3):
+        share = trace.iloc[r::3].reset_index(drop=True)
+        mine = result.requests[result.requests["replica"] == r].drop(columns="replica").reset_index(drop=True)
+        assert parquet_bytes(mine) == parquet_bytes(serve(share, scheduler, ARENA).requests)
 
 
 @pytest.mark.parametrize("router", ["random", "round-robin", "least-requests", "least-tokens", "least-kv",
@@ -119,7 +133,7 @@ def test_the_view_a_router_reads_counts_every_request_routed_and_not_finished(mo
     seen = []
     inner = registry.make_router("least-tokens")
 
-    class Recorder:
+    class Recorder(Router):
         def bind(self, cluster):
             self.cluster = cluster
             inner.bind(cluster)

@@ -14,7 +14,9 @@ arrivals, stretches of fixed decode steps and empty plans follow the engine's lo
 rule, so a one-replica cluster is the single engine, byte for byte (tested). A stretch that
 the scheduler declared fixed until the next arrival stops at the next request's arrival at
 this replica's front end, as if it were routed here; one declared fixed until a completion
-runs whole, as it does on a single engine (arrivals do not change it).
+runs whole, as it does on a single engine (arrivals do not change it). When every request is
+routed up front (a router that reads no state), the next arrival is always one routed here, and
+the replica is a single engine on its share of the trace.
 """
 
 from __future__ import annotations

@@ -90,7 +90,9 @@ def run_cluster(trace: pd.DataFrame, schedulers: str | list[str], arenas: list[A
                 seed: int = 0, warmup_s: float = 0.0) -> ClusterResult:
     """Serve ``trace`` on one replica per arena of ``arenas``, each running its scheduler
     (one registered name for all, or one per replica), each request routed at its arrival by
-    the registered ``router`` (made with ``seed``) among the replicas that can serve it."""
+    the registered ``router`` (made with ``seed``) among the replicas that can serve it. A
+    router that reads no replica's state routes every request up front, and each replica then
+    runs its share on its own: exactly a single engine on that share."""
     wall0 = time.perf_counter()
     if not arenas:
         raise SchedlabError("a cluster needs at least one replica")
@@ -119,9 +121,10 @@ def run_cluster(trace: pd.DataFrame, schedulers: str | list[str], arenas: list[A
     where = np.full(len(trace), -1, np.int64)
     arrival, rid = requests.arrival, trace["request_id"].to_numpy(np.int64)
     for i in range(len(trace)):
-        t = float(arrival[i])
-        for rep in replicas:
-            rep.advance(t)
+        if chooser.reads_state:  # the replicas as they stand at the arrival (else routed up front)
+            t = float(arrival[i])
+            for rep in replicas:
+                rep.advance(t)
         candidates = np.flatnonzero(fits[:, i]) if some else everyone
         r = chooser.route(i, candidates)
         if r not in candidates:

@@ -12,6 +12,7 @@ from schedlab.routers.base import Router, lowest
 @register_router("random", summary="a replica drawn uniformly at random (seeded)")
 class Random(Router):
     name = "random"
+    reads_state = False
 
     def bind(self, cluster) -> None:
         super().bind(cluster)
@@ -27,6 +28,7 @@ class RoundRobin(Router):
     skipped for it (the next one that can takes it, and the turn moves on from there)."""
 
     name = "round-robin"
+    reads_state = False
 
     def bind(self, cluster) -> None:
         super().bind(cluster)

@@ -9,6 +9,10 @@ import numpy as np
 
 class Router(ABC):
     name: str = "router"
+    #: Whether the choice reads the replicas' state. One that does not (random, round-robin)
+    #: chooses the same whenever it is asked, so the cluster routes every request up front and
+    #: each replica then runs its share alone, as a single engine would.
+    reads_state: bool = True
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
