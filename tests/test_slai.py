@@ -525,6 +525,6 @@ def test_the_routing_reading_says_when_random_routing_loses_throughput():
                                                ("random", 4, 0.9, 1.5, 800), ("least-requests", 4, 0.9, 1.5, 400)]]
     [sentence] = routing_reading(pd.DataFrame(rows))
     assert sentence == ("RAD (N = 128): at 1.1x one engine's saturation throughput, random routing served 90% to 100% of "
-                        "one engine's rate per engine on 1 to 4 engines (join-the-shortest-queue: 100% to 100%), so it did "
-                        "not keep the throughput per engine within 5%, against the theorem; at 0.9x load on 4 engines its "
+                        "one engine's rate per engine on 1 to 4 engines (join-the-shortest-queue: 100% to 100%), so it lost "
+                        "more than 5% of the throughput per engine, against the theorem; at 0.9x load on 4 engines its "
                         "median TTFT was 800 ms against 400 ms (2.00x) and its P99 E2E latency 20.0 s against 20.0 s.")
