@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 
@@ -15,11 +14,8 @@ from schedlab.engine import Arena, EngineConfig, RunResult, check_servable
 from schedlab.engine.gaps import GapHistogram
 from schedlab.errors import SchedlabError
 from schedlab.metrics import summarize
-from schedlab.sharing import flat_prompt_tokens, sharing_column
+from schedlab.routers import RequestView
 from schedlab.simulate import scheduler_for
-
-#: Requests whose prompt tokens are read at once when their prefixes are named.
-_KEY_BATCH = 4096
 
 
 def servable(trace: pd.DataFrame, arena: Arena) -> np.ndarray:
@@ -32,44 +28,13 @@ def servable(trace: pd.DataFrame, arena: Arena) -> np.ndarray:
     return fits
 
 
-def prefix_keys(trace: pd.DataFrame, tokens: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each request, a 64-bit name of its prompt's first ``min(tokens, prompt)`` tokens
-    cut to whole blocks of ``block_size`` (equal names: equal tokens), and whether it has one
-    (a prompt of at least one block, in a trace with sharing data)."""
-    n = len(trace)
-    keys, has = np.zeros(n, np.uint64), np.zeros(n, bool)
-    if sharing_column(trace) is None:
-        return keys, has
-    for start in range(0, n, _KEY_BATCH):
-        stop = min(start + _KEY_BATCH, n)
-        flat, offsets = flat_prompt_tokens(trace, start, stop)
-        for k in range(stop - start):
-            m = min(tokens, int(offsets[k + 1] - offsets[k])) // block_size * block_size
-            if m:
-                head = flat[offsets[k]:offsets[k] + m].astype(np.int64).tobytes()
-                keys[start + k] = int.from_bytes(hashlib.blake2b(head, digest_size=8).digest(), "little")
-                has[start + k] = True
-    return keys, has
-
-
-class Cluster:
-    """What a router reads (see :mod:`schedlab.routers`): the replicas and the requests."""
+class Cluster(RequestView):
+    """What a router reads (see :mod:`schedlab.routers`): the replicas and the requests (the
+    first replica's job sizes and block size)."""
 
     def __init__(self, replicas: list[Replica], requests: Requests) -> None:
+        super().__init__(requests.trace, replicas[0].sizes, replicas[0].limits.block_size)
         self.replicas = replicas
-        self.trace = requests.trace
-        self.prompt = requests.prompt
-        self.sizes = replicas[0].sizes
-        self.block_size = replicas[0].limits.block_size
-        self._keys: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    def prefix_key(self, i: int, blocks: int) -> int | None:
-        """A name for request ``i``'s first ``blocks`` full KV blocks (the first replica's
-        block size), or ``None`` when it has none."""
-        if blocks not in self._keys:
-            self._keys[blocks] = prefix_keys(self.trace, blocks * self.block_size, self.block_size)
-        keys, has = self._keys[blocks]
-        return int(keys[i]) if has[i] else None
 
 
 @dataclass

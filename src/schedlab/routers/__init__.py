@@ -22,7 +22,7 @@ Every router is registered with :func:`schedlab.registry.register_router` (in th
 new module here is found and registered after them) and made with the run's ``seed``; ties go to the lowest replica index, so every choice is deterministic.
 """
 
-from schedlab.routers.base import Router
+from schedlab.routers.base import RequestView, Router
 from schedlab.routers import balance, affinity  # noqa: F401,E402 (registration order)
 
-__all__ = ["Router"]
+__all__ = ["RequestView", "Router"]
