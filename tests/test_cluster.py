@@ -281,3 +281,16 @@ def test_the_cluster_command_writes_results_with_replicas_and_both_summaries(tmp
         assert rc == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
+
+
+def test_a_replica_holds_every_piece_of_state_the_engine_does():
+    """A replica is the engine with shared per-request arrays: a state the engine gains must be
+    given to the replica too (its own, or shared), or the piecewise loop would miss it."""
+    from schedlab.cluster.replica import Replica, Requests
+    from schedlab.engine.core import Engine
+    from schedlab.simulate import scheduler_for
+
+    trace = two_class_trace(20, rate=5.0)
+    engine = Engine(trace, scheduler_for("fcfs"), ARENA)
+    replica = Replica(0, Requests(trace, 0.0), scheduler_for("fcfs"), ARENA)
+    assert set(vars(engine)) <= set(vars(replica))
