@@ -294,3 +294,21 @@ def test_a_replica_holds_every_piece_of_state_the_engine_does():
     engine = Engine(trace, scheduler_for("fcfs"), ARENA)
     replica = Replica(0, Requests(trace, 0.0), scheduler_for("fcfs"), ARENA)
     assert set(vars(engine)) <= set(vars(replica))
+
+
+def test_requests_beyond_a_replicas_context_go_to_the_replicas_that_can_serve_them():
+    """Replica 0's model holds 600 tokens, replica 1's any: longer requests all go to replica
+    1, the rest in turn (round-robin skipping replica 0 for the long ones)."""
+    trace = two_class_trace(60, rate=5.0, prompt=(1, 1000), output=(1, 50))
+    short = Arena(STEP, ARENA.limits, max_tokens=600)
+    result = run_cluster(trace, "fcfs", [short, ARENA], "round-robin")
+    tokens = trace["prompt_tokens"] + trace["output_tokens"]
+    where = result.requests["replica"].to_numpy()
+    assert (where[tokens.to_numpy() > 600] == 1).all() and (where == 0).any()
+    turn, expected = 0, []
+    for long in (tokens > 600).tolist():
+        chosen = 1 if long else turn
+        expected.append(chosen)
+        turn = (chosen + 1) % 2
+    assert where.tolist() == expected
+    assert result.requests["finish_s"].notna().all()
