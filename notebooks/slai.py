@@ -457,10 +457,11 @@ with pd.option_context("display.max_colwidth", None):
 
 # %% [markdown]
 # ## This run's numbers
-# The paper-vs-ours table, written beside the manifest (`slai.numbers.json`) for the pipeline's
+# The paper-vs-ours table and the routing study's reading, written beside the manifest
+# (`slai.numbers.json`) for the pipeline's
 # results page.
 
 # %%
 from schedlab.render import write_numbers
 
-write_numbers(manifest, paper_vs_ours=vs_paper)
+write_numbers(manifest, paper_vs_ours=vs_paper, routing=routing_reading(routing))

@@ -266,11 +266,11 @@ display(Markdown("\n".join(f"- {line}" for line in cluster_reading(cluster))))
 
 # %% [markdown]
 # ## This run's numbers
-# The winners at the highest load and the mean ranks, written beside the manifest
+# The winners at the highest load, the mean ranks and the cluster study's reading, written beside the manifest
 # (`tournament.numbers.json`) for the pipeline's results page.
 
 # %%
 from schedlab.render import write_numbers
 
 write_numbers(manifest, load=top, best_g=best_g, best_p99=best_tail, mean_rank=mean_rank,
-              prefix_cache=cache_table.to_dict("records"))
+              prefix_cache=cache_table.to_dict("records"), cluster=cluster_reading(cluster))
