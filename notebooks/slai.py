@@ -37,7 +37,8 @@ import pandas as pd
 import seaborn as sns
 
 from schedlab.slai.model import MEASURED_CHUNKS, MEASURED_TIMES_S
-from schedlab.slai.report import FIG7, LABELS, backend_differences, capacity_gain, findings, load_sweeps
+from schedlab.slai.report import (FIG7, LABELS, backend_differences, capacity_gain, findings, load_sweeps,
+                                  routing_capacity, routing_reading)
 from schedlab.fit.chunk_times import chunk_time
 from schedlab.fit.steptime import predict
 from schedlab.render import read_manifest
@@ -51,6 +52,7 @@ summary = sweeps["summary"].assign(label=lambda d: d["scheduler"].map(LABELS))
 capacity = pd.concat([pd.read_parquet(p) for p in inputs["capacity"]], ignore_index=True)
 params = pd.read_parquet(inputs["params"])
 thr = pd.read_parquet(inputs["throughput"])
+routing = pd.read_parquet(inputs["routing"])
 queue = pd.read_parquet(inputs["queue"])
 fit = StepTimeModel.load(inputs["fit"])
 model = StepTimeModel.load(inputs["calibrated"])
@@ -387,6 +389,38 @@ g.set_titles("{col_name}")
 save_figure(g.figure, figures_dir, "queue_around_capacity")
 
 # %% [markdown]
+# ### Routing across identical engines
+# The paper proves that, under its conditions, random routing across identical nodes keeps the
+# system throughput-optimal. Clusters of 1 to 8 engines of the calibrated model (`schedlab
+# cluster`'s event loop: every engine is the one above, each request routed at its arrival),
+# each running Sarathi-Serve (FCFS) or RAD, are offered Poisson arrivals at multiples of one
+# engine's saturation throughput (the backlog runs above) per engine, routed at random or to the
+# engine with the fewest outstanding requests (join the shortest queue). Left: the rate served
+# per engine at the highest load, as a share of one engine's at that load; right: the median
+# TTFT at the highest load below saturation.
+
+# %%
+cap = routing_capacity(routing)
+below = routing[routing["factor"] < 1]
+below = below[below["factor"] == below["factor"].max()] if not below.empty else below
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+for (scheduler, router), rows in cap.groupby(["scheduler", "router"], sort=False):
+    axes[0].plot(rows["replicas"], rows["per_single"], marker="o", label=f"{LABELS.get(scheduler, scheduler)}, {router}")
+for (scheduler, router), rows in below.groupby(["scheduler", "router"], sort=False):
+    axes[1].plot(rows["replicas"], rows["p50_ttft_ms"] / 1e3, marker="o", label=f"{LABELS.get(scheduler, scheduler)}, {router}")
+axes[0].set(xlabel="engines", ylabel="served per engine / one engine's", xscale="log", xticks=sorted(cap["replicas"].unique()),
+            title=f"capacity per engine at {cap['factor'].max():g}x saturation")
+axes[1].set(xlabel="engines", ylabel="median TTFT (s)", xscale="log", yscale="log", xticks=sorted(cap["replicas"].unique()),
+            title=f"latency at {below['factor'].max():g}x saturation" if not below.empty else "no load below saturation")
+for ax in axes:
+    ax.xaxis.set_major_formatter(plt.ScalarFormatter())
+axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", frameon=False)
+save_figure(fig, figures_dir, "routing_capacity")
+plt.show()
+for sentence in routing_reading(routing):
+    print(sentence)
+
+# %% [markdown]
 # ## 10. The paper's findings on this engine model
 
 # %%
@@ -423,10 +457,11 @@ with pd.option_context("display.max_colwidth", None):
 
 # %% [markdown]
 # ## This run's numbers
-# The paper-vs-ours table, written beside the manifest (`slai.numbers.json`) for the pipeline's
+# The paper-vs-ours table and the routing study's reading, written beside the manifest
+# (`slai.numbers.json`) for the pipeline's
 # results page.
 
 # %%
 from schedlab.render import write_numbers
 
-write_numbers(manifest, paper_vs_ours=vs_paper)
+write_numbers(manifest, paper_vs_ours=vs_paper, routing=routing_reading(routing))

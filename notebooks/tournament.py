@@ -67,11 +67,13 @@ from IPython.display import Markdown, display
 
 from schedlab.render import read_manifest
 from schedlab.report import save_figure
-from schedlab.tournament.report import metrics_table, ranks, winners
+from schedlab.tournament.report import cluster_reading, metrics_table, ranks, winners
 
 sns.set_theme(style="whitegrid", context="notebook")
 Path(figures_dir).mkdir(parents=True, exist_ok=True)
-table = pd.read_parquet(read_manifest(manifest)["inputs"]["table"])
+inputs = read_manifest(manifest)["inputs"]
+table = pd.read_parquet(inputs["table"])
+cluster = pd.read_parquet(inputs["cluster"])
 workloads = list(dict.fromkeys(table["workload"]))
 loads = sorted(table["load"].unique())
 top = max(loads)
@@ -211,7 +213,38 @@ if cache_pairs:
     display(Markdown(f"At load {top}:\n\n" + "\n".join(lines)))
 
 # %% [markdown]
-# ## 6. Reading the results
+# ## 6. A cluster of engines: routers and per-replica schedulers
+# The cluster study plays routers against per-replica schedulers on LLM workloads: each run
+# serves one trace on a cluster of identical engines (the tournament's LLM engine), every
+# replica running the same scheduler, every request routed at its arrival (`schedlab
+# cluster`). Loads are fractions of the replicas' summed FCFS capacity. The table gives every
+# run at the highest load and the largest cluster (also saved as `cluster_table.csv`); the
+# figure puts median against tail end-to-end latency, one panel per workload, colour by router
+# and marker by scheduler, the line joining the Pareto front.
+
+# %%
+c_top, c_big = cluster["load"].max(), cluster["replicas"].max()
+cluster.to_csv(Path(figures_dir) / "cluster_table.csv", index=False)
+shown = cluster[(cluster["load"] == c_top) & (cluster["replicas"] == c_big)]
+cols = ["workload", "router", "policy", "p50_ttft_ms", "p50_e2el_ms", "p99_e2el_ms", "p99_itl_ms", "slo_attainment",
+        "prefix_cache_hit_rate", "pareto"]
+display(shown[cols].sort_values(["workload", "p99_e2el_ms"]).style.format(
+    {c: "{:.0f}" for c in cols if c.endswith("_ms")} | {"slo_attainment": "{:.3f}", "prefix_cache_hit_rate": "{:.2f}"})
+    .hide(axis="index"))
+at = shown.assign(p50_s=shown["p50_e2el_ms"] / 1e3, p99_s=shown["p99_e2el_ms"] / 1e3)
+grid = sns.relplot(data=at, x="p50_s", y="p99_s", hue="router", style="policy", col="workload", s=70,
+                   facet_kws={"sharex": False, "sharey": False}, height=3.4)
+grid.set_titles("{col_name}")
+for ax, name in zip(grid.axes.flat, grid.col_names):
+    f = at[(at["workload"] == name) & at["pareto"]].sort_values("p50_s")
+    ax.plot(f["p50_s"], f["p99_s"], color="0.3", lw=1, zorder=0)
+grid.set_axis_labels("P50 E2EL (s)", "P99 E2EL (s)")
+grid.fig.suptitle(f"{c_big} replicas at load {c_top}: routers x per-replica schedulers", y=1.02)
+save_figure(grid.fig, figures_dir, "cluster_pareto")
+display(Markdown("\n".join(f"- {line}" for line in cluster_reading(cluster))))
+
+# %% [markdown]
+# ## 7. Reading the results
 # - On ASR traffic paper A's duration-aware orders (and the adaptive switch) are the whole field; SJF gains the median at
 #   high load and pays in the P99, HRRN sits between (paper A's claim, here on the tournament's
 #   SLO metrics).
@@ -233,11 +266,11 @@ if cache_pairs:
 
 # %% [markdown]
 # ## This run's numbers
-# The winners at the highest load and the mean ranks, written beside the manifest
+# The winners at the highest load, the mean ranks and the cluster study's reading, written beside the manifest
 # (`tournament.numbers.json`) for the pipeline's results page.
 
 # %%
 from schedlab.render import write_numbers
 
 write_numbers(manifest, load=top, best_g=best_g, best_p99=best_tail, mean_rank=mean_rank,
-              prefix_cache=cache_table.to_dict("records"))
+              prefix_cache=cache_table.to_dict("records"), cluster=cluster_reading(cluster))

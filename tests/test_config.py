@@ -272,6 +272,7 @@ def test_the_schema_names_no_scheduler():
     (("asr", "policies"), "sarathi-fcfs", "asr.policies: scheduler 'sarathi-fcfs' has no meaning on asr workloads"),
     (("vllm", "asr", "policies"), "sarathi-fcfs", "vllm.asr.policies: scheduler 'sarathi-fcfs' is a batch builder, not a queue"),
     (("tournament", "entrants"), "lifo", "tournament: entrants: unknown scheduler 'lifo'"),
+    (("slai", "routing", "routers"), "nearest", "slai: routing.routers: unknown router 'nearest'; known: random"),
 ])
 def test_dry_run_checks_scheduler_names_against_the_registry(config, tmp_path, section, name, message):
     bad = copy.deepcopy(config)

@@ -74,7 +74,8 @@ def _synthetic_numbers() -> dict:
                        "mean_rank": [{"policy": "fcfs", "g_per_s": 2.0, "p99_e2el_ms": 1.5, "p50_e2el_ms": 3.0}],
                        "prefix_cache": [{"workload": "multi-turn", "policy": "sjf-uncached", "hit rate": 0.61,
                                          "P50 TTFT off (s)": 1.5, "P50 TTFT on (s)": 0.25, "capacity off": 2.0,
-                                         "capacity on": 2.6}]},
+                                         "capacity on": 2.6}],
+                       "cluster": ["azure-conv, 4 replicas at load 0.9: the lowest P99 E2E latency is least-tokens."]},
         "asr_extensions": {"vad_sjf_change_pct": [{"scenario": "padded", "rate": 22, "change_pct": -4.93}],
                            "switching": [{"policy": "adaptive", "p50_e2el_ms": 1152.0, "p99_e2el_ms": 13967.0}]},
     }
@@ -122,6 +123,8 @@ def test_the_results_page_shows_what_the_pipeline_wrote(tmp_path):
     assert "| C | Sarathi-Serve, RAD and SLAI | `slai` | not compared in this run |" in md
     assert "| fcfs | 5 | 5 | -4.2 | 345 [310-414], 30 % |" in md  # the error beside the repeats' spread
     assert "Snakemake kept no record of this run's jobs." in md
+    assert "- azure-conv, 4 replicas at load 0.9: the lowest P99 E2E latency is least-tokens." in md
+    assert "The slai notebook wrote no routing study in this run." in md
     assert "| 8 | 5.2 | -20.0 | -9.0 |" in md and "| multi-turn | `sjf-uncached` | 61.0 | 1.50 | 0.25 | 2.00 / 2.60 |" in md
     assert json.loads((results / "results.json").read_text())["notebooks"]["ewsjf"]["paper_vs_ours"][0]["ours"] == 8.45
     done = _build(ROOT, tmp_path / "site", results)

@@ -38,10 +38,10 @@ EWSJF_FIGURES = [
 ]
 SLAI_FIGURES = [
     "engine_calibration", "fig6_parameters", "fig7_p5", "fig7_vllm_sim", "fig11_p50", "fig8_kv_memory", "fig9_ttft_buckets",
-    "fig10_priority", "capacity", "throughput_optimality", "queue_around_capacity",
+    "fig10_priority", "capacity", "throughput_optimality", "queue_around_capacity", "routing_capacity",
 ]
 EXTENSION_FIGURES = ["vad_e2el", "kappa_estimate_quality", "kappa_who_gains", "switching_timeline"]
-TOURNAMENT_FIGURES = ["pareto", "slo_g_heatmap", "attainment_vs_load", "mean_rank", "prefix_cache"]
+TOURNAMENT_FIGURES = ["pareto", "cluster_pareto", "slo_g_heatmap", "attainment_vs_load", "mean_rank", "prefix_cache"]
 SLO_SA_FIGURES = [
     "predictor_fit", "fig7_g_attainment_latency", "fig7_served", "fig8_temperature_iterations",
     "fig9_length_error", "fig10_coefficient_perturbation", "fig11_multi_instance",
@@ -216,6 +216,11 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     assert cached["prefix_cache_hit_rate"].gt(0).all() and table.loc[~table.index.isin(cached.index), "cached_tokens"].eq(0).all()
     assert (table.groupby(["workload", "load"])["pareto"].sum() >= 1).all()
     assert (table["completed"] == table["arrived"]).all()
+    cluster = pd.read_parquet(results / "tournament" / "cluster_table.parquet")
+    assert len(cluster) == 1 * 1 * 1 * 2 * 2  # workloads x replica counts x loads x routers x entrants
+    assert (cluster["completed"] == cluster["arrived"]).all() and (cluster["replicas"] == 2).all()
+    routing = pd.read_parquet(results / "slai" / "study" / "routing.parquet")
+    assert len(routing) == 2 * 2 * 2 * 2  # schedulers x replica counts x loads x routers
 
     summary = pd.read_parquet(results / "summary" / "asr_sim.parquet")
     assert set(summary["policy"]) == {"fcfs", "sjf", "hrrn"}
@@ -255,7 +260,7 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     # Jupyter-first: opened by hand (jupytext, no papermill parameters), a notebook runs top to
     # bottom against this run's results: its parameter cell's defaults find the rule's manifest.
     manifest = json.loads((results / "notebooks" / "tournament.inputs.json").read_text())
-    assert manifest["inputs"] == {"table": "../tournament/table.parquet"}
+    assert manifest["inputs"] == {"table": "../tournament/table.parquet", "cluster": "../tournament/cluster_table.parquet"}
     (results / "figures" / "tournament" / "pareto.png").unlink()
     notebook = jupytext.read(work / "notebooks" / "tournament.py")
     NotebookClient(notebook, kernel_name="python3", timeout=600,

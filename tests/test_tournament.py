@@ -234,3 +234,61 @@ def test_mooncake_pool_keeps_its_hash_ids_through_the_replay():
     assert [list(v) for v in out["hash_ids"]] == [list(v) for v in pool["hash_ids"].iloc[:50]]
     hits = match(lineup(["fcfs"], "llm")[0], out, ARENA.with_limits(prefix_caching=True), workload="w", load=1)
     assert hits["cached_tokens"] > 0  # the shared first block (512 tokens) of every prompt that has one
+
+
+# -- the cluster study ------------------------------------------------------------------------
+def test_a_cluster_with_the_prefix_cache_serves_every_turn_and_finds_earlier_turns_cached():
+    """Conversations on 4 replicas with the cache on: every turn is served, and each replica's
+    cache finds earlier turns whichever router sends them (their system prompts at least)."""
+    from schedlab.tournament.play import cluster_match
+
+    answers = pd.DataFrame({"output_tokens": np.arange(5, 300)})
+    spec = {"kind": "multi-turn", "n_requests": 150, "slo": {"ttft_s": 10.0}}
+    pools = {"openchat": answers}
+    fcfs = lineup(["fcfs"], "llm")[0]
+    on = ARENA.with_limits(prefix_caching=True)
+    served = trace(spec, pools, 4 * 0.8 * capacity(spec, pools, ARENA, fcfs), max_tokens=ARENA.max_tokens)
+    rows = pd.DataFrame([cluster_match(fcfs, served, on, router, 4, workload="w", load=0.8)
+                         for router in ("round-robin", "prefix-affinity")]).set_index("router")
+    assert (rows["completed"] == len(served)).all() and (rows["replicas"] == 4).all()
+    assert (rows["prefix_cache_hit_rate"] > 0.3).all()
+    off = cluster_match(fcfs, served, ARENA, "round-robin", 4, workload="w", load=0.8)
+    assert off["prefix_cache_hit_rate"] == 0 and off["p50_ttft_ms"] > rows.loc["round-robin", "p50_ttft_ms"]
+
+
+def test_the_cluster_study_plays_every_router_and_entrant_and_marks_fronts_per_replica_count(tmp_path):
+    from schedlab.cli import main
+
+    _timed_pool(300, 1).to_parquet(tmp_path / "pool.parquet")
+    STEP.save(tmp_path / "step.json")
+    arena = f'{{"steptime": "{tmp_path / "step.json"}", "hardware": "A100-40GB", "model": "mistral-7b", "max_num_seqs": 64}}'
+    argv = ["tournament", "cluster", "--workload", "w", "--spec", '{"kind": "azure-code", "n_requests": 120}',
+            "--arena", arena, "--pool", f"azure-code={tmp_path / 'pool.parquet'}", "--replicas", "1", "2",
+            "--routers", "round-robin", "least-tokens", "--loads", "0.8", "--entrants", "fcfs", "sjf",
+            "--out", str(tmp_path / "runs.parquet")]
+    assert main(argv) == 0
+    runs = pd.read_parquet(tmp_path / "runs.parquet")
+    assert len(runs) == 2 * 2 * 2 and (runs["completed"] == runs["offered"]).all()
+    assert sorted(set(zip(runs["replicas"], runs["router"], runs["policy"]))) == sorted(
+        (n, r, p) for n in (1, 2) for r in ("round-robin", "least-tokens") for p in ("fcfs", "sjf"))
+    one = runs[runs["replicas"] == 1].set_index(["router", "policy"])["p99_e2el_ms"]
+    assert one.loc[("round-robin", "fcfs")] == one.loc[("least-tokens", "fcfs")]  # one replica: routing is moot
+    assert main(["tournament", "table", "--runs", str(tmp_path / "runs.parquet"), "--out", str(tmp_path / "t.parquet")]) == 0
+    table = pd.read_parquet(tmp_path / "t.parquet")
+    for _, group in table.groupby(["replicas"]):
+        assert group["pareto"].any()
+    assert main([*argv[:-2], "--routers", "nearest", "--out", str(tmp_path / "bad.parquet")]) == 2
+    assert not (tmp_path / "bad.parquet").exists()
+
+
+def test_the_cluster_reading_names_the_best_pairs_from_the_numbers():
+    from schedlab.tournament.report import cluster_reading
+
+    rows = [("rr", "round-robin", "fcfs", 9000, 0.90), ("lt", "least-tokens", "fcfs", 6000, 0.95),
+            ("lt", "least-tokens", "sjf", 7000, 0.97), ("small", "least-tokens", "sjf", 1000, 1.0)]
+    table = pd.DataFrame([{"workload": "w", "load": 0.9, "replicas": 4 if key != "small" else 2, "router": router,
+                           "policy": policy, "p99_e2el_ms": p99, "slo_attainment": slo}
+                          for key, router, policy, p99, slo in rows])
+    assert cluster_reading(table) == [
+        "w, 4 replicas at load 0.9: the lowest P99 E2E latency is least-tokens with fcfs (6.0 s); the highest SLO "
+        "attainment is least-tokens with sjf (97.0%); under fcfs, round-robin's P99 is 9.0 s (1.50x)."]

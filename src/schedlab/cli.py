@@ -1,5 +1,5 @@
-"""``schedlab`` command line: data, workload, profile, fit, simulate, schedulers, collect, vllm-run, vllm-serve,
-slosa, ewsjf, slai, tournament, extensions."""
+"""``schedlab`` command line: data, workload, profile, fit, simulate, cluster, schedulers, collect, vllm-run,
+vllm-serve, slosa, ewsjf, slai, tournament, extensions."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from schedlab.cli_types import (
     seed,
     vllm_engine_args,
 )
+from schedlab.contracts import MAX_REPLICAS
 from schedlab.errors import SchedlabError
 from schedlab.io import check_paths, guard_inputs, read_json, write_json, write_outputs, write_parquet
 
@@ -300,12 +301,41 @@ def cmd_simulate(args) -> None:
         write_outputs({out_results: result.requests, out_summary: summary})
 
 
+def cmd_cluster(args) -> None:
+    """One run of ``--replicas`` engines behind ``--router``: the engine limits and kappa
+    alike, the step-time model and the scheduler one for all or one per replica."""
+    from schedlab import registry
+    from schedlab.cluster import cluster_summary, run_cluster
+    from schedlab.engine import Arena
+    from schedlab.engine.steptime import StepTimeModel
+
+    n = args.replicas
+    for option, values in (("--scheduler", args.policy), ("--steptime", args.steptime)):
+        if len(values) not in (1, n):
+            raise SchedlabError(f"{option} needs one value for every replica or one per replica ({n})")
+    for name in args.policy:
+        registry.entry(name)  # fail early on an unknown name
+    registry.router_entry(args.router)
+    engine, kappa = _engine(args), _kappa(args.kappa)
+    arenas = {path: Arena(StepTimeModel.load(path), engine, kappa) for path in args.steptime}
+    trace = _trace(args)
+    steptimes = args.steptime * n if len(args.steptime) == 1 else args.steptime
+    schedulers = args.policy * n if len(args.policy) == 1 else args.policy
+    result = run_cluster(trace, schedulers, [arenas[path] for path in steptimes], args.router, seed=args.seed)
+    summary, per_replica = cluster_summary(result, {"workload": args.workload, "rate": args.rate, "model": args.model,
+                                                    "hardware": args.hardware, "seed": args.seed})
+    write_outputs({args.out_results: result.requests, args.out_summary: summary, args.out_replicas: per_replica})
+
+
 def cmd_schedulers(args) -> None:
-    """Every registered scheduler, one line each, and a line per plug-in that failed to load."""
+    """Every registered scheduler and router, one line each, and a line per plug-in that
+    failed to load."""
     from schedlab import registry
 
     rows = [(e.name, e.kind, e.paper or "-", ",".join(e.modalities), f"{e.distribution} ({e.module})", e.summary)
             for e in registry.entries()]
+    rows += [(e.name, "router", e.paper or "-", "-", f"{e.distribution} ({e.module})", e.summary)
+             for e in registry.router_entries()]
     header = ("name", "kind", "paper", "workloads", "from", "what it does")
     widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(5)]
     for row in [header, *rows]:
@@ -532,7 +562,27 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder to write (config.json, tokenizer, preprocessor config)")
     wf.set_defaults(func=cmd_whisper_files)
 
-    sc = sub.add_parser("schedulers", help="list the registered schedulers (built-in and plug-ins)")
+    cl = sub.add_parser("cluster", help="a simulated run of several engines behind a router (schedlab's engine)")
+    cl.add_argument("--trace", type=InputPath, required=True)
+    cl.add_argument("--replicas", type=positive_number(int, MAX_REPLICAS), required=True, help="engines behind the router")
+    cl.add_argument("--router", required=True,
+                    help="a registered router (`schedlab schedulers`), e.g. round-robin, least-tokens, prefix-affinity")
+    cl.add_argument("--scheduler", "--policy", dest="policy", required=True, nargs="+",
+                    help="a registered scheduler for every replica, or one per replica")
+    cl.add_argument("--steptime", type=InputPath, required=True, nargs="+",
+                    help="step-time JSON from `schedlab fit`: one for every replica, or one per replica")
+    cl.add_argument("--kappa", type=InputPath, help="kappa JSON; without it every job's size is its max_tokens (output length)")
+    cl.add_argument("--workload", default="custom", help="name recorded in the summaries")
+    cl.add_argument("--rate", type=rate_type(inf=True), default=float("nan"), help="recorded in the summaries (inf: a burst)")
+    cl.add_argument("--seed", type=seed, default=0, help="the random router's seed, recorded in the summaries")
+    cl.add_argument("--out-results", type=OutputPath, required=True,
+                    help="per-request results (parquet), with the replica each request ran on")
+    cl.add_argument("--out-summary", type=OutputPath, required=True, help="the cluster-wide run summary (JSON)")
+    cl.add_argument("--out-replicas", type=OutputPath, required=True, help="one run summary per replica (parquet)")
+    _engine_args(cl)
+    cl.set_defaults(func=cmd_cluster)
+
+    sc = sub.add_parser("schedulers", help="list the registered schedulers and routers (built-in and plug-ins)")
     sc.set_defaults(func=cmd_schedulers)
 
     c = sub.add_parser("collect", help="gather run summaries (JSON) into one parquet table")

@@ -88,3 +88,5 @@ MAX_KAPPA = 1e3
 MAX_REQUESTS = 10**9
 #: Any other positive setting (a factor, a count of repeats or trials).
 MAX_NUMBER = 1e9
+#: The most replicas a cluster run takes (each holds per-request arrays of the whole trace).
+MAX_REPLICAS = 1024

@@ -27,6 +27,14 @@ registers its schedulers, as pytest and vLLM load their plug-ins::
 A plug-in that fails to load (an import error, a name already taken, a class that does not
 meet its kind's protocol) is set aside with a one-line reason; everything else keeps working,
 and asking for one of its names, or listing the registry, reports that reason.
+
+**Routers** (a cluster's choice of replica for each request, :mod:`schedlab.routers`) have a
+table of their own beside the schedulers', filled the same way: schedlab's generic routers
+register when the registry is first read, a paper's (or a plug-in's) from a module of the
+same entry-point group, with :func:`register_router`::
+
+    @register_router("round-robin", summary="each request to the next replica in turn")
+    class RoundRobin(Router): ...
 """
 
 from __future__ import annotations
@@ -49,12 +57,14 @@ ASR, LLM = "asr", "llm"
 GROUP = "schedlab.schedulers"
 #: schedlab's own generic packages, registered first (imported by name: the registry sits
 #: below them and imports none of them).
-BUILTIN_PACKAGES = ("schedlab.policies", "schedlab.builders")
+BUILTIN_PACKAGES = ("schedlab.policies", "schedlab.builders", "schedlab.routers")
 #: What each kind must offer (the engine and vLLM call these).
 PROTOCOL = {
     QUEUE: ("push", "peek", "pop", "remove", "__iter__", "__len__", "victim"),
     BATCH: ("bind", "arrive", "requeue", "n_waiting", "schedule", "drop"),
 }
+#: What a router must offer (the cluster calls these).
+ROUTER_PROTOCOL = ("bind", "route")
 
 
 @dataclass(frozen=True)
@@ -101,7 +111,27 @@ class Entry:
         return made
 
 
+@dataclass(frozen=True)
+class RouterEntry:
+    """One registered router."""
+
+    name: str
+    cls: type = field(repr=False)
+    #: The paper it reproduces, or None.
+    paper: str | None
+    #: The parameters this name fixes (a variant of a parameterised class).
+    params: dict
+    summary: str
+    module: str
+    distribution: str
+
+    def make(self, **options) -> Any:
+        """A fresh instance for one run, with the run's ``options`` (a seed) over ``params``."""
+        return self.cls(**{**self.params, **options})
+
+
 _entries: dict[str, Entry] = {}
+_routers: dict[str, RouterEntry] = {}
 #: Plug-ins set aside: entry-point name -> one-line reason.
 _broken: dict[str, str] = {}
 #: Names a broken plug-in tried to register, for the error when one is asked for.
@@ -151,6 +181,27 @@ def register(name: str, *, kind: str, modalities: tuple[str, ...] = (LLM,), pape
     return add
 
 
+def register_router(name: str, *, paper: str | None = None, params: dict | None = None,
+                    summary: str | None = None):
+    """Register the decorated router class under ``name`` (see the module docstring);
+    returns it unchanged. The class is called with ``params`` and the run's options."""
+
+    def add(cls):
+        lacking = [m for m in ROUTER_PROTOCOL if not callable(getattr(cls, m, None))]
+        if lacking:
+            _reject(name, f"{cls.__module__}.{cls.__qualname__} is registered as a router but lacks {', '.join(lacking)}",
+                    what="router")
+        entry = RouterEntry(name, cls, paper, dict(params or {}), summary or _first_sentence(cls), cls.__module__,
+                            _current["distribution"] or "schedlab")
+        old = _routers.get(name)
+        if old is not None and (old.module, old.params) != (entry.module, entry.params):
+            _reject(name, f"the name {name!r} is taken by {old.module} ({old.distribution})", what="router")
+        _routers[name] = entry
+        return cls
+
+    return add
+
+
 def _first_sentence(target) -> str:
     """The first sentence of the target's own docstring, or else of its module's."""
     doc = target.__doc__ or getattr(inspect.getmodule(target), "__doc__", None) or ""
@@ -158,9 +209,9 @@ def _first_sentence(target) -> str:
     return text.split(". ")[0].rstrip(".")
 
 
-def _reject(name: str, reason: str):
+def _reject(name: str, reason: str, what: str = "scheduler"):
     if _current["plugin"] is None:
-        raise SchedlabError(f"scheduler {name!r}: {reason}")
+        raise SchedlabError(f"{what} {name!r}: {reason}")
     raise _Rejected(reason)
 
 
@@ -190,7 +241,7 @@ def _load() -> None:
             importlib.import_module(info.name)
     for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: (e.dist is None, e.name)):
         dist = ep.dist.name if ep.dist is not None else "?"
-        before = dict(_entries)
+        before, routers_before = dict(_entries), dict(_routers)
         _current.update(distribution=dist, plugin=ep.name)
         try:
             ep.load()
@@ -204,6 +255,9 @@ def _load() -> None:
                     _entries[n] = before[n]
                 else:
                     del _entries[n]
+                _broken_names[n] = ep.name
+            for n in [n for n in _routers if n not in routers_before]:
+                del _routers[n]
                 _broken_names[n] = ep.name
         finally:
             _current.update(distribution=None, plugin=None)
@@ -245,3 +299,31 @@ def entry(name: str, kind: str | None = None) -> Entry:
 def make(name: str, context: Context = Context(), kind: str | None = None):
     """A fresh instance of the scheduler ``name`` for one run (a policy or a builder)."""
     return entry(name, kind).make(context)
+
+
+def router_entries() -> list[RouterEntry]:
+    """Every registered router: schedlab's generic ones, then the plug-ins', in the order they
+    registered."""
+    _load()
+    return list(_routers.values())
+
+
+def router_names() -> list[str]:
+    return [e.name for e in router_entries()]
+
+
+def router_entry(name: str) -> RouterEntry:
+    """The router registered as ``name``."""
+    _load()
+    found = _routers.get(name)
+    if found is None:
+        plugin = _broken_names.get(name)
+        if plugin is not None:
+            raise SchedlabError(_broken[plugin])
+        raise SchedlabError(f"unknown router {name!r}; known: {', '.join(router_names())}")
+    return found
+
+
+def make_router(name: str, **options):
+    """A fresh instance of the router ``name`` for one run (``options``: the run's seed)."""
+    return router_entry(name).make(**options)

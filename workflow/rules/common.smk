@@ -148,6 +148,17 @@ def scheduler_problems(key, names, kind=None, modality=None):
     return problems
 
 
+def router_problems(key, names):
+    """One line for each of ``names`` that is not a registered router."""
+    problems = []
+    for name in names:
+        try:
+            registry.router_entry(name)
+        except SchedlabError as e:
+            problems.append(f"{key}: {e}")
+    return problems
+
+
 def _check_config():
     """Cross-references the JSON schema cannot express, as one-line errors."""
     problems = []

@@ -1,9 +1,9 @@
 # Paper C: openchat lengths -> roofline profile of mixed batches (tile staircase) -> OLS fit ->
 # calibration on the measured chunk times -> rate sweeps per (paying share, scheduler) ->
-# serving capacity per share; engine-model parameter studies; throughput optimality; Fig. 7's
-# schedulers on vLLM's real scheduler beside sim. The sweep and the capacity search run on the
-# configured backend: `sim`, or vLLM's scheduler carrying out each step plan (`vllm-sim`; also
-# with `backend=vllm`, since paper C's Mistral-7B on a 48 GB GPU is not a CPU engine, which then
+# serving capacity per share; engine-model parameter studies; throughput optimality and its
+# routing claim across identical engines; Fig. 7's schedulers on vLLM's real scheduler beside
+# sim. The sweep and the capacity search run on the configured backend: `sim`, or vLLM's
+# scheduler carrying out each step plan (`vllm-sim`; also with `backend=vllm`, since paper C's Mistral-7B on a 48 GB GPU is not a CPU engine, which then
 # adds a reduced sweep on the real engine: the `slai_engine_*` rules).
 
 
@@ -175,6 +175,30 @@ rule slai_throughput:
         "schedlab slai throughput --schedulers {params.schedulers} --backlog {params.backlog} "
         "--queue-duration-s {params.queue} --pool {input.pool} --steptime {input.steptime} "
         "{params.flags} --out {output.capacity} --out-queue {output.queue} > {log} 2>&1"
+
+
+rule slai_routing:
+    input:
+        pool=rules.slai_lengths.output,
+        steptime=rules.slai_calibrate.output,
+    output:
+        f"{SLAI_DIR}/study/routing.parquet",
+    log:
+        f"{RESULTS}/logs/slai/routing.log",
+    conda:
+        SIM_ENV
+    params:
+        model=f"--hardware {SLAI['hardware']} --model {SLAI['model']}",
+        run=f"--duration-s {SLAI_ROUTING['duration_s']} --warmup-s {SLAI_ROUTING['warmup_s']}",
+        schedulers=words(SLAI_ROUTING["schedulers"]),
+        routers=words(SLAI_ROUTING["routers"]),
+        replicas=words(SLAI_ROUTING["replicas"]),
+        factors=words(SLAI_ROUTING["factors"]),
+        backlog=SLAI_ROUTING["backlog"],
+    shell:
+        "schedlab slai routing --schedulers {params.schedulers} --routers {params.routers} "
+        "--replicas {params.replicas} --factors {params.factors} --backlog {params.backlog} "
+        "--pool {input.pool} --steptime {input.steptime} {params.model} {params.run} --out {output} > {log} 2>&1"
 
 
 # `--config backend=vllm`: Fig. 7's baseline and SLAI on a real engine, and on sim and vllm-sim

@@ -16,7 +16,8 @@ from schedlab.compat.snakemake import job_records
 from schedlab.io import atomic_path
 
 #: The page's sections, in order; docs/results.md has one heading per name.
-SECTIONS = ("Paper vs ours", "Fidelity", "The prefix cache", "Tournament", "Paper A's future work", "Timings")
+SECTIONS = ("Paper vs ours", "Fidelity", "The prefix cache", "Tournament", "A cluster of engines", "Paper A's future work",
+            "Timings")
 #: Each paper notebook, the paper it reproduces and the figure it opens with.
 PAPERS = {
     "asr_duration": ("A", "Duration-aware scheduling for ASR serving"),
@@ -146,6 +147,19 @@ def prefix_cache_section(numbers: dict) -> str:
     return "\n\n".join(out)
 
 
+def cluster_section(numbers: dict) -> str:
+    """Paper C's routing claim as its notebook read it, and the tournament's cluster study."""
+    routing = (numbers.get("slai") or {}).get("routing")
+    cluster = (numbers.get("tournament") or {}).get("cluster")
+    return "\n\n".join([
+        ("Paper C's routing claim, random routing against join-the-shortest-queue on clusters of identical "
+         "engines:\n\n" + "\n".join(f"- {line}" for line in routing)) if routing
+        else "The slai notebook wrote no routing study in this run.",
+        ("The cluster study, routers against per-replica schedulers:\n\n" + "\n".join(f"- {line}" for line in cluster))
+        if cluster else "The tournament notebook wrote no cluster study in this run.",
+    ])
+
+
 def extensions_section(numbers: dict) -> str:
     x = numbers.get("asr_extensions")
     if not x:
@@ -221,7 +235,8 @@ def _machine() -> str:
 def page(numbers: dict, times: dict, about: dict) -> str:
     bodies = {"Paper vs ours": papers_section(numbers), "Fidelity": fidelity_section(numbers),
               "The prefix cache": prefix_cache_section(numbers),
-              "Tournament": tournament_section(numbers), "Paper A's future work": extensions_section(numbers),
+              "Tournament": tournament_section(numbers), "A cluster of engines": cluster_section(numbers),
+              "Paper A's future work": extensions_section(numbers),
               "Timings": timings_section(times)}
     head = (f"# Results of this run\n\nGenerated {about['generated']} from commit `{about['commit']}` on "
             f"{about['machine']}, backend `{about['backend']}`, by the pipeline's `results_page` rule from the "

@@ -19,7 +19,9 @@ engine first scheduled a request. A request whose connection is lost (the server
 before answering, a transport error) fails the replay with :class:`ConnectionLost`, which a
 caller may replay again: the others' results are still complete, but not those of the replay.
 The collector's heap is frozen for the replay (:func:`frozen_heap`), as vLLM's own benchmark
-client (``vllm bench serve``) and server freeze theirs.
+client (``vllm bench serve``) and server freeze theirs. :func:`replay_routed` replays a trace
+across several servers, each request sent to the server a registered router chooses at its
+arrival (the routers of :mod:`schedlab.routers`, as a simulated cluster runs them).
 """
 
 from __future__ import annotations
@@ -31,18 +33,21 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import soundfile
 
+from schedlab import registry
 from schedlab.backends import placeholder_prompt
 from schedlab.data.vad import speech_sample
 from schedlab.errors import SchedlabError
-from schedlab.estimate import size_hints
+from schedlab.estimate import job_sizes, size_hints
+from schedlab.engine.arena import EngineConfig
 from schedlab.engine.log import RequestLog
+from schedlab.routers import RequestView
 from schedlab.sharing import prompt_token_ids, sharing_column
 
 
@@ -155,8 +160,64 @@ async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors:
         errors.append(f"request {i}: {seen} tokens, the trace says {int(log.trace['output_tokens'].iat[i])}")
 
 
-async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, timeout_s: float,
-                  warmup_s: float, one_at_a_time: bool = False) -> ReplayResult:
+class ServedReplica:
+    """A server as a router sees it from the client (see :mod:`schedlab.routers`): the
+    requests sent to it and not yet answered, and their prompt and expected output tokens, with
+    the limits it was started with. The client cannot tell the server's waiting requests from
+    its running ones (all count as waiting) nor read its KV blocks."""
+
+    n_running = 0
+
+    def __init__(self, limits: EngineConfig) -> None:
+        self.limits = limits
+        self.outstanding = 0
+        self.outstanding_tokens = 0
+
+    @property
+    def n_waiting(self) -> int:
+        return self.outstanding
+
+    @property
+    def free(self) -> int:
+        raise SchedlabError("a router that reads a server's KV blocks routes simulated clusters only (schedlab cluster)")
+
+    @property
+    def kv_frac(self) -> float:
+        return self.free
+
+
+class _Routing:
+    """The registered ``router`` (made with ``seed``) choosing among ``n`` servers of
+    ``limits``, each request at the moment it is sent; ``where`` records the choices."""
+
+    def __init__(self, trace: pd.DataFrame, router: str, n: int, limits: EngineConfig, seed: int) -> None:
+        self.chooser = registry.make_router(router, seed=seed)
+        self.view = RequestView(trace, job_sizes(trace, {}, "raw"), limits.block_size)
+        self.view.replicas = [ServedReplica(limits) for _ in range(n)]
+        self.chooser.bind(self.view)
+        self.everyone = np.arange(n)
+        self.where = np.full(len(trace), -1, np.int64)
+
+    def _tokens(self, i: int) -> int:
+        return int(self.view.prompt[i]) + int(self.view.sizes[i])
+
+    def route(self, i: int) -> int:
+        r = self.where[i] = self.chooser.route(i, self.everyone)
+        server = self.view.replicas[r]
+        server.outstanding += 1
+        server.outstanding_tokens += self._tokens(i)
+        return int(r)
+
+    def finished(self, i: int) -> None:
+        server = self.view.replicas[self.where[i]]
+        server.outstanding -= 1
+        server.outstanding_tokens -= self._tokens(i)
+
+
+async def _replay(urls: list[str], trace: pd.DataFrame, model: str, whisper: bool, timeout_s: float,
+                  warmup_s: float, one_at_a_time: bool = False, routing: _Routing | None = None) -> ReplayResult:
+    """The replay against ``urls[0]``, or with ``routing`` against the server it chooses for
+    each request."""
     import httpx
 
     token = uuid.uuid4().hex[:16]
@@ -170,16 +231,22 @@ async def _replay(url: str, trace: pd.DataFrame, model: str, whisper: bool, time
     # also httpx's default expiry): a request sent on a connection the server is closing at that
     # moment fails with a ReadError, which a low-rate replay's gaps of 5 s and more did hit.
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=1.0)
-    async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as client:
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits))
+                   for url in urls]
         t0, wall_t0 = time.monotonic(), time.time()
 
         async def at_arrival(i: int) -> None:
             await asyncio.sleep(max(0.0, arrival[i] - (time.monotonic() - t0)))
+            client = clients[routing.route(i)] if routing is not None else clients[0]
             sent[i] = time.monotonic() - t0
             try:
                 await _one(client, i, kwargs[i], log, t0, errors, response)
             except httpx.TransportError as exc:
                 lost.append(f"request {i}: connection lost ({type(exc).__name__})")
+            finally:
+                if routing is not None:
+                    routing.finished(i)
 
         if one_at_a_time:
             for i in range(len(trace)):
@@ -214,11 +281,31 @@ def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, tim
     if whisper and "audio_duration_s" not in trace:
         raise SchedlabError("a Whisper replay needs the trace's audio_duration_s")
     with frozen_heap():
-        result = asyncio.run(_replay(url, trace, model, whisper, timeout_s, warmup_s, one_at_a_time))
+        result = asyncio.run(_replay([url], trace, model, whisper, timeout_s, warmup_s, one_at_a_time))
+    return _checked(result)
+
+
+def _checked(result: ReplayResult) -> ReplayResult:
     if result.errors:
         kind = ConnectionLost if result.lost == len(result.errors) else SchedlabError
         raise kind(f"{len(result.errors)} request(s) failed; first: {result.errors[0]}")
     return result
+
+
+def replay_routed(urls: list[str], trace: pd.DataFrame, router: str, *, model: str, limits: EngineConfig,
+                  seed: int = 0, timeout_s: float = 600.0, warmup_s: float = 0.0,
+                  one_at_a_time: bool = False) -> tuple[ReplayResult, np.ndarray]:
+    """Replay ``trace`` (a decoder model's) across the servers at ``urls``, all serving
+    ``model`` with ``limits``: each request goes to the server the registered ``router`` (made
+    with ``seed``) chooses when it is sent, reading what the client sees of the servers
+    (:class:`ServedReplica`). Returns the replay and each request's server (an index into
+    ``urls``), as :func:`schedlab.cluster.run_cluster` gives a simulated cluster's."""
+    if not urls:
+        raise SchedlabError("a routed replay needs at least one server")
+    routing = _Routing(trace, router, len(urls), limits, seed)
+    with frozen_heap():
+        result = asyncio.run(_replay(list(urls), trace, model, False, timeout_s, warmup_s, one_at_a_time, routing))
+    return _checked(result), routing.where
 
 
 #: The server's prefix-cache counters (vLLM's Prometheus names; a counter is exposed with

@@ -26,6 +26,27 @@ def _uncached(engine, i: int) -> int:
     return int(engine.seq[i]) - engine.cached_prefix(i)[0]
 
 
+class _Jobs:
+    """The engine's requests as the policy's jobs, by trace position, each made when it is first
+    asked for: a run makes the jobs of the requests that reach its scheduler, not the whole
+    trace's (a replica of a cluster sees a share of it). With ``uncached``, each job can say
+    what its admission would compute now, for a policy that reads the prefix cache."""
+
+    def __init__(self, engine, uncached: bool) -> None:
+        self.engine, self.uncached = engine, uncached
+        self.rid = engine.trace["request_id"].to_numpy(np.int64)
+        self.made: dict[int, Job] = {}
+
+    def __getitem__(self, i: int) -> Job:
+        job = self.made.get(i)
+        if job is None:
+            e = self.engine
+            job = self.made[i] = Job(int(self.rid[i]), float(e.arrival[i]), float(e.sizes[i]), int(e.prompt[i]), i)
+            if self.uncached:
+                job.uncached = partial(_uncached, e, i)
+        return job
+
+
 class ContinuousBatching(Scheduler):
     """vLLM v1's scheduler around ``policy``, with the engine's limits as its budgets."""
 
@@ -39,14 +60,7 @@ class ContinuousBatching(Scheduler):
 
     def bind(self, engine) -> None:
         super().bind(engine)
-        e = engine
-        rid = e.trace["request_id"].to_numpy(np.int64)
-        self.jobs = [
-            Job(int(rid[i]), float(e.arrival[i]), float(e.sizes[i]), int(e.prompt[i]), i) for i in range(e.n)
-        ]
-        if e.prefix_caching and self.policy.reads_cache:  # it asks what an admission would compute now
-            for job in self.jobs:
-                job.uncached = partial(_uncached, e, job.ref)
+        self.jobs = _Jobs(engine, engine.prefix_caching and self.policy.reads_cache)
         self._totals = None
 
     def arrive(self, i: int) -> None:

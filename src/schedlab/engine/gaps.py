@@ -74,6 +74,14 @@ class GapHistogram:
         out._counts[0] = self._counts[list(slots)].sum(axis=0)
         return out
 
+    @classmethod
+    def merged(cls, histograms: Sequence["GapHistogram"]) -> "GapHistogram":
+        """A one-slot histogram of the gaps of all ``histograms`` together."""
+        out = cls()
+        for h in histograms:
+            out._counts[0] += h.counts
+        return out
+
     @property
     def counts(self) -> np.ndarray:
         """Bin counts over every slot."""

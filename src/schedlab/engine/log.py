@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numba
 import numpy as np
 import pandas as pd
@@ -34,6 +36,13 @@ class RequestLog:
         # each request's gap slot: its class, or the last slot (warm-up, not measured)
         self.slot = np.where(self.measured, np.searchsorted(self.class_names, classes), len(self.class_names))
         self._gaps = GapHistogram(len(self.class_names) + 1)
+
+    def sharing(self) -> "RequestLog":
+        """A log that writes this one's per-request arrays, with token gaps of its own (a
+        replica of a cluster: one table of requests, each replica's gaps apart)."""
+        other = copy.copy(self)
+        other._gaps = GapHistogram(len(self.class_names) + 1)
+        return other
 
     @property
     def gaps(self) -> GapHistogram:

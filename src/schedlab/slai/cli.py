@@ -19,7 +19,7 @@ from schedlab.cli_types import (
     seed,
     vllm_engine_args,
 )
-from schedlab.contracts import MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
+from schedlab.contracts import MAX_RATE_RPS, MAX_REPLICAS, MAX_REQUESTS, MAX_RUN_S
 from schedlab import registry
 from schedlab.errors import SchedlabError
 from schedlab.contracts import SIM_BACKENDS
@@ -180,6 +180,18 @@ def cmd_throughput(args) -> None:
     write_outputs({args.out: tables["capacity"], args.out_queue: tables["queue"]})
 
 
+def cmd_routing(args) -> None:
+    from schedlab.slai.studies import routing
+
+    for name in args.schedulers:
+        registry.entry(name)  # fail early on an unknown name
+    for name in args.routers:
+        registry.router_entry(name)
+    table = routing(_setup(args), args.schedulers, args.routers, args.replicas, args.factors, share=args.share,
+                    seed=args.seed, backlog=args.backlog)
+    write_parquet(table, args.out)
+
+
 def cmd_run(args) -> None:
     registry.entry(args.scheduler)  # fail early on an unknown name
     setup = _setup(args)
@@ -214,7 +226,8 @@ def _setup_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub) -> None:
-    from schedlab.slai.studies import THROUGHPUT_SCHEDULERS
+    from schedlab.slai.studies import (ROUTING_FACTORS, ROUTING_REPLICAS, ROUTING_ROUTERS, ROUTING_SCHEDULERS,
+                                       THROUGHPUT_SCHEDULERS)
 
     s = sub.add_parser("slai", help="paper C: Sarathi-Serve, RAD and SLAI batch builders")
     ssub = s.add_subparsers(dest="slai_command", required=True)
@@ -304,4 +317,19 @@ def add_commands(sub) -> None:
     t.add_argument("--out", type=OutputPath, required=True)
     t.add_argument("--out-queue", type=OutputPath, required=True)
     t.set_defaults(func=cmd_throughput)
+
+    rt = ssub.add_parser("routing", help="random routing against join-the-shortest-queue on clusters of identical engines")
+    rt.add_argument("--schedulers", nargs="+", default=list(ROUTING_SCHEDULERS), help="each engine's scheduler, one study each")
+    rt.add_argument("--routers", nargs="+", default=list(ROUTING_ROUTERS), help="registered routers (schedlab schedulers)")
+    rt.add_argument("--replicas", type=positive_number(int, MAX_REPLICAS), nargs="+", default=list(ROUTING_REPLICAS),
+                    help="cluster sizes (engines)")
+    rt.add_argument("--factors", type=positive_number(float, 100.0), nargs="+", default=list(ROUTING_FACTORS),
+                    help="offered load per engine, as multiples of one engine's saturation throughput")
+    rt.add_argument("--share", type=_share, default=0.05, help="probability a request is a paying user's")
+    rt.add_argument("--seed", type=seed, default=0, help="arrivals, lengths and the random router")
+    rt.add_argument("--backlog", type=number(int, minimum=10, strict=False, maximum=MAX_REQUESTS), default=1500,
+                    help="requests waiting at t = 0 for one engine's saturation run (10 at least)")
+    _setup_args(rt)
+    rt.add_argument("--out", type=OutputPath, required=True)
+    rt.set_defaults(func=cmd_routing)
 

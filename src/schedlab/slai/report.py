@@ -1,5 +1,6 @@
-"""Paper C's tables for the notebook: loading the sweeps, serving-capacity gains and the
-paper's qualitative claims checked on this engine model."""
+"""Paper C's tables for the notebook: loading the sweeps, serving-capacity gains, the
+paper's qualitative claims checked on this engine model, and its routing claim read from the
+routing study."""
 
 from __future__ import annotations
 
@@ -94,3 +95,50 @@ def slai_rows(capacity: pd.DataFrame, chunk_ms: dict[int, float], *, baseline_ca
               "paper": baseline_capacity_rps, "ours": base.get(share, np.nan), "role": "fitted", "group": "capacity"}
              for share in sorted(capacity["share"].unique())]
     return rows
+
+
+#: How far the served rate per engine may fall below one engine's for the throughput to count as kept.
+KEPT_WITHIN = 0.05
+#: Join-the-shortest-queue's router in the routing study.
+JSQ = "least-requests"
+
+
+def routing_capacity(table: pd.DataFrame) -> pd.DataFrame:
+    """Capacity per engine against the cluster size: the rate served per engine at the study's
+    highest offered load (``factor``), per scheduler, router and number of engines, and its
+    ratio to one engine's at that load (``per_single``)."""
+    top = table[table["factor"] == table["factor"].max()]
+    single = top[top["replicas"] == 1].groupby("scheduler")["served_rps_per_engine"].first()
+    out = top[["scheduler", "router", "replicas", "factor", "served_rps_per_engine"]].copy()
+    out["per_single"] = out["served_rps_per_engine"] / out["scheduler"].map(single)
+    return out.reset_index(drop=True)
+
+
+def routing_reading(table: pd.DataFrame, labels: dict[str, str] = LABELS) -> list[str]:
+    """One sentence per scheduler, from the routing study's numbers: whether random routing
+    kept the rate served per engine at the highest load on every cluster size (no more than
+    :data:`KEPT_WITHIN` below one engine's), as paper C's theorem states, and what it cost in
+    latency against join-the-shortest-queue at the highest load below saturation (the
+    largest cluster)."""
+    cap = routing_capacity(table)
+    below = table[table["factor"] < 1]
+    out = []
+    for scheduler, rows in cap.groupby("scheduler", sort=False):
+        rnd = rows[rows["router"] == "random"].set_index("replicas")["per_single"]
+        jsq = rows[rows["router"] == JSQ].set_index("replicas")["per_single"]
+        big = int(rows["replicas"].max())
+        kept = bool((rnd >= 1 - KEPT_WITHIN).all())
+        text = (f"{labels.get(scheduler, scheduler)}: at {rows['factor'].iloc[0]:g}x one engine's saturation "
+                f"throughput, random routing served {rnd.min():.0%} to {rnd.max():.0%} of one engine's rate per engine "
+                f"on 1 to {big} engines (join-the-shortest-queue: {jsq.min():.0%} to {jsq.max():.0%}), so it "
+                + ("kept the throughput per engine, as the theorem states" if kept else
+                   f"lost more than {KEPT_WITHIN:.0%} of the throughput per engine, against the theorem"))
+        mine = below[(below["scheduler"] == scheduler) & (below["replicas"] == big)]
+        if not mine.empty and big > 1:
+            at = mine[mine["factor"] == mine["factor"].max()].set_index("router")
+            r, j = at.loc["random"], at.loc[JSQ]
+            text += (f"; at {at['factor'].iloc[0]:g}x load on {big} engines its median TTFT was "
+                     f"{r['p50_ttft_ms']:.0f} ms against {j['p50_ttft_ms']:.0f} ms ({r['p50_ttft_ms'] / j['p50_ttft_ms']:.2f}x) "
+                     f"and its P99 E2E latency {r['p99_e2el_ms'] / 1e3:.1f} s against {j['p99_e2el_ms'] / 1e3:.1f} s")
+        out.append(text + ".")
+    return out

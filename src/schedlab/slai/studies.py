@@ -1,6 +1,7 @@
 """Paper C's experiments, each a table: the rate sweep of one scheduler at one paying share
 (summaries, prompt-length buckets, KV/queue timelines), serving capacity by bisection, the
-engine-model parameter studies (Fig. 6) and the throughput-optimality study."""
+engine-model parameter studies (Fig. 6), the throughput-optimality study and its routing claim
+across identical engines."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from schedlab.cluster import run_cluster
 from schedlab.engine import Arena, run
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
@@ -172,3 +174,51 @@ def throughput(setup: Setup, schedulers=THROUGHPUT_SCHEDULERS, factors=(0.9, 1.1
     if not rows:
         raise SchedlabError("no scheduler given")
     return {"capacity": pd.DataFrame(rows), "queue": pd.concat(queues, ignore_index=True)}
+
+
+# -- routing across identical engines ---------------------------------------------------------
+#: The routing study's defaults: random routing against join-the-shortest-queue (fewest
+#: outstanding requests), on clusters of 1 to 8 engines, at loads below and above saturation.
+ROUTING_ROUTERS = ("random", "least-requests")
+ROUTING_SCHEDULERS = ("sarathi-fcfs", "rad")
+ROUTING_REPLICAS = (1, 2, 4, 8)
+ROUTING_FACTORS = (0.8, 0.95, 1.1)
+
+
+def routing(setup: Setup, schedulers=ROUTING_SCHEDULERS, routers=ROUTING_ROUTERS, replicas=ROUTING_REPLICAS,
+            factors=ROUTING_FACTORS, *, share: float = 0.05, seed: int = 0, backlog: int = 1500) -> pd.DataFrame:
+    """Paper C's claim that random routing across identical engines keeps the system
+    throughput-optimal: for each scheduler, one engine's saturation throughput ``mu``
+    (:func:`saturation`, a ``backlog`` at t = 0), then clusters of each size ``N`` of
+    ``replicas`` under each router, offered Poisson arrivals at ``factor x N x mu`` for
+    ``setup.duration_s`` (paying ``share``). One row per run: the rate served per engine (requests
+    finished between the warm-up and the end of arrivals, per second and engine), its ratio to
+    ``mu`` and to the offered rate, the requests left per engine when arrivals end, and the
+    measured requests' TTFT and E2E latency percentiles."""
+    rows = []
+    window = setup.duration_s - setup.warmup_s
+    for scheduler in schedulers:
+        mu = saturation(setup, scheduler, setup.arena, n=backlog, seed=seed)
+        for n in replicas:
+            for factor in factors:
+                trace = openchat_trace(setup.pool, factor * n * mu, setup.duration_s, share, seed, setup.targets)
+                for router in routers:
+                    req = run_cluster(trace, scheduler, [setup.arena] * n, router, seed=seed,
+                                      warmup_s=setup.warmup_s).requests
+                    finish = req["finish_s"].to_numpy(float)
+                    served = np.count_nonzero((finish >= setup.warmup_s) & (finish <= setup.duration_s)) / window / n
+                    measured = req[req["arrival_s"] >= setup.warmup_s]
+                    ttft = (measured["first_token_s"] - measured["arrival_s"]).to_numpy(float) * 1e3
+                    e2el = (measured["finish_s"] - measured["arrival_s"]).to_numpy(float) * 1e3
+                    rows.append({
+                        "scheduler": scheduler, "replicas": n, "router": router, "factor": factor,
+                        "saturation_rps": mu, "offered_rps_per_engine": factor * mu,
+                        "served_rps_per_engine": served, "served_per_saturation": served / mu,
+                        "served_per_offered": served / (factor * mu),
+                        "left_per_engine": np.count_nonzero(finish > setup.duration_s) / n,
+                        "p50_ttft_ms": float(np.median(ttft)), "p99_ttft_ms": float(np.percentile(ttft, 99)),
+                        "p50_e2el_ms": float(np.median(e2el)), "p99_e2el_ms": float(np.percentile(e2el, 99)),
+                    })
+    if not rows:
+        raise SchedlabError("no scheduler given")
+    return pd.DataFrame(rows)

@@ -23,6 +23,7 @@ from schedlab.latency.predictor_profile import BATCHES
 from schedlab.policies.base import Job, Policy
 from schedlab.registry import QUEUE, Context, register
 from schedlab.engine.steptime import StepTimeModel
+from schedlab.slosa import instances  # noqa: F401 (paper D's router registers through this entry point too)
 from schedlab.slosa.problem import MappingProblem
 from schedlab.slosa.search import AnnealConfig, anneal
 

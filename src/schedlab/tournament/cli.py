@@ -7,6 +7,7 @@ import argparse
 import pandas as pd
 
 from schedlab.cli_types import InputPath, OutputPath, engine_object, json_object, positive_number
+from schedlab.contracts import MAX_REPLICAS
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_parquet
 
@@ -27,12 +28,10 @@ def cmd_pool(args) -> None:
     write_parquet(pool, args.out)
 
 
-def cmd_play(args) -> None:
-    from schedlab import registry
-    from schedlab.tournament.entrants import lineup
+def _workload(args):
+    """The workload's spec checked, its pools read, its modality and its arena."""
     from schedlab.engine import Arena
-    from schedlab.tournament.play import capacity, match
-    from schedlab.tournament.workloads import check_spec, modality, pool_names, trace
+    from schedlab.tournament.workloads import check_spec, modality, pool_names
     from schedlab.validation import check_arena_spec
 
     check_spec(args.workload, args.spec)
@@ -46,7 +45,41 @@ def cmd_play(args) -> None:
         if not len(pool):
             raise SchedlabError(f"--pool {name}={dict(args.pool)[name]}: holds no rows")
     kind = modality(args.spec)
-    ring = Arena.from_spec(args.arena, kind)
+    return pools, kind, Arena.from_spec(args.arena, kind)
+
+
+def cmd_cluster(args) -> None:
+    from schedlab import registry
+    from schedlab.tournament.entrants import lineup
+    from schedlab.tournament.play import capacity, cluster_match
+    from schedlab.tournament.workloads import trace
+
+    for name in args.routers:
+        registry.router_entry(name)
+    pools, kind, ring = _workload(args)
+    players = lineup(args.entrants, kind)
+    ring = ring.with_limits(prefix_caching=bool(args.spec.get("prefix_caching", False)))
+    # loads are fractions of the replicas' summed capacity: N times one engine's FCFS backlog rate
+    cap = capacity(args.spec, pools, ring, registry.entry("fcfs"))
+    rows = []
+    for n in args.replicas:
+        for load in args.loads:
+            served = trace(args.spec, pools, load * n * cap, max_tokens=ring.max_tokens)
+            for router in args.routers:
+                for player in players:
+                    rows.append(cluster_match(player, served, ring, router, n, workload=args.workload, modality=kind,
+                                              load=load, rate=load * n * cap, capacity_rps=cap, offered=len(served),
+                                              prefix_caching=ring.limits.prefix_caching))
+    write_parquet(pd.DataFrame(rows), args.out)
+
+
+def cmd_play(args) -> None:
+    from schedlab import registry
+    from schedlab.tournament.entrants import lineup
+    from schedlab.tournament.play import capacity, match
+    from schedlab.tournament.workloads import trace
+
+    pools, kind, ring = _workload(args)
     players = lineup(args.entrants, kind)
     # loads are fractions of FCFS's capacity without the cache: a workload played with the cache
     # serves the very traces it is played on without (its own capacity is recorded beside)
@@ -91,7 +124,21 @@ def add_commands(sub) -> None:
     m.add_argument("--out", type=OutputPath, required=True)
     m.set_defaults(func=cmd_play)
 
+    c = tsub.add_parser("cluster", help="routers x per-replica schedulers on one workload, at each load and replica count")
+    c.add_argument("--workload", required=True, help="the workload's name (a label)")
+    c.add_argument("--spec", type=json_object, required=True, help="workload spec as JSON (as for play)")
+    c.add_argument("--arena", type=engine_object, required=True, help="every replica's engine spec as JSON (as for play)")
+    c.add_argument("--pool", type=_named_path, action="append", default=[], help="NAME=PATH of a pool the kind draws from")
+    c.add_argument("--replicas", type=positive_number(int, MAX_REPLICAS), nargs="+", required=True, help="cluster sizes")
+    c.add_argument("--routers", nargs="+", required=True, help="registered routers (schedlab schedulers)")
+    c.add_argument("--loads", type=positive_number(float), nargs="+", required=True,
+                   help="offered rates as fractions of the replicas' summed FCFS backlog capacity")
+    c.add_argument("--entrants", nargs="+", required=True, help="registered schedulers, each run on every replica")
+    c.add_argument("--out", type=OutputPath, required=True)
+    c.set_defaults(func=cmd_cluster)
+
     tb = tsub.add_parser("table", help="gather the workloads' matches into one table, Pareto front marked")
-    tb.add_argument("--runs", type=InputPath, nargs="+", required=True)
+    tb.add_argument("--runs", type=InputPath, nargs="+", required=True,
+                    help="matches of play, or of cluster (fronts then per replica count too)")
     tb.add_argument("--out", type=OutputPath, required=True)
     tb.set_defaults(func=cmd_table)

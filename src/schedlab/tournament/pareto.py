@@ -19,7 +19,10 @@ def front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def on_front(table: pd.DataFrame, axes=AXES, group=GROUP) -> pd.DataFrame:
-    """``table`` with a ``pareto`` column: on its (workload, load) group's front."""
+    """``table`` with a ``pareto`` column: on its (workload, load) group's front (a cluster
+    study's runs: its (workload, load, replicas) group's)."""
+    if "replicas" in table:
+        group = (*group, "replicas")
     mark = pd.Series(False, index=table.index)
     for _, g in table.groupby(list(group), sort=False):
         mark[g.index] = front(g[axes[0]].to_numpy(), g[axes[1]].to_numpy())

@@ -1,4 +1,5 @@
-"""One entrant on one trace, on the arena's engine, scored on the tournament's metrics.
+"""One entrant on one trace, on the arena's engine (or on each replica of a cluster of them
+behind a router), scored on the tournament's metrics.
 
 Metrics: the run summary's P50/P90/P99 TTFT and E2EL, P99 TBT (``p99_itl_ms``, every token gap
 of every request), throughput; SLO attainment (share of requests that finished within every
@@ -13,6 +14,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from schedlab.cluster import run_cluster
 from schedlab.engine import Arena
 from schedlab.metrics import latency_columns, summarize
 from schedlab.registry import Entry
@@ -48,6 +50,21 @@ def match(entrant: Entry, trace: pd.DataFrame, arena: Arena, **identity) -> dict
     row = summarize(requests, gaps, policy=entrant.name, paper=entrant.paper, kind=entrant.kind, **identity)
     row.update(slo_score(requests, trace))
     row["preemptions"] = int(requests["preemptions"].sum())
+    row["wall_s"] = time.perf_counter() - t0
+    return row
+
+
+def cluster_match(entrant: Entry, trace: pd.DataFrame, arena: Arena, router: str, replicas: int,
+                  **identity) -> dict:
+    """The cluster study's row of one run: ``entrant`` on each of ``replicas`` engines of
+    ``arena`` behind ``router``, scored as :func:`match` scores one engine (plus ``router``,
+    ``replicas`` and the prefix cache's hit rate)."""
+    t0 = time.perf_counter()
+    result = run_cluster(trace, entrant.name, [arena] * replicas, router)
+    row = summarize(result.requests, result.gaps, policy=entrant.name, paper=entrant.paper, kind=entrant.kind,
+                    router=router, replicas=replicas, **identity)
+    row.update(slo_score(result.requests, trace))
+    row["preemptions"] = int(result.requests["preemptions"].sum())
     row["wall_s"] = time.perf_counter() - t0
     return row
 

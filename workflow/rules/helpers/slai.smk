@@ -7,12 +7,15 @@ SLAI_BACKEND = config["backend"] if config["backend"] in SIM_BACKENDS else "vllm
 SLAI_DIR = f"{RESULTS}/slai"
 SLAI_TABLES = ("summary", "buckets", "timeline")
 SLAI_ENGINE = SLAI["engine"]
+SLAI_ROUTING = SLAI["routing"]
 
 
 def _check_slai():
     problems = scheduler_problems(
-        "schedulers", SLAI["schedulers"] + SLAI["throughput_schedulers"] + SLAI_FIDELITY["schedulers"]
+        "schedulers",
+        SLAI["schedulers"] + SLAI["throughput_schedulers"] + SLAI_FIDELITY["schedulers"] + SLAI_ROUTING["schedulers"],
     )
+    problems += router_problems("routing.routers", SLAI_ROUTING["routers"])
     problems += scheduler_problems("engine.schedulers", SLAI_ENGINE["schedulers"], kind=registry.BATCH)
     if SLAI["hardware"] not in hardware_names():
         problems.append(f"slai.hardware {SLAI['hardware']!r} is not in the catalogue")
@@ -76,6 +79,7 @@ def slai_notebook_inputs():
         "params": rules.slai_params.output[0],
         "throughput": rules.slai_throughput.output.capacity,
         "queue": rules.slai_throughput.output.queue,
+        "routing": rules.slai_routing.output[0],
         "fit": rules.slai_fit.output[0],
         "calibrated": rules.slai_calibrate.output[0],
         "profile": rules.slai_profile.output[0],

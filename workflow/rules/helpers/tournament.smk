@@ -3,11 +3,19 @@
 
 TOURNAMENT = config["tournament"]
 TOURNAMENT_DIR = f"{RESULTS}/tournament"
+TOURNAMENT_CLUSTER = TOURNAMENT["cluster"]
 
 
 def _check_tournament():
     """Cross-references of the tournament section, as one-line errors."""
     problems = scheduler_problems("entrants", TOURNAMENT["entrants"])
+    problems += scheduler_problems("cluster.entrants", TOURNAMENT_CLUSTER["entrants"], modality=registry.LLM)
+    problems += router_problems("cluster.routers", TOURNAMENT_CLUSTER["routers"])
+    for name in TOURNAMENT_CLUSTER["workloads"]:
+        if name not in TOURNAMENT["workloads"]:
+            problems.append(f"cluster.workloads: {name!r} is not in tournament.workloads")
+        elif modality(TOURNAMENT["workloads"][name]) != "llm":
+            problems.append(f"cluster.workloads: {name!r} is not an LLM workload")
     if problems:
         config_error("config: tournament: " + "; ".join(problems))
     try:
@@ -49,4 +57,7 @@ def tournament_pools(w):
     }
 
 
-NOTEBOOK_INPUTS["tournament"] = lambda: {"table": rules.tournament_table.output[0]}
+NOTEBOOK_INPUTS["tournament"] = lambda: {
+    "table": rules.tournament_table.output[0],
+    "cluster": rules.tournament_cluster_table.output[0],
+}

@@ -1,0 +1,70 @@
+"""The routers in front of real servers: two `vllm serve` processes (vLLM's CPU build, the tiny
+decoder, dummy weights), a trace replayed across them by the HTTP client with the very router
+code a simulated cluster runs; for the deterministic routers each request goes to the server the
+simulation sends it to, and every request completes."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("vllm")
+
+from schedlab.backends.http_client import replay_routed  # noqa: E402
+from schedlab.backends.server_process import serve_command, server_env, start_server  # noqa: E402
+from schedlab.backends.vllm_engine import LaunchSpec, cpu_kv_capacity_blocks  # noqa: E402
+from schedlab.cluster import run_cluster  # noqa: E402
+from schedlab.engine import Arena, EngineConfig  # noqa: E402
+from schedlab.engine.steptime import StepTimeModel  # noqa: E402
+from schedlab.errors import SchedlabError  # noqa: E402
+from schedlab.workload.shared import doc_qa_trace  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = LaunchSpec(model="tiny-llama", max_num_seqs=4, max_num_batched_tokens=512, kv_cache_gib=1 / 64,
+                  prefix_caching=True)
+LIMITS = EngineConfig(max_num_seqs=SPEC.max_num_seqs, max_num_batched_tokens=SPEC.max_num_batched_tokens,
+                      block_size=SPEC.block_size, kv_capacity_blocks=cpu_kv_capacity_blocks(SPEC), prefix_caching=True)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """Two servers, started together, shared by this module's tests."""
+    folder = tmp_path_factory.mktemp("routed")
+    cmd = serve_command(ROOT / "src/schedlab/assets/models/tiny-llama", SPEC)
+    with ExitStack() as stack, ThreadPoolExecutor(2) as pool:
+        starting = [pool.submit(start_server, cmd, log=folder / f"server{k}.log", env=server_env(SPEC)) for k in range(2)]
+        running = [stack.enter_context(f.result()) for f in starting]
+        yield running
+
+
+@pytest.mark.parametrize("router", ["round-robin", "prefix-affinity"])
+def test_a_replay_across_real_servers_routes_each_request_as_the_simulated_cluster(servers, router):
+    """Eight documents asked three times each, in random order. The client sends each request
+    when the one before it has ended, and the simulation spaces them 100 s apart: neither ever
+    routes with a request outstanding, so prefix-affinity's load bound never binds and its
+    choice is the ring's on both sides."""
+    trace = doc_qa_trace(np.arange(200, 600), np.array([4]), 24, 1.0, seed=3, questions_per_doc=3)
+    arena = Arena(StepTimeModel(intercept=0.01, n_prefill_tokens=1e-5, n_decode=1e-4), LIMITS)
+    simulated = run_cluster(trace.assign(arrival_s=np.arange(len(trace)) * 100.0), "fcfs", [arena, arena],
+                            router).requests["replica"].to_numpy()
+    result, served = replay_routed([s.url for s in servers], trace.assign(arrival_s=0.0), router, model=SPEC.model,
+                                   limits=LIMITS, one_at_a_time=True)
+    assert served.tolist() == simulated.tolist()
+    assert set(served.tolist()) == {0, 1}
+    frame = result.log.frame()
+    assert frame["finish_s"].notna().all()
+    if router == "prefix-affinity":  # every question of a document on the server that holds it
+        assert trace.assign(server=served).groupby("prefix_id")["server"].nunique().max() == 1
+        assert frame["cached_tokens"].sum() > 0
+
+
+def test_a_router_that_reads_kv_blocks_is_refused_in_front_of_real_servers(servers):
+    trace = doc_qa_trace(np.arange(200, 300), np.array([4]), 2, 1.0, seed=3)
+    with pytest.raises(SchedlabError, match="routes simulated clusters only"):
+        replay_routed([s.url for s in servers], trace, "least-kv", model=SPEC.model, limits=LIMITS)
