@@ -387,7 +387,7 @@ def test_unlock_needs_no_cores(tmp_path, profile):
 
 def test_the_readmes_paper_c_on_vllm_sim_line_plans_paper_cs_jobs_on_vllm_sim(tmp_path):
     """The serving page's line (`... --config backend=vllm-sim -- results/notebooks/slai.html`), dry-run
-    with its results moved to tmp_path: paper C's 15 jobs, the sweeps on vLLM's scheduler."""
+    with its results moved to tmp_path: paper C's 16 jobs, the sweeps on vLLM's scheduler (the routing study runs on `sim`: clusters are simulated there only)."""
     import shlex
 
     text = (ROOT / "docs" / "backends.md").read_text()
@@ -400,5 +400,5 @@ def test_the_readmes_paper_c_on_vllm_sim_line_plans_paper_cs_jobs_on_vllm_sim(tm
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     stats = out[out.index("Job stats"):]
-    assert int(re.search(r"^total\s+(\d+)", stats, re.M).group(1)) == 15
+    assert int(re.search(r"^total\s+(\d+)", stats, re.M).group(1)) == 16
     assert re.search(r"schedlab slai sweep .*--backend vllm-sim", out)
