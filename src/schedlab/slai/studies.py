@@ -12,6 +12,7 @@ import pandas as pd
 from schedlab.engine import Arena, run
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
+from schedlab.slai.lineups import THROUGHPUT_SCHEDULERS
 from schedlab.slai.run import by_bucket, summary
 from schedlab.simulate import scheduler_for, serve
 from schedlab.builders.sarathi import Sarathi
@@ -130,9 +131,6 @@ def mixed_batch_study(model: StepTimeModel, decodes=tuple(range(0, 129, 4)), bud
 
 
 # -- throughput optimality --------------------------------------------------------------------
-THROUGHPUT_SCHEDULERS = ("rad", "rad-long-cycles", "sarathi-fcfs", "request-level", "algorithm2")
-
-
 def engine_models(setup: Setup, tile_col: int = 128) -> dict[str, Arena]:
     """The calibrated engine on the 48 GB card; the theory's batch time (the same terms
     without the fixed per-batch cost: tile staircase, per-token and attention terms); and the

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-import pandas as pd
-
 from schedlab.cli_types import InputPath, OutputPath, engine_object, json_object, positive_number
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_parquet
@@ -28,6 +26,7 @@ def cmd_pool(args) -> None:
 
 
 def cmd_play(args) -> None:
+    import pandas as pd
     from schedlab import registry
     from schedlab.tournament.entrants import lineup
     from schedlab.engine import Arena
@@ -65,6 +64,7 @@ def cmd_play(args) -> None:
 
 
 def cmd_table(args) -> None:
+    import pandas as pd
     from schedlab.tournament.pareto import on_front
 
     table = pd.concat([read_parquet(p) for p in args.runs], ignore_index=True)
