@@ -6,6 +6,8 @@ replacement), Poisson arrivals, a Llama-2-7B-on-A100-like step model, Vidur's KV
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -28,7 +30,8 @@ def conversation_lengths() -> pd.DataFrame:
         from schedlab.data.llm_traces import azure_lengths
 
         return azure_lengths("conv")[["prompt_tokens", "output_tokens"]]
-    except Exception:  # no mirror and no network: the stand-in keeps the benchmark runnable
+    except Exception as e:  # no mirror and no network: the stand-in keeps the benchmark runnable
+        warnings.warn(f"Azure conv lengths unavailable ({e}); using a lognormal stand-in", stacklevel=2)
         rng = np.random.default_rng(7)
         return pd.DataFrame({
             "prompt_tokens": np.clip(rng.lognormal(np.log(1020), 0.9, 20000), 1, 8000).astype(np.int64),

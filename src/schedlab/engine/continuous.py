@@ -40,17 +40,18 @@ class ContinuousBatching(Scheduler):
     def bind(self, engine) -> None:
         super().bind(engine)
         e = engine
-        rid = e.trace["request_id"].to_numpy(np.int64)
-        self.jobs = [
-            Job(int(rid[i]), float(e.arrival[i]), float(e.sizes[i]), int(e.prompt[i]), i) for i in range(e.n)
-        ]
-        if e.prefix_caching and self.policy.reads_cache:  # it asks what an admission would compute now
-            for job in self.jobs:
-                job.uncached = partial(_uncached, e, job.ref)
-        self._totals = None
+        self._rid = e.trace["request_id"].to_numpy(np.int64)
+        self._reads_cache = e.prefix_caching and self.policy.reads_cache
+        # each request's Job, made when it arrives (a run of 100,000 requests would otherwise
+        # spend a noticeable share of its time making them up front)
+        self.jobs: list[Job | None] = [None] * e.n
 
     def arrive(self, i: int) -> None:
-        self.policy.push(self.jobs[i])  # timed by the engine
+        e = self.engine
+        job = self.jobs[i] = Job(int(self._rid[i]), float(e.arrival[i]), float(e.sizes[i]), int(e.prompt[i]), i)
+        if self._reads_cache:  # it asks what an admission would compute now
+            job.uncached = partial(_uncached, e, i)
+        self.policy.push(job)  # timed by the engine
 
     def requeue(self, i: int) -> None:
         t0 = time.perf_counter()
@@ -63,15 +64,8 @@ class ContinuousBatching(Scheduler):
     def victim(self, running: list[int]) -> int:
         return self.policy.victim([self.jobs[x] for x in running], self.engine.now).ref
 
-    def _running_totals(self):
-        e = self.engine
-        run = e.running_array()
-        self._totals = (run, *kernels.running_totals(run, e.seq, e.computed, e.blocks, e.prompt, e.enc_blocks,
-                                                      e.limits.block_size, e.wants))
-        return self._totals
-
     def steady(self) -> int:
-        run, n_dec, _, _, _ = self._running_totals()
+        run, n_dec, _, _, _ = self.engine.running_totals()
         lim = self.engine.limits
         if run.size == 0 or run.size > lim.max_num_batched_tokens or n_dec != run.size:
             return NOT_STEADY
@@ -82,14 +76,18 @@ class ContinuousBatching(Scheduler):
 
     def schedule(self) -> StepPlan:
         e, lim = self.engine, self.engine.limits
-        run, _, _, want, grow = self._totals if self._totals is not None else self._running_totals()
-        self._totals = None
+        run, _, _, want, grow = e.running_totals()
         plan = Planner(e, self, lim.max_num_batched_tokens)
         if want <= plan.budget and grow <= plan.free:
             # every running request gets all it needs: nothing to decide, nothing preempted
             plan.take_many(run, e.wants[: run.size], grow, want)
         else:
-            for r in list(e.running):
+            # the leading requests that need no preemption at once, then one by one from the
+            # first whose blocks run short (the same pass, request by request)
+            k, tokens, blocks, n_tokens = kernels.serve_in_order(run, e.seq, e.computed, e.blocks, e.enc_blocks,
+                                                                 lim.block_size, plan.free, plan.budget)
+            plan.take_many(run[:k], tokens, blocks, n_tokens)
+            for r in e.running[k:]:
                 if plan.budget <= 0:
                     break
                 if r not in plan.preempted and not plan.take(r, min(int(e.seq[r] - e.computed[r]), plan.budget)):

@@ -37,6 +37,30 @@ def running_totals(run, seq, computed, blocks, prompt, enc, bs, wants):
 
 
 @numba.njit(cache=True, nogil=True)
+def serve_in_order(run, seq, computed, blocks, enc, bs, free, budget):
+    """vLLM's running pass while nothing needs preempting: each running request in order is
+    given what it needs within the token budget left, until the budget is spent or a request's
+    new KV blocks exceed the free ones. Returns how many were served, the tokens of each, and
+    the blocks and tokens they take in all."""
+    tokens = np.empty(run.size, dtype=np.int64)
+    used_blocks = used_tokens = 0
+    k = 0
+    while k < run.size and budget > 0:
+        r = run[k]
+        n = min(seq[r] - computed[r], budget)
+        need = max(0, _blocks(computed[r] + n, enc, bs) - blocks[r])
+        if need > free:
+            break
+        tokens[k] = n
+        free -= need
+        budget -= n
+        used_blocks += need
+        used_tokens += n
+        k += 1
+    return k, tokens[:k], used_blocks, used_tokens
+
+
+@numba.njit(cache=True, nogil=True)
 def stretch_steps(run, seq, computed, blocks, total, free, enc, bs, now, t_join, dt0, slope):
     """How many decode-only steps of durations ``dt0 + slope * j`` can run back to back: up
     to the first completion, while their new KV blocks fit in ``free``, and up to the first
@@ -61,6 +85,21 @@ def stretch_steps(run, seq, computed, blocks, total, free, enc, bs, now, t_join,
                 hi = mid - 1
         k = lo
     return k
+
+
+@numba.njit(cache=True, nogil=True)
+def lockstep_times(now, dt0, slope, k):
+    """The durations ``dt0 + slope * j`` of ``k`` decode steps run back to back from ``now``,
+    and their end times, summed in order (as ``now + np.cumsum(durations)``)."""
+    dts = np.empty(k)
+    ends = np.empty(k)
+    elapsed = 0.0
+    for j in range(k):
+        d = dt0 + slope * np.float64(j)
+        dts[j] = d
+        elapsed += d
+        ends[j] = now + elapsed
+    return dts, ends
 
 
 @numba.njit(cache=True, nogil=True)
@@ -96,6 +135,29 @@ def emit(idx, seq, total):
         if seq[r] >= total[r]:
             finished += 1
     return finished
+
+
+@numba.njit(cache=True, nogil=True)
+def complete(idx, seq, total):
+    """The requests of ``idx`` that generated all their tokens, in ``idx``'s order."""
+    out = np.empty(idx.size, dtype=np.int64)
+    n = 0
+    for r in idx:
+        if seq[r] >= total[r]:
+            out[n] = r
+            n += 1
+    return out[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def finish(idx, blocks, finish_s, now):
+    """The requests of ``idx`` finish at ``now``: their KV blocks are let go; returns how many."""
+    freed = 0
+    for r in idx:
+        finish_s[r] = now
+        freed += blocks[r]
+        blocks[r] = 0
+    return freed
 
 
 @numba.njit(cache=True, nogil=True)
