@@ -391,7 +391,6 @@ class Engine(EngineView):
         their KV blocks."""
         self._totals = None
         finished = kernels.complete(candidates, self.seq, self.total)
-        gone = set(finished.tolist())
         if self.prefix is not None:
             # in running order (the order of the step's parts: running requests, then
             # admissions), as vLLM frees the requests of a step's output
@@ -399,9 +398,10 @@ class Engine(EngineView):
             kernels.finish(finished, self.blocks, self.log.finish, self.now)
         else:
             self.free += kernels.finish(finished, self.blocks, self.log.finish, self.now)
-        self.running = [r for r in self.running if r not in gone]
-        self._run_arr = None
-        self.done += len(gone)
+        # the running requests left, in admission order (none complete but those just retired)
+        self._run_arr = kernels.complete(self.running_array(), self.seq, self.total, False)
+        self.running = self._run_arr.tolist()
+        self.done += finished.size
 
 
 def run(trace: pd.DataFrame, scheduler: Scheduler, arena: Arena, **options) -> RunResult:

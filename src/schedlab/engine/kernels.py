@@ -138,12 +138,13 @@ def emit(idx, seq, total):
 
 
 @numba.njit(cache=True, nogil=True)
-def complete(idx, seq, total):
-    """The requests of ``idx`` that generated all their tokens, in ``idx``'s order."""
+def complete(idx, seq, total, done=True):
+    """The requests of ``idx`` that generated all their tokens (with ``done`` false, those
+    that did not), in ``idx``'s order."""
     out = np.empty(idx.size, dtype=np.int64)
     n = 0
     for r in idx:
-        if seq[r] >= total[r]:
+        if (seq[r] >= total[r]) == done:
             out[n] = r
             n += 1
     return out[:n]
