@@ -190,13 +190,26 @@ def apply(idx, num, seq, computed, blocks, prompt, enc, bs, emits, n_emit):
 
 
 @numba.njit(cache=True, nogil=True)
-def decoding(run, seq, computed, prompt):
-    """Which of the running requests ``run`` decode next (one token of a generated sequence)."""
-    out = np.empty(run.size, dtype=np.bool_)
-    for k in range(run.size):
-        r = run[k]
-        out[k] = seq[r] - computed[r] == 1 and seq[r] > prompt[r]
-    return out
+def decoding(run, seq, computed, prompt, decodes=True):
+    """The running requests of ``run`` that decode next (one token of a generated sequence),
+    or with ``decodes`` false the others (a prefill chunk or recompute), in ``run``'s order."""
+    out = np.empty(run.size, dtype=np.int64)
+    n = 0
+    for r in run:
+        if (seq[r] - computed[r] == 1 and seq[r] > prompt[r]) == decodes:
+            out[n] = r
+            n += 1
+    return out[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def growth(idx, num, computed, blocks, enc, bs):
+    """The KV blocks running requests ``idx`` add when each computes ``num[k]`` tokens more."""
+    extra = 0
+    for k in range(idx.size):
+        r = idx[k]
+        extra += _blocks(computed[r] + num[k], enc, bs) - blocks[r]
+    return extra
 
 
 @numba.njit(cache=True, nogil=True)
