@@ -199,6 +199,8 @@ class Engine(EngineView):
                 samples.append((next_sample, self.kv_frac, sched.n_waiting(), len(self.running)))
                 next_sample += self.sample_s
             if not self.running and not sched.n_waiting():
+                if nxt >= n:  # requests left that no scheduler holds: fail, never wait for ever
+                    raise SchedlabError(f"{sched.name}: engine stalled, with requests left and nothing to schedule")
                 self.now = visible[nxt]
                 continue
             mode = sched.steady()
