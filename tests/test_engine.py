@@ -384,6 +384,16 @@ def test_a_stalled_scheduler_fails_instead_of_hanging():
         run(trace, Idle(), Arena(STAIRCASE, EngineConfig()))
 
 
+def test_a_scheduler_that_loses_its_requests_fails_instead_of_hanging():
+    """Every request arrived, none waits, runs or finished: the run fails as stalled."""
+    class Forgetful(Sarathi):
+        def arrive(self, i):
+            pass  # the request is never queued
+
+    with pytest.raises(SchedlabError, match="stalled"):
+        run(class_trace(5), Forgetful(), Arena(STAIRCASE, EngineConfig()))
+
+
 # -- determinism ----------------------------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(ALL_SCHEDULERS))
 def test_same_inputs_same_results(name):

@@ -8,8 +8,6 @@ import signal
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from schedlab.cli_types import (
     InputPath,
     OutputFolder,
@@ -109,6 +107,7 @@ def cmd_data(args) -> None:
 # -- workload -----------------------------------------------------------------------------
 def cmd_workload(args) -> None:
     """One trace per ``--rate``; each rate's trace is what a run of that rate alone gives."""
+    import numpy as np
     from schedlab.workload.arrivals import arrival_times
     from schedlab.workload.asr import asr_trace, librispeech_pool, uniform_pool
 
@@ -199,6 +198,7 @@ def cmd_fit_kappa(args) -> None:
 
 
 def cmd_fit_calibrate(args) -> None:
+    import numpy as np
     from dataclasses import replace
 
     from schedlab.engine import Arena

@@ -73,6 +73,10 @@ def job_sizes(trace: pd.DataFrame, kappa: dict[str, float], duration: str = "raw
     sends (``duration`` as in :func:`size_hints`); its ``max_tokens`` is its forced output
     length (what vLLM's scheduler sees)."""
     max_tokens = trace["output_tokens"].to_numpy(np.int64)
+    if duration == "raw" and "priority" not in trace and "audio_duration_s" not in trace:
+        # no hint carries a size (no priority, no audio): each is its max_tokens, as
+        # size_estimate gives it, in one pass instead of a hint per request
+        return max_tokens.astype(float)
     return np.array(
         [
             size_estimate(h, kappa, m)

@@ -8,15 +8,16 @@ import math
 import os
 import re
 import stat
+import sys
 import tempfile
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping
-
-import pandas as pd
-import pyarrow
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from schedlab.errors import SchedlabError
+
+if TYPE_CHECKING:  # pandas and pyarrow load when a table is read or written (start-up time)
+    import pandas as pd
 
 
 # -- where outputs may go ------------------------------------------------------------------------
@@ -241,7 +242,7 @@ def write_outputs(outputs: Mapping[str | os.PathLike, pd.DataFrame | dict | str 
     they are): all appear or none."""
     with atomic_paths(*outputs) as tmps:
         for tmp, obj in zip(tmps, outputs.values()):
-            if isinstance(obj, pd.DataFrame):
+            if _is_table(obj):
                 obj.to_parquet(tmp, index=False)
             elif isinstance(obj, bytes):
                 tmp.write_bytes(obj)
@@ -249,6 +250,13 @@ def write_outputs(outputs: Mapping[str | os.PathLike, pd.DataFrame | dict | str 
                 tmp.write_text(obj)
             else:
                 tmp.write_text(json.dumps(_plain(obj), indent=2, sort_keys=True) + "\n")
+
+
+def _is_table(obj) -> bool:
+    """Whether ``obj`` is a pandas DataFrame (pandas is loaded wherever one exists, so this
+    does not import it)."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(obj, pd.DataFrame)
 
 
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
@@ -304,6 +312,9 @@ def read_json(path: str | os.PathLike):
 def read_parquet(path: str | os.PathLike, required: tuple[str, ...] = ()) -> pd.DataFrame:
     """Read a parquet table, failing in one line when it is missing, not parquet, or lacks
     ``required`` columns."""
+    import pandas as pd
+    import pyarrow
+
     p = _existing(path)
     try:
         df = pd.read_parquet(p)

@@ -137,6 +137,10 @@ _broken: dict[str, str] = {}
 #: Names a broken plug-in tried to register, for the error when one is asked for.
 _broken_names: dict[str, str] = {}
 _loaded = False
+#: Whether the built-ins are registered, and their names (a built-in's name is answered
+#: without loading the plug-ins).
+_builtins_loaded = False
+_builtin_names: set[str] = set()
 #: The distribution whose module is being imported (set while loading entry points).
 _current: dict[str, str | None] = {"distribution": None, "plugin": None}
 
@@ -229,16 +233,26 @@ def _add(entry: Entry, before=()) -> None:
     _entries.update(items)
 
 
+def _load_builtins() -> None:
+    """Register schedlab's generic schedulers (once)."""
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    _builtins_loaded = True
+    for package in BUILTIN_PACKAGES:
+        pkg = importlib.import_module(package)  # its __init__ imports the usual ones in order
+        for info in pkgutil.iter_modules(pkg.__path__, package + "."):
+            importlib.import_module(info.name)
+    _builtin_names.update(_entries)
+
+
 def _load() -> None:
     """Register the built-ins, then every plug-in of the entry-point group (once)."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    for package in BUILTIN_PACKAGES:
-        pkg = importlib.import_module(package)  # its __init__ imports the usual ones in order
-        for info in pkgutil.iter_modules(pkg.__path__, package + "."):
-            importlib.import_module(info.name)
+    _load_builtins()
     for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: (e.dist is None, e.name)):
         dist = ep.dist.name if ep.dist is not None else "?"
         before, routers_before = dict(_entries), dict(_routers)
@@ -281,8 +295,13 @@ def broken() -> dict[str, str]:
 
 
 def entry(name: str, kind: str | None = None) -> Entry:
-    """The scheduler registered as ``name`` (of ``kind``, when given)."""
-    _load()
+    """The scheduler registered as ``name`` (of ``kind``, when given). A built-in's name is
+    answered before the plug-ins load: no plug-in can take a name a built-in holds (it is
+    rejected), so they cannot change the answer, and a run of a built-in does not import
+    every paper's package (start-up time)."""
+    _load_builtins()
+    if name not in _builtin_names:
+        _load()
     found = _entries.get(name)
     if found is None:
         plugin = _broken_names.get(name) or next((p for p in _broken if p == name), None)

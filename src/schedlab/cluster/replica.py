@@ -78,6 +78,7 @@ class Replica(Engine):
         self.enc_blocks = self.limits.encoder_blocks
         self.running: list[int] = []
         self._run_arr = None
+        self._totals = None
         self._emits = np.empty(max(n, 1), np.int64)
         self.wants = np.empty(max(n, 1), np.int64)
         self.free = self.limits.kv_capacity_blocks

@@ -26,27 +26,6 @@ def _uncached(engine, i: int) -> int:
     return int(engine.seq[i]) - engine.cached_prefix(i)[0]
 
 
-class _Jobs:
-    """The engine's requests as the policy's jobs, by trace position, each made when it is first
-    asked for: a run makes the jobs of the requests that reach its scheduler, not the whole
-    trace's (a replica of a cluster sees a share of it). With ``uncached``, each job can say
-    what its admission would compute now, for a policy that reads the prefix cache."""
-
-    def __init__(self, engine, uncached: bool) -> None:
-        self.engine, self.uncached = engine, uncached
-        self.rid = engine.trace["request_id"].to_numpy(np.int64)
-        self.made: dict[int, Job] = {}
-
-    def __getitem__(self, i: int) -> Job:
-        job = self.made.get(i)
-        if job is None:
-            e = self.engine
-            job = self.made[i] = Job(int(self.rid[i]), float(e.arrival[i]), float(e.sizes[i]), int(e.prompt[i]), i)
-            if self.uncached:
-                job.uncached = partial(_uncached, e, i)
-        return job
-
-
 class ContinuousBatching(Scheduler):
     """vLLM v1's scheduler around ``policy``, with the engine's limits as its budgets."""
 
@@ -60,11 +39,20 @@ class ContinuousBatching(Scheduler):
 
     def bind(self, engine) -> None:
         super().bind(engine)
-        self.jobs = _Jobs(engine, engine.prefix_caching and self.policy.reads_cache)
-        self._totals = None
+        e = engine
+        self._rid = e.trace["request_id"].to_numpy(np.int64)
+        self._reads_cache = e.prefix_caching and self.policy.reads_cache
+        # each request's Job, made when it arrives: a run of 100,000 requests would otherwise
+        # spend a noticeable share of its time making them up front, and a replica of a cluster
+        # makes only those of the requests routed to it
+        self.jobs: dict[int, Job] = {}
 
     def arrive(self, i: int) -> None:
-        self.policy.push(self.jobs[i])  # timed by the engine
+        e = self.engine
+        job = self.jobs[i] = Job(int(self._rid[i]), float(e.arrival[i]), float(e.sizes[i]), int(e.prompt[i]), i)
+        if self._reads_cache:  # it asks what an admission would compute now
+            job.uncached = partial(_uncached, e, i)
+        self.policy.push(job)  # timed by the engine
 
     def requeue(self, i: int) -> None:
         t0 = time.perf_counter()
@@ -77,15 +65,8 @@ class ContinuousBatching(Scheduler):
     def victim(self, running: list[int]) -> int:
         return self.policy.victim([self.jobs[x] for x in running], self.engine.now).ref
 
-    def _running_totals(self):
-        e = self.engine
-        run = e.running_array()
-        self._totals = (run, *kernels.running_totals(run, e.seq, e.computed, e.blocks, e.prompt, e.enc_blocks,
-                                                      e.limits.block_size, e.wants))
-        return self._totals
-
     def steady(self) -> int:
-        run, n_dec, _, _, _ = self._running_totals()
+        run, n_dec, _, _, _ = self.engine.running_totals()
         lim = self.engine.limits
         if run.size == 0 or run.size > lim.max_num_batched_tokens or n_dec != run.size:
             return NOT_STEADY
@@ -96,14 +77,18 @@ class ContinuousBatching(Scheduler):
 
     def schedule(self) -> StepPlan:
         e, lim = self.engine, self.engine.limits
-        run, _, _, want, grow = self._totals if self._totals is not None else self._running_totals()
-        self._totals = None
+        run, _, _, want, grow = e.running_totals()
         plan = Planner(e, self, lim.max_num_batched_tokens)
         if want <= plan.budget and grow <= plan.free:
             # every running request gets all it needs: nothing to decide, nothing preempted
             plan.take_many(run, e.wants[: run.size], grow, want)
         else:
-            for r in list(e.running):
+            # the leading requests that need no preemption at once, then one by one from the
+            # first whose blocks run short (the same pass, request by request)
+            k, tokens, blocks, n_tokens = kernels.serve_in_order(run, e.seq, e.computed, e.blocks, e.enc_blocks,
+                                                                 lim.block_size, plan.free, plan.budget)
+            plan.take_many(run[:k], tokens, blocks, n_tokens)
+            for r in e.running[k:]:
                 if plan.budget <= 0:
                     break
                 if r not in plan.preempted and not plan.take(r, min(int(e.seq[r] - e.computed[r]), plan.budget)):

@@ -121,6 +121,7 @@ class Engine(EngineView):
         self.enc_blocks = self.limits.encoder_blocks
         self.running: list[int] = []
         self._run_arr: np.ndarray | None = None
+        self._totals: tuple | None = None  # running_totals() until the state next changes
         self._emits = np.empty(max(self.n, 1), np.int64)
         self.wants = np.empty(max(self.n, 1), np.int64)  # per running request, for the kernels
         self.free = self.limits.kv_capacity_blocks
@@ -167,36 +168,51 @@ class Engine(EngineView):
         cached blocks are touched, the rest allocated and cached, before whatever comes next."""
         self.prefix.admit(i, cached // self.limits.block_size, n)
 
+    def running_totals(self) -> tuple:
+        """The running requests (admission order), their decode rows and summed context, the
+        tokens they want this step (written to ``wants``) and the KV blocks serving them all
+        would add (:func:`kernels.running_totals`); computed once per state of the engine
+        (a scheduler asks in ``steady`` and again in ``schedule``, the engine in a stretch)."""
+        if self._totals is None:
+            run = self.running_array()
+            self._totals = (run, *kernels.running_totals(run, self.seq, self.computed, self.blocks, self.prompt,
+                                                          self.enc_blocks, self.limits.block_size, self.wants))
+        return self._totals
+
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunResult:
         wall0 = time.perf_counter()
-        sched, visible, n = self.scheduler, self.visible, self.n
+        sched, n = self.scheduler, self.n
+        visible = self.visible.tolist() + [np.inf]  # Python floats (the same values), read once a step
         nxt = self.done = 0
         arrive_s = 0.0
         next_sample = 0.0 if self.sample_s else np.inf
         samples: list[tuple] = []
         while self.done < n:
-            t0 = time.perf_counter()
-            while nxt < n and visible[nxt] <= self.now:
-                sched.arrive(nxt)
-                nxt += 1
-            arrive_s += time.perf_counter() - t0
+            if visible[nxt] <= self.now:
+                t0 = time.perf_counter()
+                while visible[nxt] <= self.now:
+                    sched.arrive(nxt)
+                    nxt += 1
+                arrive_s += time.perf_counter() - t0
             while self.now >= next_sample:
                 samples.append((next_sample, self.kv_frac, sched.n_waiting(), len(self.running)))
                 next_sample += self.sample_s
             if not self.running and not sched.n_waiting():
-                self.now = float(visible[nxt])
+                if nxt >= n:  # requests left that no scheduler holds: fail, never wait for ever
+                    raise SchedlabError(f"{sched.name}: engine stalled, with requests left and nothing to schedule")
+                self.now = visible[nxt]
                 continue
             mode = sched.steady()
             if mode:
-                t_join = float(visible[nxt]) if mode == UNTIL_ARRIVAL and nxt < n else np.inf
+                t_join = visible[nxt] if mode == UNTIL_ARRIVAL else np.inf
                 if self._stretch(min(t_join, next_sample)):
                     continue
             plan = sched.schedule()
             if plan.empty:
                 if nxt >= n:
                     raise SchedlabError(f"{sched.name}: engine stalled, with requests left and nothing to schedule")
-                self.now = max(self.now, float(visible[nxt]))
+                self.now = max(self.now, visible[nxt])
                 continue
             self._step(plan)
         while self.sample_s and self.now >= next_sample:
@@ -224,6 +240,7 @@ class Engine(EngineView):
                 "preempted_queries": self.readmitted[0], "preempted_hits": self.readmitted[1]}
 
     def _step(self, plan: StepPlan) -> None:
+        self._totals = None
         cache = self.prefix
         if cache is not None and not plan.kv_applied:
             plan = self._carry_out(plan)
@@ -339,10 +356,8 @@ class Engine(EngineView):
     def _stretch(self, t_stop: float) -> bool:
         """Run ``k >= 2`` all-decode steps in closed form, the last one ending at or after
         ``t_stop``; False when fewer would run (or some running request does not decode)."""
-        run = self.running_array()
+        run, n_dec, ctx, _, _ = self.running_totals()
         bs = self.limits.block_size
-        n_dec, ctx, _, _ = kernels.running_totals(run, self.seq, self.computed, self.blocks, self.prompt,
-                                                  self.enc_blocks, bs, self.wants)
         if n_dec == 0 or n_dec != run.size:
             return False
         dt0 = float(self.step_time(0, 0, n_dec, ctx))
@@ -351,8 +366,8 @@ class Engine(EngineView):
                                   bs, self.now, t_stop, dt0, slope)
         if k < 2:
             return False
-        dts = dt0 + slope * np.arange(k, dtype=float)
-        ends = self.now + np.cumsum(dts)
+        self._totals = None
+        dts, ends = kernels.lockstep_times(self.now, dt0, slope, k)
         self.log.lockstep(run, ends, dts)
         if self.token_times is not None:
             for i in run.tolist():
@@ -376,19 +391,19 @@ class Engine(EngineView):
     def _retire(self, candidates: np.ndarray) -> None:
         """Complete the requests of ``candidates`` that generated all their tokens, freeing
         their KV blocks."""
-        finished = candidates[self.seq[candidates] >= self.total[candidates]]
-        self.log.finish[finished] = self.now
-        gone = set(finished.tolist())
+        self._totals = None
+        finished = kernels.complete(candidates, self.seq, self.total)
         if self.prefix is not None:
             # in running order (the order of the step's parts: running requests, then
             # admissions), as vLLM frees the requests of a step's output
             self.prefix.release(finished)  # carried out by the caller, with what came before
+            kernels.finish(finished, self.blocks, self.log.finish, self.now)
         else:
-            self.free += int(self.blocks[finished].sum())
-        self.blocks[finished] = 0
-        self.running = [r for r in self.running if r not in gone]
-        self._run_arr = None
-        self.done += len(gone)
+            self.free += kernels.finish(finished, self.blocks, self.log.finish, self.now)
+        # the running requests left, in admission order (none complete but those just retired)
+        self._run_arr = kernels.complete(self.running_array(), self.seq, self.total, False)
+        self.running = self._run_arr.tolist()
+        self.done += finished.size
 
 
 def run(trace: pd.DataFrame, scheduler: Scheduler, arena: Arena, **options) -> RunResult:

@@ -37,6 +37,30 @@ def running_totals(run, seq, computed, blocks, prompt, enc, bs, wants):
 
 
 @numba.njit(cache=True, nogil=True)
+def serve_in_order(run, seq, computed, blocks, enc, bs, free, budget):
+    """vLLM's running pass while nothing needs preempting: each running request in order is
+    given what it needs within the token budget left, until the budget is spent or a request's
+    new KV blocks exceed the free ones. Returns how many were served, the tokens of each, and
+    the blocks and tokens they take in all."""
+    tokens = np.empty(run.size, dtype=np.int64)
+    used_blocks = used_tokens = 0
+    k = 0
+    while k < run.size and budget > 0:
+        r = run[k]
+        n = min(seq[r] - computed[r], budget)
+        need = max(0, _blocks(computed[r] + n, enc, bs) - blocks[r])
+        if need > free:
+            break
+        tokens[k] = n
+        free -= need
+        budget -= n
+        used_blocks += need
+        used_tokens += n
+        k += 1
+    return k, tokens[:k], used_blocks, used_tokens
+
+
+@numba.njit(cache=True, nogil=True)
 def stretch_steps(run, seq, computed, blocks, total, free, enc, bs, now, t_join, dt0, slope):
     """How many decode-only steps of durations ``dt0 + slope * j`` can run back to back: up
     to the first completion, while their new KV blocks fit in ``free``, and up to the first
@@ -61,6 +85,21 @@ def stretch_steps(run, seq, computed, blocks, total, free, enc, bs, now, t_join,
                 hi = mid - 1
         k = lo
     return k
+
+
+@numba.njit(cache=True, nogil=True)
+def lockstep_times(now, dt0, slope, k):
+    """The durations ``dt0 + slope * j`` of ``k`` decode steps run back to back from ``now``,
+    and their end times, summed in order (as ``now + np.cumsum(durations)``)."""
+    dts = np.empty(k)
+    ends = np.empty(k)
+    elapsed = 0.0
+    for j in range(k):
+        d = dt0 + slope * np.float64(j)
+        dts[j] = d
+        elapsed += d
+        ends[j] = now + elapsed
+    return dts, ends
 
 
 @numba.njit(cache=True, nogil=True)
@@ -99,6 +138,30 @@ def emit(idx, seq, total):
 
 
 @numba.njit(cache=True, nogil=True)
+def complete(idx, seq, total, done=True):
+    """The requests of ``idx`` that generated all their tokens (with ``done`` false, those
+    that did not), in ``idx``'s order."""
+    out = np.empty(idx.size, dtype=np.int64)
+    n = 0
+    for r in idx:
+        if (seq[r] >= total[r]) == done:
+            out[n] = r
+            n += 1
+    return out[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def finish(idx, blocks, finish_s, now):
+    """The requests of ``idx`` finish at ``now``: their KV blocks are let go; returns how many."""
+    freed = 0
+    for r in idx:
+        finish_s[r] = now
+        freed += blocks[r]
+        blocks[r] = 0
+    return freed
+
+
+@numba.njit(cache=True, nogil=True)
 def apply(idx, num, seq, computed, blocks, prompt, enc, bs, emits, n_emit):
     """Carry out part of a step plan: request ``idx[k]`` computes ``num[k]`` tokens, growing
     its KV blocks. Returns the blocks added, the decode rows and their summed context, the
@@ -127,13 +190,26 @@ def apply(idx, num, seq, computed, blocks, prompt, enc, bs, emits, n_emit):
 
 
 @numba.njit(cache=True, nogil=True)
-def decoding(run, seq, computed, prompt):
-    """Which of the running requests ``run`` decode next (one token of a generated sequence)."""
-    out = np.empty(run.size, dtype=np.bool_)
-    for k in range(run.size):
-        r = run[k]
-        out[k] = seq[r] - computed[r] == 1 and seq[r] > prompt[r]
-    return out
+def decoding(run, seq, computed, prompt, decodes=True):
+    """The running requests of ``run`` that decode next (one token of a generated sequence),
+    or with ``decodes`` false the others (a prefill chunk or recompute), in ``run``'s order."""
+    out = np.empty(run.size, dtype=np.int64)
+    n = 0
+    for r in run:
+        if (seq[r] - computed[r] == 1 and seq[r] > prompt[r]) == decodes:
+            out[n] = r
+            n += 1
+    return out[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def growth(idx, num, computed, blocks, enc, bs):
+    """The KV blocks running requests ``idx`` add when each computes ``num[k]`` tokens more."""
+    extra = 0
+    for k in range(idx.size):
+        r = idx[k]
+        extra += _blocks(computed[r] + num[k], enc, bs) - blocks[r]
+    return extra
 
 
 @numba.njit(cache=True, nogil=True)

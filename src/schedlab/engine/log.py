@@ -36,6 +36,7 @@ class RequestLog:
         # each request's gap slot: its class, or the last slot (warm-up, not measured)
         self.slot = np.where(self.measured, np.searchsorted(self.class_names, classes), len(self.class_names))
         self._gaps = GapHistogram(len(self.class_names) + 1)
+        self._per_slot = np.zeros(len(self.class_names) + 1, dtype=np.int64)  # lockstep's scratch
 
     def sharing(self) -> "RequestLog":
         """A log that writes this one's per-request arrays, with token gaps of its own (a
@@ -68,14 +69,10 @@ class RequestLog:
     def lockstep(self, idx: np.ndarray, ends: np.ndarray, dts: np.ndarray) -> None:
         """Every request in ``idx`` (each past its first token) emitted one token at each
         time of ``ends``, steps of durations ``dts`` run back to back."""
-        buf, weights, slots, n = self._gaps.staging(idx.size)
-        self._gaps.commit(
-            _lockstep(idx, ends[0], ends[-1], dts[1:].max(), self.last_tok, self.max_gap, self.slot, buf, weights,
-                      slots, n)
-        )
-        per_slot = np.bincount(self.slot[idx], minlength=len(self.class_names) + 1)
-        for k in np.flatnonzero(per_slot):
-            self._gaps.add_repeated(dts[1:], int(per_slot[k]), int(k))
+        n_slots = len(self.class_names) + 1
+        buf, weights, slots, n = self._gaps.staging(idx.size + n_slots * (dts.size - 1))
+        self._gaps.commit(_lockstep(idx, ends[0], ends[-1], dts, self.last_tok, self.max_gap, self.slot,
+                                    self._per_slot, buf, weights, slots, n))
 
     def frame(self, output_s: float = 0.0) -> pd.DataFrame:
         """The per-request results table of the contract (see :mod:`schedlab.contracts`), each
@@ -124,13 +121,26 @@ def _tokens(idx, t, first_tok, last_tok, max_gap, slot, buf, weights, slots, n):
 
 
 @numba.njit(cache=True, nogil=True)
-def _lockstep(idx, t_first, t_last, longest_step, last_tok, max_gap, slot, buf, weights, slots, n):
-    """The per-request part of a lock-step stretch: each request's gap to its first token
-    there (staged), its longest gap, its last token time; returns the new fill."""
+def _lockstep(idx, t_first, t_last, dts, last_tok, max_gap, slot, per_slot, buf, weights, slots, n):
+    """A lock-step stretch of steps of durations ``dts``: each request's gap to its first
+    token there (staged), its longest gap, its last token time; then the gaps between the
+    stretch's steps, each staged once per slot with the slot's requests as its weight (the
+    histogram counts them alike whatever the order). Returns the new fill."""
+    longest_step = dts[1]
+    for j in range(2, dts.size):
+        if dts[j] > longest_step:
+            longest_step = dts[j]
+    per_slot[:] = 0
     for r in idx:
         g = t_first - last_tok[r]
         buf[n], weights[n], slots[n] = g, 1, slot[r]
         n += 1
         max_gap[r] = max(max_gap[r], g, longest_step)
         last_tok[r] = t_last
+        per_slot[slot[r]] += 1
+    for s in range(per_slot.size):
+        if per_slot[s]:
+            for j in range(1, dts.size):
+                buf[n], weights[n], slots[n] = dts[j], per_slot[s], s
+                n += 1
     return n

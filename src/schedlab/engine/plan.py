@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from schedlab.engine import kernels
+
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
@@ -115,7 +117,7 @@ class Planner:
         if tokens is None:
             tokens = np.ones(requests.size, np.int64)
         if blocks is None:
-            blocks = int((e.blocks_for(e.computed[requests] + tokens) - e.blocks[requests]).sum())
+            blocks = kernels.growth(requests, tokens, e.computed, e.blocks, e.enc_blocks, e.limits.block_size)
         if blocks <= self.free and not self.preempted:
             self._hit = None
             self._bulk.append((requests, tokens))

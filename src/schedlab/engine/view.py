@@ -44,13 +44,11 @@ class EngineView:
 
     def decoding(self) -> np.ndarray:
         """The running requests that decode next, in admission order."""
-        run = self.running_array()
-        return run[kernels.decoding(run, self.seq, self.computed, self.prompt)]
+        return kernels.decoding(self.running_array(), self.seq, self.computed, self.prompt)
 
     def prefilling(self) -> list[int]:
         """The running requests in a prefill (or recompute), in admission order."""
-        run = self.running_array()
-        return run[~kernels.decoding(run, self.seq, self.computed, self.prompt)].tolist()
+        return kernels.decoding(self.running_array(), self.seq, self.computed, self.prompt, False).tolist()
 
     @property
     def kv_frac(self) -> float:

@@ -8,13 +8,13 @@ from schedlab.cli_types import InputPath, OutputPath, count, duration, positive_
 from schedlab.contracts import MAX_RATE_RPS
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json, write_outputs, write_parquet
-from schedlab.validation import read_pool
 
 STUDIES = ("queues", "load", "tuning", "starvation")
 POOL_COLUMNS = ("prompt_tokens", "output_tokens")
 
 
 def _setup(args):
+    from schedlab.validation import read_pool
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.ewsjf.studies import Setup, engine_limits
@@ -56,6 +56,7 @@ def cmd_steptime(args) -> None:
 
 
 def cmd_calibrate(args) -> None:
+    from schedlab.validation import read_pool
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.ewsjf.studies import Setup, engine_limits
@@ -73,6 +74,7 @@ def cmd_calibrate(args) -> None:
 
 
 def cmd_workload(args) -> None:
+    from schedlab.validation import read_pool
     from schedlab.ewsjf.workload import trace
 
     short, long = read_pool(args.short, POOL_COLUMNS), read_pool(args.long, POOL_COLUMNS)
@@ -113,6 +115,7 @@ def _cache_arg(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_sharing(args) -> None:
+    from schedlab.validation import read_pool
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.ewsjf import studies

@@ -42,7 +42,7 @@ class Algorithm2(TiledPrefill):
             self.decoding_phase = True
         cyc = np.asarray(self.cycle, np.int64)
         cyc = cyc[e.seq[cyc] < e.total[cyc]]  # unfinished
-        dec = cyc[kernels.decoding(cyc, e.seq, e.computed, e.prompt)][: self.tile_col]
+        dec = kernels.decoding(cyc, e.seq, e.computed, e.prompt)[: self.tile_col]
         if dec.size == 0:  # the cycle is done
             self.cycle, self.decoding_phase = [], False
             return self.schedule()

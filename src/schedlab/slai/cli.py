@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pandas as pd
-
 from schedlab.cli_types import (
     InputPath,
     OutputFolder,
@@ -24,7 +22,6 @@ from schedlab import registry
 from schedlab.errors import SchedlabError
 from schedlab.contracts import SIM_BACKENDS
 from schedlab.io import write_outputs, write_parquet
-from schedlab.validation import read_pool
 
 TABLES = ("summary", "buckets", "timeline")
 #: The tables of one scheduler's served sweep (`schedlab slai serve`).
@@ -67,6 +64,7 @@ def _workload_args(g) -> None:
 
 
 def _setup(args):
+    from schedlab.validation import read_pool
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.slai.studies import Setup
@@ -100,6 +98,7 @@ def cmd_profile(args) -> None:
 
 
 def cmd_calibrate(args) -> None:
+    from schedlab.validation import read_pool
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.fit.chunk_times import calibrate_chunks
@@ -131,6 +130,7 @@ def cmd_sweep(args) -> None:
 
 
 def cmd_scale(args) -> None:
+    from schedlab.validation import read_pool
     from schedlab.latency.catalogue import model_arch
     from schedlab.workload.openchat import scaled_pool
 
@@ -153,6 +153,7 @@ def cmd_serve(args) -> None:
 
 
 def cmd_capacity(args) -> None:
+    import pandas as pd
     from schedlab.slai.studies import capacity
 
     from schedlab.io import read_parquet
@@ -162,6 +163,7 @@ def cmd_capacity(args) -> None:
 
 
 def cmd_params(args) -> None:
+    import pandas as pd
     from schedlab.slai.studies import budget_study, kv_study, mixed_batch_study
 
     setup = _setup(args)
@@ -226,7 +228,7 @@ def _setup_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub) -> None:
-    from schedlab.slai.studies import (ROUTING_FACTORS, ROUTING_REPLICAS, ROUTING_ROUTERS, ROUTING_SCHEDULERS,
+    from schedlab.slai.lineups import (ROUTING_FACTORS, ROUTING_REPLICAS, ROUTING_ROUTERS, ROUTING_SCHEDULERS,
                                        THROUGHPUT_SCHEDULERS)
 
     s = sub.add_parser("slai", help="paper C: Sarathi-Serve, RAD and SLAI batch builders")

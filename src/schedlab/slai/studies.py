@@ -14,6 +14,8 @@ from schedlab.cluster import run_cluster
 from schedlab.engine import Arena, run
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
+from schedlab.slai.lineups import (ROUTING_FACTORS, ROUTING_REPLICAS, ROUTING_ROUTERS, ROUTING_SCHEDULERS,
+                                    THROUGHPUT_SCHEDULERS)
 from schedlab.slai.run import by_bucket, summary
 from schedlab.simulate import scheduler_for, serve
 from schedlab.builders.sarathi import Sarathi
@@ -132,9 +134,6 @@ def mixed_batch_study(model: StepTimeModel, decodes=tuple(range(0, 129, 4)), bud
 
 
 # -- throughput optimality --------------------------------------------------------------------
-THROUGHPUT_SCHEDULERS = ("rad", "rad-long-cycles", "sarathi-fcfs", "request-level", "algorithm2")
-
-
 def engine_models(setup: Setup, tile_col: int = 128) -> dict[str, Arena]:
     """The calibrated engine on the 48 GB card; the theory's batch time (the same terms
     without the fixed per-batch cost: tile staircase, per-token and attention terms); and the
@@ -177,12 +176,6 @@ def throughput(setup: Setup, schedulers=THROUGHPUT_SCHEDULERS, factors=(0.9, 1.1
 
 
 # -- routing across identical engines ---------------------------------------------------------
-#: The routing study's defaults: random routing against join-the-shortest-queue (fewest
-#: outstanding requests), on clusters of 1 to 8 engines, at loads below and above saturation.
-ROUTING_ROUTERS = ("random", "least-requests")
-ROUTING_SCHEDULERS = ("sarathi-fcfs", "rad")
-ROUTING_REPLICAS = (1, 2, 4, 8)
-ROUTING_FACTORS = (0.8, 0.95, 1.1)
 
 
 def routing(setup: Setup, schedulers=ROUTING_SCHEDULERS, routers=ROUTING_ROUTERS, replicas=ROUTING_REPLICAS,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from schedlab.cli_types import InputPath, OutputPath, number, positive_number, seed
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_outputs, write_parquet
-from schedlab.validation import read_pool
 
 STUDIES = ("compare", "schedule", "lengths", "coefficients", "instances")
 POOL_COLUMNS = ("prompt_tokens", "output_tokens")
@@ -43,6 +42,7 @@ def cmd_fit(args) -> None:
 
 
 def cmd_study(args) -> None:
+    from schedlab.validation import read_pool
     from schedlab.fit.latency_predictor import LatencyPredictor
     from schedlab.latency.catalogue import hardware, model_arch
     from schedlab.slosa import studies

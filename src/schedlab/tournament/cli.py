@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-import pandas as pd
-
 from schedlab.cli_types import InputPath, OutputPath, engine_object, json_object, positive_number
 from schedlab.contracts import MAX_REPLICAS
 from schedlab.errors import SchedlabError
@@ -49,6 +47,7 @@ def _workload(args):
 
 
 def cmd_cluster(args) -> None:
+    import pandas as pd
     from schedlab import registry
     from schedlab.tournament.entrants import lineup
     from schedlab.tournament.play import capacity, cluster_match
@@ -74,6 +73,7 @@ def cmd_cluster(args) -> None:
 
 
 def cmd_play(args) -> None:
+    import pandas as pd
     from schedlab import registry
     from schedlab.tournament.entrants import lineup
     from schedlab.tournament.play import capacity, match
@@ -98,6 +98,7 @@ def cmd_play(args) -> None:
 
 
 def cmd_table(args) -> None:
+    import pandas as pd
     from schedlab.tournament.pareto import on_front
 
     table = pd.concat([read_parquet(p) for p in args.runs], ignore_index=True)

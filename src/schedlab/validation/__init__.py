@@ -7,15 +7,22 @@ the source (file or option), the column or key, and the first bad row or value; 
 line turns it into ``schedlab: error: ...`` and exit status 2.
 """
 
-from schedlab.validation.documents import (
-    check_arena_spec,
-    check_run_length,
-    check_workload_spec,
-    parse,
-    read_kappa,
-    read_steptime,
-)
-from schedlab.validation.tables import check_trace, read_pool, read_profile, read_trace
+import importlib
+
+#: Where each name lives; a name's module is imported when the name is first read, so that a
+#: command that checks only documents does not load pandera (start-up time).
+_HOME = {
+    **dict.fromkeys(("check_arena_spec", "check_run_length", "check_workload_spec", "parse", "read_kappa",
+                     "read_steptime"), "schedlab.validation.documents"),
+    **dict.fromkeys(("check_trace", "read_pool", "read_profile", "read_trace"), "schedlab.validation.tables"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOME[name]), name)
+
 
 __all__ = [
     "check_arena_spec",
