@@ -2,7 +2,7 @@
 one-machine cluster (or finds it up), then `snakemake ... --workflow-profile profiles/slurm`
 runs paper B's chain of the tiny configuration through it on a synthetic mirror: trace pools
 from the Azure and Mooncake tables -> step-time fit -> calibration -> tuning -> the studies
-(simulations) -> the notebook render, ten SLURM jobs in five rounds.
+(simulations) -> the notebook render, eleven SLURM jobs (the sharing study among them).
 
 Why a chain and not the whole tiny pipeline: through SLURM each job pays its submission,
 a Snakemake start inside the job (~8 s here) and the wait for the next status query (the
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 #: The rules of the chain, every one submitted to SLURM.
 REMOTE_RULES = {"ewsjf_pools", "ewsjf_steptime", "ewsjf_calibrate", "ewsjf_tuning", "ewsjf_study",
-                "ewsjf_starvation", "notebook"}
+                "ewsjf_starvation", "ewsjf_sharing", "notebook"}
 
 
 #: The page that gives the two lines.
@@ -109,7 +109,7 @@ def test_the_tiny_chain_runs_through_slurm(slurm_cluster, tmp_path):
     run_id = re.search(r"SLURM run ID: (\S+)", log).group(1)
     submitted = dict(re.findall(r"has been submitted with SLURM jobid (\d+) \(log: \S*/rule_(\w+?)/", log))
     assert set(submitted.values()) == REMOTE_RULES, submitted
-    assert len(submitted) == 10, submitted
+    assert len(submitted) == 11, submitted
     sacct = subprocess.run(
         ["sacct", "--completion", "--noheader", "--parsable2", "--format=JobIDRaw,JobName,State",
          "--jobs", ",".join(submitted)],
