@@ -81,6 +81,19 @@ def _synthetic_numbers() -> dict:
     }
 
 
+def _synthetic_results(tmp_path: Path) -> Path:
+    """A results folder whose page the results rule wrote from :func:`_synthetic_numbers`."""
+    results = tmp_path / "results"
+    (results / "notebooks").mkdir(parents=True)
+    files = []
+    for name, numbers in _synthetic_numbers().items():
+        files.append(results / "notebooks" / f"{name}.numbers.json")
+        files[-1].write_text(json.dumps(numbers))
+    results_page.write([str(f) for f in files], results / "results.md", results / "results.json",
+                       results=str(results), backend="sim", workdir=tmp_path)
+    return results
+
+
 def test_the_site_builds_strictly_with_its_generated_parts(tmp_path):
     """The real build, before a run: every page, the command-line reference walked from the
     parsers, the figure map, the acceptance rules' thresholds, and a results page that says how
@@ -109,14 +122,7 @@ def test_the_site_builds_strictly_with_its_generated_parts(tmp_path):
 def test_the_results_page_shows_what_the_pipeline_wrote(tmp_path):
     """The results rule's page from notebooks' numbers, then the site built over it: each
     section shows its numbers under the heading the README links to."""
-    results = tmp_path / "results"
-    (results / "notebooks").mkdir(parents=True)
-    files = []
-    for name, numbers in _synthetic_numbers().items():
-        files.append(results / "notebooks" / f"{name}.numbers.json")
-        files[-1].write_text(json.dumps(numbers))
-    results_page.write([str(f) for f in files], results / "results.md", results / "results.json",
-                       results=str(results), backend="sim", workdir=tmp_path)
+    results = _synthetic_results(tmp_path)
     md = (results / "results.md").read_text()
     assert [h for h in re.findall(r"^## (.+)$", md, re.M)] == list(results_page.SECTIONS)
     assert "| A | Duration-aware scheduling for ASR serving | `asr_duration` | 1 of 2 | 1 of 1 | 0 of 1 |" in md
@@ -281,14 +287,7 @@ def test_a_run_is_appended_to_the_history_and_the_docs_show_the_spread(tmp_path)
     record_run = _load("record_run", ROOT / "workflow" / "scripts" / "record_run.py")
     header = (ROOT / "docs" / "runs.csv").read_text().splitlines()[0]
     assert header == ",".join(record_run.COLUMNS)  # the shipped history starts from the same columns
-    results = tmp_path / "results"
-    (results / "notebooks").mkdir(parents=True)
-    files = []
-    for name, numbers in _synthetic_numbers().items():
-        files.append(results / "notebooks" / f"{name}.numbers.json")
-        files[-1].write_text(json.dumps(numbers))
-    results_page.write([str(f) for f in files], results / "results.md", results / "results.json",
-                       results=str(results), backend="sim", workdir=tmp_path)
+    results = _synthetic_results(tmp_path)
     history = tmp_path / "runs.csv"
     first = record_run.append(results / "results.json", history)
     assert (first["A_within"], first["A_numbers"], first["C_numbers"]) == (1, 2, "")

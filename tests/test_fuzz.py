@@ -6,9 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import signal
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -28,13 +26,13 @@ from test_hostile import (
     N,
     STEPTIME,
     WRITERS,
-    _alarm,
     _hostile,
     _materialise,
     _numeric_options,
     _state,
     run_cli,
     simulate,
+    time_limit,
     trace_frame,
 )
 
@@ -46,18 +44,6 @@ FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
-@contextmanager
-def time_limit(seconds: int):
-    def expire(*_):
-        raise TimeoutError(f"case took over {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # -- bad traces: one cell, or one column's order or type, made wrong ----------------------------
@@ -307,7 +293,7 @@ def test_no_command_writes_through_any_hostile_path(capsys, case):
             argv[slot] = str(end)
         before = _state(target) if target is not None else None
         listing = sorted(str(p) for p in root.rglob("*"))
-        with _alarm(60):
+        with time_limit(60):
             rc, out, err = run_cli(capsys, argv)
         assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, (case, err)
         if target is not None:

@@ -26,6 +26,23 @@ import pytest
 
 from schedlab.cli import main
 
+
+@contextmanager
+def time_limit(seconds: int):
+    """Fail with TimeoutError after ``seconds`` instead of hanging."""
+
+    def expire(*_):
+        raise TimeoutError(f"case took over {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 N = 12
 STEPTIME = {"intercept": 0.002, "n_encoder": 0.01, "n_prefill_tokens": 1e-5, "n_decode": 1e-4, "ctx_tokens": 1e-8}
 KAPPA = {"en": {"status": "fitted", "kappa": 3.0}}
@@ -489,7 +506,7 @@ def test_no_command_writes_over_a_device_fifo_socket_folder_or_input(capsys, fil
         _hostile(kind, target)
     before = _state(target) if target is not None else None
     listing = sorted(str(p) for p in files["dir"].rglob("*"))
-    with _alarm(60):
+    with time_limit(60):
         rc, out, err = run_cli(capsys, argv)
     assert rc == 2, err
     assert err.startswith("schedlab: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
@@ -678,7 +695,7 @@ UTTERANCE_CASES = {
 def test_a_bad_utterance_table_is_refused(capsys, files, table, named, kind):
     """(A clip of 0 s once looped forever building the uniform pool.)"""
     pd.DataFrame(table).to_parquet(files["pool"])
-    with _alarm(60):
+    with time_limit(60):
         assert_rejected(capsys, files, ["workload", "--kind", kind, "--utterances", str(files["pool"]), "--rate", "5",
                                         "--n-requests", "10", "--out", str(files["out"] / "w.parquet")], named)
 
@@ -796,16 +813,3 @@ def test_outputs_follow_the_umask(capsys, files, umask):
         assert stat.S_IMODE((files["out"] / name).stat().st_mode) == 0o666 & ~umask, name
 
 
-@contextmanager
-def _alarm(seconds: int):
-    """Fail instead of hanging (a FIFO opened for writing blocks until someone reads it)."""
-    def expire(*_):
-        raise TimeoutError(f"took over {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
