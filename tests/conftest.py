@@ -1,10 +1,34 @@
 """Shared fixtures."""
 
+import os
 from pathlib import Path
 
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: The SLURM configuration the tests run with, bar the SLURM test (see the file).
+UNREACHABLE_SLURM = Path(__file__).resolve().parent / "slurm-unreachable.conf"
+
+
+_MACHINE_SLURM = os.environ.get("SLURM_CONF")
+
+
+def pytest_configure(config):
+    """Every `snakemake` a test starts asks SLURM for its configuration (the SLURM executor's
+    plug-in does, when loaded); with no controller up it gets an answer at once instead of
+    after 9 s of retries. The SLURM test takes the machine's own back (:func:`machine_slurm`)."""
+    os.environ["SLURM_CONF"] = str(UNREACHABLE_SLURM)
+
+
+@pytest.fixture(scope="module")
+def machine_slurm():
+    """The machine's own SLURM configuration, for the module's tests and what they start."""
+    if _MACHINE_SLURM is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = _MACHINE_SLURM
+    yield
+    os.environ["SLURM_CONF"] = str(UNREACHABLE_SLURM)
 
 
 def pytest_collection_modifyitems(items):

@@ -75,7 +75,7 @@ def _cancel_jobs(select) -> None:
 
 
 @pytest.fixture(scope="module")
-def slurm_cluster():
+def slurm_cluster(machine_slurm):
     """The guide's setup line, from the checkout: a single-node cluster, up and idle. The
     daemons it started are stopped after the module's tests (a cluster found up stays up)."""
     found_up = {process for process in DAEMONS if _running(process)}
