@@ -286,7 +286,8 @@ def test_the_cluster_command_writes_results_with_replicas_and_both_summaries(tmp
 def test_a_replica_holds_every_piece_of_state_the_engine_does():
     """A replica is the engine with shared per-request arrays: a state the engine gains must be
     given to the replica too (its own, or shared), or the piecewise loop would miss it."""
-    from schedlab.cluster.replica import Replica, Requests
+    from schedlab.cluster.replica import Replica
+    from schedlab.engine.requests import Requests
     from schedlab.engine.core import Engine
     from schedlab.simulate import scheduler_for
 

@@ -25,74 +25,22 @@ import time
 from collections import deque
 
 import numpy as np
-import pandas as pd
 
 from schedlab.engine.arena import Arena
 from schedlab.engine.core import Engine
-from schedlab.engine.log import RequestLog
-from schedlab.engine.prefix import PrefixCache, uses_prefix_cache
+from schedlab.engine.requests import Requests
 from schedlab.engine.scheduler import UNTIL_ARRIVAL, Scheduler
 from schedlab.errors import SchedlabError
-
-
-class Requests:
-    """The per-request arrays every replica of one cluster shares, by trace position."""
-
-    def __init__(self, trace: pd.DataFrame, warmup_s: float) -> None:
-        self.trace = trace
-        self.n = len(trace)
-        self.arrival = trace["arrival_s"].to_numpy(float)
-        self.prompt = trace["prompt_tokens"].to_numpy(np.int64)
-        self.total = self.prompt + trace["output_tokens"].to_numpy(np.int64)
-        self.target = trace["tbt_target_s"].to_numpy(float) if "tbt_target_s" in trace else np.full(self.n, np.inf)
-        self.slo_class = trace["slo_class"].astype(str).to_numpy() if "slo_class" in trace else np.full(self.n, "all")
-        self.seq = self.prompt.copy()
-        self.computed = np.zeros(self.n, np.int64)
-        self.blocks = np.zeros(self.n, np.int64)
-        self.log = RequestLog(trace, warmup_s)
-        self._sizes: dict[int, tuple[Arena, np.ndarray]] = {}
-
-    def sizes(self, arena: Arena) -> np.ndarray:
-        """The job sizes ``arena`` estimates (computed once per arena)."""
-        if id(arena) not in self._sizes:
-            self._sizes[id(arena)] = (arena, arena.job_sizes(self.trace))
-        return self._sizes[id(arena)][1]
 
 
 class Replica(Engine):
     """Replica ``index`` of a cluster: ``scheduler`` in ``arena`` over the shared ``requests``."""
 
     def __init__(self, index: int, requests: Requests, scheduler: Scheduler, arena: Arena) -> None:
-        # Engine.__init__'s state, with the per-request arrays shared (see the module docstring)
-        n, trace = requests.n, requests.trace
+        self._setup(requests, scheduler, arena, requests.log.sharing())
         self.index = index
-        self.trace, self.scheduler, self.arena = trace, scheduler, arena
-        self.limits, self.step_time = arena.limits, arena.step_time
-        self.n = n
-        self.arrival = requests.arrival
-        self.visible = np.full(n, np.inf)  # when each request routed here reaches the scheduler
-        self.prompt, self.total = requests.prompt, requests.total
-        self.sizes = requests.sizes(arena)
-        self.target, self.slo_class = requests.target, requests.slo_class
-        self.seq, self.computed, self.blocks = requests.seq, requests.computed, requests.blocks
-        self.enc_blocks = self.limits.encoder_blocks
-        self.running: list[int] = []
-        self._run_arr = None
-        self._totals = None
-        self._emits = np.empty(max(n, 1), np.int64)
-        self.wants = np.empty(max(n, 1), np.int64)
-        self.free = self.limits.kv_capacity_blocks
-        self.prefix = (PrefixCache(trace, self.limits.block_size, self.limits.kv_capacity_blocks, self.computed)
-                       if uses_prefix_cache(trace, self.limits.prefix_caching, self.limits.encoder_frames) else None)
-        self.readmitted = [0, 0]
-        self.peak = 0
-        self.now = self.busy = 0.0
-        self.steps = 0
-        self.done = 0
-        self.log = requests.log.sharing()
-        self.sample_s, self.record = None, False
-        self.token_times = None
-        self._step_log: list[tuple] = []
+        self.visible = np.full(requests.n, np.inf)  # when each request routed here reaches the scheduler
+        self.sample_s, self.record, self.token_times = None, False, None
         # the cluster's own state: requests routed here that the scheduler has not seen yet,
         # the front end's queue, the load the router reads, and whether the scheduler waits
         # for an arrival to plan anything

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 
 from schedlab import registry
-from schedlab.cluster.replica import Replica, Requests
+from schedlab.cluster.replica import Replica
 from schedlab.engine import Arena, EngineConfig, RunResult, check_servable
 from schedlab.engine.gaps import GapHistogram
+from schedlab.engine.requests import Requests
 from schedlab.errors import SchedlabError
 from schedlab.metrics import summarize
 from schedlab.routers import RequestView

@@ -43,6 +43,7 @@ from schedlab.engine.scheduler import UNTIL_ARRIVAL, Scheduler
 from schedlab.engine.view import EngineView
 from schedlab.errors import SchedlabError
 from schedlab.engine.log import RequestLog
+from schedlab.engine.requests import Requests
 
 TIMELINE_COLUMNS = ("t_s", "kv_frac", "waiting", "running")
 STEP_LOG_COLUMNS = ("start_s", "dt_s", "prefill_tokens", "n_decode", "n_chunks", "n_running", "kv_blocks")
@@ -105,19 +106,24 @@ class Engine(EngineView):
     def __init__(self, trace: pd.DataFrame, scheduler: Scheduler, arena: Arena, *, warmup_s: float = 0.0,
                  sample_s: float | None = None, record: bool = False) -> None:
         check_servable(trace, arena.limits, arena.max_tokens)
-        self.trace, self.scheduler, self.arena = trace, scheduler, arena
-        self.limits, self.step_time = arena.limits, arena.step_time
-        self.n = len(trace)
-        self.arrival = trace["arrival_s"].to_numpy(float)
+        requests = Requests(trace, warmup_s)
+        self._setup(requests, scheduler, arena, requests.log)
         self.visible = self.step_time.visible_times(self.arrival)
-        self.prompt = trace["prompt_tokens"].to_numpy(np.int64)
-        self.total = self.prompt + trace["output_tokens"].to_numpy(np.int64)  # sequence length when complete
-        self.sizes = arena.job_sizes(trace)
-        self.target = trace["tbt_target_s"].to_numpy(float) if "tbt_target_s" in trace else np.full(self.n, np.inf)
-        self.slo_class = trace["slo_class"].astype(str).to_numpy() if "slo_class" in trace else np.full(self.n, "all")
-        self.seq = self.prompt.copy()
-        self.computed = np.zeros(self.n, np.int64)
-        self.blocks = np.zeros(self.n, np.int64)
+        self.sample_s, self.record = sample_s, record
+        self.token_times = [[] for _ in range(self.n)] if record else None
+        scheduler.bind(self)
+
+    def _setup(self, requests: Requests, scheduler: Scheduler, arena: Arena, log: RequestLog) -> None:
+        """The state of a run of ``scheduler`` in ``arena`` over ``requests``, logging to ``log``
+        (all but when each request reaches the scheduler, the sampling and recording options,
+        and the scheduler's binding, which come after)."""
+        self.requests, self.trace, self.scheduler, self.arena = requests, requests.trace, scheduler, arena
+        self.limits, self.step_time = arena.limits, arena.step_time
+        self.n = requests.n
+        self.arrival, self.prompt, self.total = requests.arrival, requests.prompt, requests.total
+        self.target, self.slo_class = requests.target, requests.slo_class
+        self.seq, self.computed, self.blocks = requests.seq, requests.computed, requests.blocks
+        self.sizes = requests.sizes(arena)
         self.enc_blocks = self.limits.encoder_blocks
         self.running: list[int] = []
         self._run_arr: np.ndarray | None = None
@@ -125,17 +131,15 @@ class Engine(EngineView):
         self._emits = np.empty(max(self.n, 1), np.int64)
         self.wants = np.empty(max(self.n, 1), np.int64)  # per running request, for the kernels
         self.free = self.limits.kv_capacity_blocks
-        self.prefix = (PrefixCache(trace, self.limits.block_size, self.limits.kv_capacity_blocks, self.computed)
-                       if uses_prefix_cache(trace, self.limits.prefix_caching, self.limits.encoder_frames) else None)
+        self.prefix = (PrefixCache(self.trace, self.limits.block_size, self.limits.kv_capacity_blocks, self.computed)
+                       if uses_prefix_cache(self.trace, self.limits.prefix_caching, self.limits.encoder_frames)
+                       else None)
         self.readmitted = [0, 0]  # tokens looked up and found at re-admissions after preemption
         self.peak = 0
         self.now = self.busy = 0.0
-        self.steps = 0
-        self.log = RequestLog(trace, warmup_s)
-        self.sample_s, self.record = sample_s, record
-        self.token_times = [[] for _ in range(self.n)] if record else None
+        self.steps = self.done = 0
+        self.log = log
         self._step_log: list[tuple] = []
-        scheduler.bind(self)
 
     @property
     def last_tok(self) -> np.ndarray:
