@@ -313,3 +313,37 @@ def test_requests_beyond_a_replicas_context_go_to_the_replicas_that_can_serve_th
         turn = (chosen + 1) % 2
     assert where.tolist() == expected
     assert result.requests["finish_s"].notna().all()
+
+
+def test_the_cluster_replay_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, capsys):
+    """`schedlab cluster-replay` (its real-server run: tests/test_cluster_server.py): a URL that is
+    not a server's, an unknown router, one that reads KV blocks, an ASR trace, and servers that do
+    not answer each end in one line, exit status 2, with no output written."""
+    from schedlab.backends.server_process import free_port
+    from schedlab.cli import main
+
+    two_class_trace(4, rate=10.0).to_parquet(tmp_path / "trace.parquet")
+    two_class_trace(4, rate=10.0).assign(audio_duration_s=5.0).to_parquet(tmp_path / "asr.parquet")
+    silent = f"http://127.0.0.1:{free_port()}"
+    outs = [tmp_path / "r.parquet", tmp_path / "s.json", tmp_path / "per.parquet"]
+    argv = ["cluster-replay", "--servers", silent, "--trace", str(tmp_path / "trace.parquet"), "--router", "round-robin",
+            "--model", "tiny-llama", "--scheduler", "fcfs", "--out-results", str(outs[0]), "--out-summary", str(outs[1]),
+            "--out-replicas", str(outs[2])]
+    cases = [
+        (["--servers", "ftp://host"], "not a server URL"),
+        (["--servers", "http://127.0.0.1:8000/v1"], "not a server URL"),
+        (["--router", "nearest"], "unknown router 'nearest'"),
+        (["--router", "least-kv"], "routes simulated clusters only"),
+        (["--trace", str(tmp_path / "asr.parquet")], "serves decoder models"),
+        ([], "4 request(s) failed; first: request 0: connection lost"),
+    ]
+    for bad, message in cases:
+        capsys.readouterr()
+        try:
+            rc = main([*argv, *bad])
+        except SystemExit as e:  # a usage error, from argparse
+            rc = e.code
+        assert rc == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+        assert not any(p.exists() for p in outs)

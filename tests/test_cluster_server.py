@@ -5,11 +5,15 @@ simulation sends it to, and every request completes."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("vllm")
@@ -68,3 +72,34 @@ def test_a_router_that_reads_kv_blocks_is_refused_in_front_of_real_servers(serve
     trace = doc_qa_trace(np.arange(200, 300), np.array([4]), 2, 1.0, seed=3)
     with pytest.raises(SchedlabError, match="routes simulated clusters only"):
         replay_routed([s.url for s in servers], trace, "least-kv", model=SPEC.model, limits=LIMITS)
+
+
+def test_the_cluster_replay_command_routes_across_real_servers_and_summarises_each(servers, tmp_path):
+    """`schedlab cluster-replay`: the routed replay from the command line, in the simulated
+    cluster's contracts: each request on the server the simulation sends it to, and the summary
+    over both servers is the per-server summaries added up."""
+    trace = doc_qa_trace(np.arange(200, 600), np.array([4]), 12, 1.0, seed=5, questions_per_doc=3)
+    trace.assign(arrival_s=0.0).to_parquet(tmp_path / "trace.parquet")
+    arena = Arena(StepTimeModel(intercept=0.01, n_prefill_tokens=1e-5, n_decode=1e-4), LIMITS)
+    simulated = run_cluster(trace.assign(arrival_s=np.arange(len(trace)) * 100.0), "fcfs", [arena, arena],
+                            "prefix-affinity").requests["replica"].to_numpy()
+    out = {name: tmp_path / name for name in ("results.parquet", "summary.json", "replicas.parquet")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "schedlab.cli", "cluster-replay", "--servers", *[s.url for s in servers],
+         "--trace", str(tmp_path / "trace.parquet"), "--router", "prefix-affinity", "--model", SPEC.model,
+         "--block-size", str(SPEC.block_size), "--scheduler", "fcfs", "--one-at-a-time",
+         "--out-results", str(out["results.parquet"]), "--out-summary", str(out["summary.json"]),
+         "--out-replicas", str(out["replicas.parquet"])],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = pd.read_parquet(out["results.parquet"])
+    assert results["replica"].tolist() == simulated.tolist() and results["finish_s"].notna().all()
+    summary = json.loads(out["summary.json"].read_text())
+    replicas = pd.read_parquet(out["replicas.parquet"])
+    assert summary["completed"] == len(trace) and summary["replicas"] == 2 and summary["router"] == "prefix-affinity"
+    assert (summary["backend"], summary["via"], summary["policy"]) == ("vllm", "server", "fcfs")
+    assert replicas["replica"].tolist() == [0, 1]
+    assert replicas["completed"].tolist() == np.bincount(results["replica"], minlength=2).tolist()
+    assert replicas["cached_tokens"].sum() == summary["cached_tokens"] == results["cached_tokens"].sum() > 0
+    assert np.isfinite(replicas["p50_itl_ms"]).all() and np.isfinite(summary["p99_itl_ms"])

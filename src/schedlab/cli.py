@@ -22,6 +22,7 @@ from schedlab.cli_types import (
     rate_type,
     rate_label,
     seed,
+    server_url,
     vllm_engine_args,
 )
 from schedlab.contracts import MAX_REPLICAS
@@ -327,6 +328,23 @@ def cmd_cluster(args) -> None:
     write_outputs({args.out_results: result.requests, args.out_summary: summary, args.out_replicas: per_replica})
 
 
+def cmd_cluster_replay(args) -> None:
+    """A trace replayed across running `vllm serve` servers behind ``--router``."""
+    from schedlab import registry
+    from schedlab.cluster.served import replay_across_servers
+
+    from schedlab.validation import read_trace
+
+    registry.router_entry(args.router)  # fail early on an unknown name
+    trace = read_trace(args.trace)  # the servers' own context is theirs to check
+    served = replay_across_servers(args.servers, trace, args.router, model=args.model, block_size=args.block_size,
+                                   seed=args.seed, timeout_s=args.timeout_s, one_at_a_time=args.one_at_a_time,
+                                   identity={"policy": args.policy, "workload": args.workload, "rate": args.rate,
+                                             "model": args.model, "seed": args.seed})
+    write_outputs({args.out_results: served.requests, args.out_summary: served.summary,
+                   args.out_replicas: served.replicas})
+
+
 def cmd_schedulers(args) -> None:
     """Every registered scheduler and router, one line each, and a line per plug-in that
     failed to load."""
@@ -581,6 +599,30 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--out-replicas", type=OutputPath, required=True, help="one run summary per replica (parquet)")
     _engine_args(cl)
     cl.set_defaults(func=cmd_cluster)
+
+    cr = sub.add_parser("cluster-replay", help="a trace replayed across running `vllm serve` servers behind a router "
+                                               "(the simulated cluster's router code)")
+    cr.add_argument("--servers", type=server_url, nargs="+", required=True,
+                    help="the servers' base URLs, e.g. http://127.0.0.1:8000 http://127.0.0.1:8001")
+    cr.add_argument("--trace", type=InputPath, required=True, help="a decoder model's trace")
+    cr.add_argument("--router", required=True, help="a registered router that reads no KV blocks, e.g. round-robin, "
+                                                    "least-requests, prefix-affinity")
+    cr.add_argument("--model", required=True, help="the model the servers serve (--served-model-name)")
+    cr.add_argument("--block-size", type=_positive_int, default=16,
+                    help="the servers' KV block size, which prefix-affinity keys prompts by")
+    cr.add_argument("--scheduler", "--policy", dest="policy", required=True,
+                    help="the scheduler the servers run, recorded as the summaries' policy")
+    cr.add_argument("--workload", default="custom", help="name recorded in the summaries")
+    cr.add_argument("--rate", type=rate_type(inf=True), default=float("nan"), help="recorded in the summaries (inf: a burst)")
+    cr.add_argument("--seed", type=seed, default=0, help="the random router's seed, recorded in the summaries")
+    cr.add_argument("--timeout-s", type=positive_number(float, 86400), default=600.0, help="per request")
+    cr.add_argument("--one-at-a-time", action="store_true",
+                    help="send each request at its arrival or when the one before it has ended, whichever is later")
+    cr.add_argument("--out-results", type=OutputPath, required=True,
+                    help="per-request results (parquet), with the server (replica) each request went to")
+    cr.add_argument("--out-summary", type=OutputPath, required=True, help="the run summary over every server (JSON)")
+    cr.add_argument("--out-replicas", type=OutputPath, required=True, help="one run summary per server (parquet)")
+    cr.set_defaults(func=cmd_cluster_replay)
 
     sc = sub.add_parser("schedulers", help="list the registered schedulers and routers (built-in and plug-ins)")
     sc.set_defaults(func=cmd_schedulers)

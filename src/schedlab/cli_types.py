@@ -101,6 +101,20 @@ def rate_label(text: str) -> str:
 seed = number(int, minimum=0, strict=False, maximum=2**63 - 1)
 
 
+def server_url(text: str) -> str:
+    """A server's base URL: ``http://`` or ``https://``, a host, an optional port, no path."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 (raises on a port that is not a number in range)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a server URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a server URL such as http://127.0.0.1:8000")
+    return text.rstrip("/")
+
+
 def json_object(text: str) -> dict:
     """A JSON object given on the command line."""
     try:

@@ -48,7 +48,8 @@ def summarize(requests: pd.DataFrame, gaps: GapHistogram, **identity) -> dict:
         float(requests.loc[done, "output_tokens"].sum()) / span if span > 0 else float("nan")
     )
     if "cached_tokens" in requests:
-        admitted = requests["first_scheduled_s"].notna()
+        # a finished request was admitted (a served replay's client never sees admissions)
+        admitted = requests["first_scheduled_s"].notna() | done
         queries = int(requests.loc[admitted, "prompt_tokens"].sum())
         hits = int(requests.loc[admitted, "cached_tokens"].sum())
         summary["prefix_cache_queries"] = queries

@@ -87,6 +87,8 @@ class ReplayResult:
     wall_t0: float = float("nan")
     #: How many of ``errors`` are lost connections.
     lost: int = 0
+    #: A routed replay's log per server (the requests' arrays shared, each server's token gaps).
+    server_logs: list[RequestLog] | None = None
 
     def frame(self) -> pd.DataFrame:
         """The per-request results table with ``sent_s`` and ``response_s``: where a request's
@@ -223,6 +225,8 @@ async def _replay(urls: list[str], trace: pd.DataFrame, model: str, whisper: boo
     token = uuid.uuid4().hex[:16]
     kwargs = _request_kwargs(trace, model, whisper, token)
     log = RequestLog(trace, warmup_s)
+    # routed, each server's token gaps apart (one table of requests, as a simulated cluster's)
+    logs = [log.sharing() for _ in urls] if routing is not None else [log]
     errors: list[str] = []
     lost: list[str] = []
     arrival = trace["arrival_s"].to_numpy(float)
@@ -238,10 +242,10 @@ async def _replay(urls: list[str], trace: pd.DataFrame, model: str, whisper: boo
 
         async def at_arrival(i: int) -> None:
             await asyncio.sleep(max(0.0, arrival[i] - (time.monotonic() - t0)))
-            client = clients[routing.route(i)] if routing is not None else clients[0]
+            r = routing.route(i) if routing is not None else 0
             sent[i] = time.monotonic() - t0
             try:
-                await _one(client, i, kwargs[i], log, t0, errors, response)
+                await _one(clients[r], i, kwargs[i], logs[r], t0, errors, response)
             except httpx.TransportError as exc:
                 lost.append(f"request {i}: connection lost ({type(exc).__name__})")
             finally:
@@ -254,7 +258,10 @@ async def _replay(urls: list[str], trace: pd.DataFrame, model: str, whisper: boo
         else:
             await asyncio.gather(*(at_arrival(i) for i in range(len(trace))))
         wall = time.monotonic() - t0
-    return ReplayResult(log, wall, errors + lost, sent, response, token, wall_t0, lost=len(lost))
+    if routing is not None:
+        log.gather(logs)
+    return ReplayResult(log, wall, errors + lost, sent, response, token, wall_t0, lost=len(lost),
+                        server_logs=logs if routing is not None else None)
 
 
 @contextmanager

@@ -7,6 +7,8 @@ time by a registered router (:mod:`schedlab.routers`) reading the replicas as th
 then; the replica's front end and scheduler take it from there, exactly as a single engine
 would (:mod:`.replica`). The results are the usual contracts: one per-request table with the
 ``replica`` each request ran on, a cluster-wide summary and one per replica.
+:func:`~schedlab.cluster.served.replay_across_servers` gives the same for a trace replayed across
+real ``vllm serve`` processes by the same router code (:mod:`.served`).
 """
 
 from schedlab.cluster.run import ClusterResult, cluster_summary, run_cluster

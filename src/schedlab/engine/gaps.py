@@ -82,6 +82,15 @@ class GapHistogram:
             out._counts[0] += h.counts
         return out
 
+    @classmethod
+    def summed(cls, histograms: Sequence["GapHistogram"]) -> "GapHistogram":
+        """The gaps of all ``histograms`` (each of the same slots) together, slot by slot."""
+        out = cls(histograms[0]._counts.shape[0])
+        for h in histograms:
+            h._flush()
+            out._counts += h._counts
+        return out
+
     @property
     def counts(self) -> np.ndarray:
         """Bin counts over every slot."""

@@ -45,6 +45,11 @@ class RequestLog:
         other._gaps = GapHistogram(len(self.class_names) + 1)
         return other
 
+    def gather(self, logs: list["RequestLog"]) -> None:
+        """This log's token gaps become those of ``logs`` together (logs sharing its arrays,
+        each with gaps of its own: the servers of a routed replay)."""
+        self._gaps = GapHistogram.summed([log._gaps for log in logs])
+
     @property
     def gaps(self) -> GapHistogram:
         """The measured requests' token gaps."""
