@@ -10,23 +10,26 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 UNREACHABLE_SLURM = Path(__file__).resolve().parent / "slurm-unreachable.conf"
 
 
-_MACHINE_SLURM = os.environ.get("SLURM_CONF")
+#: Where the machine's own SLURM configuration is kept for the SLURM test: in the environment,
+#: as pytest-xdist's workers start from the main process's, after its pytest_configure ran.
+MACHINE_SLURM = "SCHEDLAB_TESTS_MACHINE_SLURM_CONF"
 
 
 def pytest_configure(config):
     """Every `snakemake` a test starts asks SLURM for its configuration (the SLURM executor's
     plug-in does, when loaded); with no controller up it gets an answer at once instead of
     after 9 s of retries. The SLURM test takes the machine's own back (:func:`machine_slurm`)."""
+    os.environ.setdefault(MACHINE_SLURM, os.environ.get("SLURM_CONF", ""))
     os.environ["SLURM_CONF"] = str(UNREACHABLE_SLURM)
 
 
 @pytest.fixture(scope="module")
 def machine_slurm():
     """The machine's own SLURM configuration, for the module's tests and what they start."""
-    if _MACHINE_SLURM is None:
-        os.environ.pop("SLURM_CONF", None)
+    if os.environ[MACHINE_SLURM]:
+        os.environ["SLURM_CONF"] = os.environ[MACHINE_SLURM]
     else:
-        os.environ["SLURM_CONF"] = _MACHINE_SLURM
+        os.environ.pop("SLURM_CONF", None)
     yield
     os.environ["SLURM_CONF"] = str(UNREACHABLE_SLURM)
 

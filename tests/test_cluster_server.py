@@ -106,3 +106,11 @@ def test_the_cluster_replay_command_routes_across_real_servers_and_summarises_ea
     assert replicas["completed"].tolist() == np.bincount(results["replica"], minlength=2).tolist()
     assert replicas["cached_tokens"].sum() == summary["cached_tokens"] == results["cached_tokens"].sum() > 0
     assert np.isfinite(replicas["p50_itl_ms"]).all() and np.isfinite(summary["p99_itl_ms"])
+    # a model the servers do not serve: one line, before any request is sent, nothing written
+    for path in out.values():
+        path.unlink()
+    argv = proc.args[:proc.args.index("--model") + 1] + ["other"] + proc.args[proc.args.index("--model") + 2:]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"serves {SPEC.model}, not 'other'" in proc.stderr
+    assert not any(path.exists() for path in out.values())

@@ -692,3 +692,36 @@ def test_a_front_end_station_delays_the_same_requests_on_both_simulators():
     plain = run_summary(trace, "fcfs", Arena(replace(step, frontend_service_s=0.0), engine, {"en": 3.0}), identity={})[0]
     assert (sim["first_token_s"] >= plain.requests["first_token_s"] - 1e-12).all()
     assert sim["first_token_s"].sum() > plain.requests["first_token_s"].sum()
+
+
+def test_token_gaps_logged_apart_per_server_and_gathered_are_one_logs_gaps():
+    """A routed replay logs each server's token gaps apart on shared per-request arrays
+    (RequestLog.sharing) and gathers them: every gap, slot by slot (class, warm-up), is counted
+    once, as one log of every request counts it; each server's log holds its requests' only."""
+    from schedlab.engine.log import RequestLog
+
+    trace = pd.DataFrame({"request_id": np.arange(6), "arrival_s": [0.0, 0.5, 1.0, 2.0, 3.0, 4.0],
+                          "prompt_tokens": 8, "output_tokens": 5, "slo_class": ["a", "b"] * 3})
+    server = np.array([0, 1, 1, 0, 1, 0])
+    one = RequestLog(trace, warmup_s=0.8)
+    whole = RequestLog(trace, warmup_s=0.8)
+    parts = [whole.sharing(), whole.sharing()]
+    rng = np.random.default_rng(0)
+    for t in np.cumsum(rng.uniform(0.01, 0.2, 40)):
+        for i in np.flatnonzero(rng.random(6) < 0.6):
+            one.tokens(np.array([i]), t)
+            parts[server[i]].tokens(np.array([i]), t)
+    whole.gather(parts)
+    assert whole.gaps.total == one.gaps.total > 0
+    assert np.array_equal(whole.gaps.counts, one.gaps.counts)
+    for name in ("a", "b"):
+        assert np.array_equal(whole.class_gaps[name].counts, one.class_gaps[name].counts)
+    assert sum(part.gaps.total for part in parts) == one.gaps.total
+    for k, part in enumerate(parts):
+        mine = RequestLog(trace, warmup_s=0.8)  # the same events, only this server's requests
+        rng = np.random.default_rng(0)
+        for t in np.cumsum(rng.uniform(0.01, 0.2, 40)):
+            for i in np.flatnonzero(rng.random(6) < 0.6):
+                if server[i] == k:
+                    mine.tokens(np.array([i]), t)
+        assert np.array_equal(part.gaps.counts, mine.gaps.counts)

@@ -102,17 +102,22 @@ seed = number(int, minimum=0, strict=False, maximum=2**63 - 1)
 
 
 def server_url(text: str) -> str:
-    """A server's base URL: ``http://`` or ``https://``, a host, an optional port, no path."""
+    """A server's base URL: ``http://`` or ``https://``, a host and an optional port (1-65535),
+    nothing else (no path, query or fragment; no spaces); returned as scheme://host[:port]."""
     from urllib.parse import urlsplit
 
+    bad = argparse.ArgumentTypeError(f"{text!r} is not a server URL such as http://127.0.0.1:8000")
+    if any(c.isspace() or not c.isprintable() for c in text) or "?" in text or "#" in text:
+        raise bad
     try:
         parts = urlsplit(text)
-        parts.port  # noqa: B018 (raises on a port that is not a number in range)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a server URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a server URL such as http://127.0.0.1:8000")
-    return text.rstrip("/")
+        port = parts.port
+    except ValueError:
+        raise bad from None
+    if (parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/")
+            or parts.netloc.endswith(":") or port == 0):
+        raise bad
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def json_object(text: str) -> dict:

@@ -193,7 +193,7 @@ class _Routing:
     ``limits``, each request at the moment it is sent; ``where`` records the choices."""
 
     def __init__(self, trace: pd.DataFrame, router: str, n: int, limits: EngineConfig, seed: int) -> None:
-        self.chooser = registry.make_router(router, seed=seed)
+        self.router, self.chooser = router, registry.make_router(router, seed=seed)
         self.view = RequestView(trace, job_sizes(trace, {}, "raw"), limits.block_size)
         self.view.replicas = [ServedReplica(limits) for _ in range(n)]
         self.chooser.bind(self.view)
@@ -204,7 +204,11 @@ class _Routing:
         return int(self.view.prompt[i]) + int(self.view.sizes[i])
 
     def route(self, i: int) -> int:
-        r = self.where[i] = self.chooser.route(i, self.everyone)
+        r = self.chooser.route(i, self.everyone)
+        if r not in self.everyone:
+            raise SchedlabError(f"router {self.router!r} chose server {r} for request {i}, of "
+                                f"{self.everyone.size} servers")
+        self.where[i] = r
         server = self.view.replicas[r]
         server.outstanding += 1
         server.outstanding_tokens += self._tokens(i)

@@ -20,6 +20,21 @@ from schedlab.errors import SchedlabError
 from schedlab.metrics import summarize
 
 
+def _check_serves(url: str, model: str) -> None:
+    """Fail before any request is sent unless the server at ``url`` answers and serves ``model``."""
+    import httpx
+
+    try:
+        reply = httpx.get(f"{url}/v1/models", timeout=30.0)
+    except httpx.HTTPError as exc:
+        raise SchedlabError(f"no server answers at {url} ({type(exc).__name__})") from None
+    if reply.status_code != 200:
+        raise SchedlabError(f"{url}/v1/models answered HTTP {reply.status_code}")
+    served = [m.get("id") for m in reply.json().get("data", [])]
+    if model not in served:
+        raise SchedlabError(f"{url} serves {', '.join(map(str, served)) or 'no model'}, not {model!r}")
+
+
 @dataclass
 class ServedCluster:
     """A routed replay's per-request table (with ``sent_s``, ``response_s`` and ``replica``),
@@ -40,6 +55,8 @@ def replay_across_servers(urls: list[str], trace: pd.DataFrame, router: str, *, 
     arrival or when the one before it has ended, whichever is later."""
     if "audio_duration_s" in trace:
         raise SchedlabError("a replay across servers serves decoder models; this trace has audio (audio_duration_s)")
+    for url in urls:
+        _check_serves(url, model)
     result, where = replay_routed(list(urls), trace, router, model=model, limits=EngineConfig(block_size=block_size),
                                   seed=seed, timeout_s=timeout_s, one_at_a_time=one_at_a_time)
     frame = result.frame().assign(replica=where)

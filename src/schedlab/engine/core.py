@@ -117,7 +117,7 @@ class Engine(EngineView):
         """The state of a run of ``scheduler`` in ``arena`` over ``requests``, logging to ``log``
         (all but when each request reaches the scheduler, the sampling and recording options,
         and the scheduler's binding, which come after)."""
-        self.requests, self.trace, self.scheduler, self.arena = requests, requests.trace, scheduler, arena
+        self.trace, self.scheduler, self.arena = requests.trace, scheduler, arena
         self.limits, self.step_time = arena.limits, arena.step_time
         self.n = requests.n
         self.arrival, self.prompt, self.total = requests.arrival, requests.prompt, requests.total
