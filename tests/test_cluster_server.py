@@ -66,6 +66,10 @@ def test_a_replay_across_real_servers_routes_each_request_as_the_simulated_clust
     assert set(served.tolist()) == {0, 1}
     frame = result.log.frame()
     assert frame["finish_s"].notna().all()
+    if router == "round-robin":  # a burst, sent at once, is routed in the trace's order all the same
+        burst, turns = replay_routed([s.url for s in servers], trace.assign(arrival_s=0.0), router, model=SPEC.model,
+                                     limits=LIMITS)
+        assert turns.tolist() == simulated.tolist() and burst.log.frame()["finish_s"].notna().all()
     if router == "prefix-affinity":  # every question of a document on the server that holds it
         assert trace.assign(server=served).groupby("prefix_id")["server"].nunique().max() == 1
         assert frame["cached_tokens"].sum() > 0

@@ -244,9 +244,17 @@ async def _replay(urls: list[str], trace: pd.DataFrame, model: str, whisper: boo
                    for url in urls]
         t0, wall_t0 = time.monotonic(), time.time()
 
+        # routed in trace order: requests due at the same time wake in no set order
+        routed = [asyncio.Event() for _ in range(len(trace))] if routing is not None else []
+
         async def at_arrival(i: int) -> None:
             await asyncio.sleep(max(0.0, arrival[i] - (time.monotonic() - t0)))
-            r = routing.route(i) if routing is not None else 0
+            r = 0
+            if routing is not None:
+                if i:
+                    await routed[i - 1].wait()
+                r = routing.route(i)
+                routed[i].set()
             sent[i] = time.monotonic() - t0
             try:
                 await _one(clients[r], i, kwargs[i], logs[r], t0, errors, response)
