@@ -82,6 +82,7 @@ def slurm_cluster(machine_slurm):
     setup = guide_line("profiles/slurm/single-node.sh")
     r = subprocess.run(shlex.split(setup), cwd=REPO, capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
+        _stop_daemons(found_up)  # those a failed setup started
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
             pytest.skip(f"no SLURM cluster and none can be started here (needs root and apt-get): {r.stderr.strip()}")
         pytest.fail(f"{setup} failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
@@ -89,10 +90,15 @@ def slurm_cluster(machine_slurm):
     # cluster restarted under it) would hold the node's CPUs until their time limit.
     _cancel_jobs(lambda workdir: TEST_DIR_MARK in workdir)
     yield
+    _stop_daemons(found_up)
+    assert not [process for process in DAEMONS if process not in found_up and _running(process)]
+
+
+def _stop_daemons(found_up: set[str]) -> None:
+    """Stop the cluster's daemons that were not running before (``found_up``)."""
     for process, service in DAEMONS.items():
         if process not in found_up:
             subprocess.run(["service", service, "stop"], capture_output=True, timeout=120)
-    assert not [process for process in DAEMONS if process not in found_up and _running(process)]
 
 
 def test_the_tiny_chain_runs_through_slurm(slurm_cluster, tmp_path):
