@@ -27,10 +27,7 @@ from schedlab.engine.steptime import StepTimeModel  # noqa: E402
 from schedlab.errors import SchedlabError  # noqa: E402
 from schedlab.workload.shared import doc_qa_trace  # noqa: E402
 
-# Nothing here rests on the servers' timing (each request is sent when the one before it has
-# ended, or its assignment is all that is checked), so the module shares the machine; its tests
-# stay on one worker, which starts the two servers once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster_servers")]
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = LaunchSpec(model="tiny-llama", max_num_seqs=4, max_num_batched_tokens=512, kv_cache_gib=1 / 64,

@@ -21,9 +21,7 @@ from schedlab.engine.steptime import StepTimeModel  # noqa: E402
 from schedlab.simulate import scheduler_for  # noqa: E402
 from schedlab.workload.shared import doc_qa_trace  # noqa: E402
 
-# The hits depend on the order requests reach the cache, not on timing (see the test), so the
-# module shares the machine.
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: 8 MiB of KV cache: 128 blocks of 32 tokens (vLLM's null block among them), a few documents'
