@@ -21,7 +21,8 @@ import pytest
 #: A server as `vllm serve` is one: a process that starts another (vLLM's engine core), both
 #: in its process group, and answers /health on the --port it is given.
 SERVER = textwrap.dedent("""
-    import http.server, subprocess, sys
+    import http.server, signal, subprocess, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as vLLM's server sets its own
     port = int(sys.argv[sys.argv.index("--port") + 1])
     core = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
 
@@ -38,6 +39,9 @@ JOB = textwrap.dedent("""
     import json, signal, sys, time
     from schedlab.backends.server_process import start_server
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # as schedlab's main()
+    # interrupted as a job in the foreground is (one started in a shell's background, as this
+    # suite may be, inherits SIGINT ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     server = start_server([sys.executable, sys.argv[1]], log=sys.argv[2], timeout_s=120)
     with server:
         print(json.dumps({"group": server.proc.pid, "url": server.url}), flush=True)
