@@ -20,6 +20,7 @@ from schedlab.routers import Router
 from schedlab.routers.affinity import ring_point
 from schedlab.simulate import run_summary, serve
 from schedlab.slosa.instances import InstanceMemory, assign
+from test_hostile import run_cli
 from traces import two_class_trace
 
 #: A step-time model with a front-end station (a queue of its own per replica).
@@ -273,14 +274,14 @@ def test_the_cluster_command_writes_results_with_replicas_and_both_summaries(tmp
     assert summary["replicas"] == 3 and summary["router"] == "least-tokens" and summary["completed"] == 60
     for bad, message in ((["--replicas", "0"], "--replicas"), (["--router", "nearest"], "unknown router 'nearest'"),
                          (["--scheduler", "fcfs", "sjf"], "--scheduler needs one value for every replica")):
-        capsys.readouterr()
-        try:
-            rc = main([*argv, *bad])
-        except SystemExit as e:  # a usage error, from argparse
-            rc = e.code
-        assert rc == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and message in err, err
+        _refused(capsys, [*argv, *bad], message)
+
+
+def _refused(capsys, argv: list[str], message: str) -> None:
+    """``schedlab argv`` ends in one line holding ``message``, exit status 2."""
+    capsys.readouterr()
+    rc, _, err = run_cli(capsys, argv)
+    assert rc == 2 and err.count("\n") == 1 and message in err, err
 
 
 def test_a_replica_holds_every_piece_of_state_the_engine_does():
@@ -320,7 +321,6 @@ def test_the_cluster_replay_command_refuses_bad_input_in_one_line_and_writes_not
     not a server's, an unknown router, an ASR trace, and a server that does not answer each end in
     one line, exit status 2, before any request is sent, with no output written."""
     from schedlab.backends.server_process import free_port
-    from schedlab.cli import main
 
     two_class_trace(4, rate=10.0).to_parquet(tmp_path / "trace.parquet")
     two_class_trace(4, rate=10.0).assign(audio_duration_s=5.0).to_parquet(tmp_path / "asr.parquet")
@@ -338,12 +338,5 @@ def test_the_cluster_replay_command_refuses_bad_input_in_one_line_and_writes_not
         ([], f"no server answers at {silent} (ConnectError)"),
     ]
     for bad, message in cases:
-        capsys.readouterr()
-        try:
-            rc = main([*argv, *bad])
-        except SystemExit as e:  # a usage error, from argparse
-            rc = e.code
-        assert rc == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and message in err, err
+        _refused(capsys, [*argv, *bad], message)
         assert not any(p.exists() for p in outs)

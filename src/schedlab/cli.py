@@ -332,7 +332,6 @@ def cmd_cluster_replay(args) -> None:
     """A trace replayed across running `vllm serve` servers behind ``--router``."""
     from schedlab import registry
     from schedlab.cluster.served import replay_across_servers
-
     from schedlab.validation import read_trace
 
     registry.router_entry(args.router)  # fail early on an unknown name

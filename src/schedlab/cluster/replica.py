@@ -40,7 +40,6 @@ class Replica(Engine):
         self._setup(requests, scheduler, arena, requests.log.sharing())
         self.index = index
         self.visible = np.full(requests.n, np.inf)  # when each request routed here reaches the scheduler
-        self.sample_s, self.record, self.token_times = None, False, None
         # the cluster's own state: requests routed here that the scheduler has not seen yet,
         # the front end's queue, the load the router reads, and whether the scheduler waits
         # for an arrival to plan anything

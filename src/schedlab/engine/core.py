@@ -107,16 +107,15 @@ class Engine(EngineView):
                  sample_s: float | None = None, record: bool = False) -> None:
         check_servable(trace, arena.limits, arena.max_tokens)
         requests = Requests(trace, warmup_s)
-        self._setup(requests, scheduler, arena, requests.log)
+        self._setup(requests, scheduler, arena, requests.log, sample_s, record)
         self.visible = self.step_time.visible_times(self.arrival)
-        self.sample_s, self.record = sample_s, record
-        self.token_times = [[] for _ in range(self.n)] if record else None
         scheduler.bind(self)
 
-    def _setup(self, requests: Requests, scheduler: Scheduler, arena: Arena, log: RequestLog) -> None:
+    def _setup(self, requests: Requests, scheduler: Scheduler, arena: Arena, log: RequestLog,
+               sample_s: float | None = None, record: bool = False) -> None:
         """The state of a run of ``scheduler`` in ``arena`` over ``requests``, logging to ``log``
-        (all but when each request reaches the scheduler, the sampling and recording options,
-        and the scheduler's binding, which come after)."""
+        (all but when each request reaches the scheduler and the scheduler's binding, which
+        come after)."""
         self.trace, self.scheduler, self.arena = requests.trace, scheduler, arena
         self.limits, self.step_time = arena.limits, arena.step_time
         self.n = requests.n
@@ -139,6 +138,8 @@ class Engine(EngineView):
         self.now = self.busy = 0.0
         self.steps = self.done = 0
         self.log = log
+        self.sample_s, self.record = sample_s, record
+        self.token_times = [[] for _ in range(self.n)] if record else None
         self._step_log: list[tuple] = []
 
     @property
