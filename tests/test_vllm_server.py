@@ -22,7 +22,7 @@ pytest.importorskip("vllm")
 from schedlab.backends.http_client import replay_http  # noqa: E402
 from schedlab.backends.vllm_engine import LaunchSpec  # noqa: E402
 from schedlab.backends.replay_quality import replay_flaws  # noqa: E402
-from schedlab.backends.vllm_server import REPLAY_ATTEMPTS  # noqa: E402
+from schedlab.backends.vllm_server import REPLAY_ATTEMPTS, warm_up  # noqa: E402
 from schedlab.backends.server_process import serve_command, server_env, start_server  # noqa: E402
 from schedlab.contracts import RESULT_COLUMNS  # noqa: E402
 from schedlab.data.whisper_files import write_model_folder  # noqa: E402
@@ -90,6 +90,11 @@ def whisper_server(tmp_path_factory):
     write_model_folder("whisper-tiny", root / "results" / "models" / "whisper-tiny")
     cmd = shlex.split(serve_line())
     with start_server(cmd, log=root / "results" / "logs" / "server.log", env=server_env(SPEC), cwd=root) as server:
+        # as the pipeline does: a fresh server's first transcriptions take first-time paths in
+        # its front end, which held every stream of a fresh clone's first replay for 9 s
+        clips = pd.DataFrame({"request_id": [0, 1], "arrival_s": [0.0, 0.1], "prompt_tokens": 4,
+                              "output_tokens": 3, "audio_duration_s": [2.0, 10.0], "language": "en"})
+        warm_up(server, clips, model="whisper-tiny", whisper=True)
         yield server
     assert server.proc.returncode is not None  # stopped with the module
 
