@@ -12,19 +12,23 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pandas as pd
 import pytest
 
 pytest.importorskip("vllm")
 
-from schedlab.backends.http_client import replay_routed  # noqa: E402
+from schedlab import registry  # noqa: E402
+from schedlab.backends.http_client import kv_metrics, replay_http, replay_routed  # noqa: E402
 from schedlab.backends.server_process import serve_command, server_env, start_server  # noqa: E402
 from schedlab.backends.vllm_engine import LaunchSpec, cpu_kv_capacity_blocks  # noqa: E402
 from schedlab.cluster import run_cluster  # noqa: E402
 from schedlab.engine import Arena, EngineConfig  # noqa: E402
 from schedlab.engine.steptime import StepTimeModel  # noqa: E402
 from schedlab.errors import SchedlabError  # noqa: E402
+from schedlab.registry import register_router  # noqa: E402
+from schedlab.routers import Router  # noqa: E402
 from schedlab.workload.shared import doc_qa_trace  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
@@ -72,10 +76,39 @@ def test_a_replay_across_real_servers_routes_each_request_as_the_simulated_clust
         assert frame["cached_tokens"].sum() > 0
 
 
-def test_a_router_that_reads_kv_blocks_is_refused_in_front_of_real_servers(servers):
+def test_least_kv_in_front_of_real_servers_reads_each_servers_kv_blocks_from_its_metrics(servers):
+    """A long request, then 1 s and 2 s later two shorter ones: least-kv reads each server's
+    share of KV blocks in use from its /metrics before each is sent, so the second goes to the
+    idle server and the third beside the second, where fewer blocks are held; the simulated
+    cluster routes them the same. Each server first serves the same one-token request, so both
+    gauges (the share as of a server's last step) start equal."""
+    urls = [s.url for s in servers]
+    one = pd.DataFrame({"request_id": [0], "arrival_s": [0.0], "prompt_tokens": [16], "output_tokens": [1]})
+    for url in urls:
+        replay_http(url, one, model=SPEC.model, whisper=False)
+    before = [kv_metrics(httpx.get(f"{url}/metrics").text) for url in urls]
+    assert before[0] == before[1] and before[0]["blocks"] == LIMITS.kv_capacity_blocks
+    trace = pd.DataFrame({"request_id": [0, 1, 2], "arrival_s": [0.0, 1.0, 2.0], "prompt_tokens": [400, 100, 40],
+                          "output_tokens": [300, 200, 10]})
+    result, served = replay_routed(urls, trace, "least-kv", model=SPEC.model, limits=LIMITS)
+    assert served.tolist() == [0, 1, 1] and result.log.frame()["finish_s"].notna().all()
+    arena = Arena(StepTimeModel(intercept=0.02, n_prefill_tokens=1e-5, n_decode=1e-4), LIMITS)
+    assert run_cluster(trace, "fcfs", [arena, arena], "least-kv").requests["replica"].tolist() == served.tolist()
+
+
+def test_a_router_that_reads_kv_blocks_without_saying_so_is_refused_in_front_of_real_servers(servers, monkeypatch):
+    class Fullest(Router):
+        name = "fullest-undeclared"
+
+        def route(self, i, candidates):
+            return int(candidates[np.argmax([r.kv_frac for r in self.cluster.replicas])])
+
+    registry.router_entries()  # the registry loaded, then this test's router added to a copy of it
+    monkeypatch.setattr(registry, "_routers", dict(registry._routers))
+    register_router("fullest-undeclared", summary="a test's router")(Fullest)
     trace = doc_qa_trace(np.arange(200, 300), np.array([4]), 2, 1.0, seed=3)
-    with pytest.raises(SchedlabError, match="routes simulated clusters only"):
-        replay_routed([s.url for s in servers], trace, "least-kv", model=SPEC.model, limits=LIMITS)
+    with pytest.raises(SchedlabError, match="reads_kv = True"):
+        replay_routed([s.url for s in servers], trace, "fullest-undeclared", model=SPEC.model, limits=LIMITS)
 
 
 def test_the_cluster_replay_command_routes_across_real_servers_and_summarises_each(servers, tmp_path):

@@ -281,3 +281,23 @@ def test_a_thread_kept_from_its_core_counts_its_wait():
         hog.kill()
         hog.wait()
     assert 0.2 < waited <= took
+
+
+#: A server's /metrics as vLLM exposes them (two engines; the lines a KV reader needs, and others).
+METRICS = """# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="tiny-llama"} 0.25
+vllm:kv_cache_usage_perc{engine="1",model_name="tiny-llama"} 0.75
+vllm:num_requests_running{engine="0",model_name="tiny-llama"} 3.0
+vllm:cache_config_info{block_size="32",engine="0",num_gpu_blocks="256",prefix_caching_hash_algo="sha256"} 1.0
+vllm:prefix_cache_queries_total{engine="0",model_name="tiny-llama"} 640.0
+"""
+
+
+def test_a_servers_kv_blocks_are_read_from_its_metrics():
+    """The share in use is the engines' mean; the blocks leave out vLLM's null block."""
+    assert http_client.kv_metrics(METRICS) == {"usage": 0.5, "blocks": 255}
+    for name in ("vllm:kv_cache_usage_perc", "vllm:cache_config_info"):
+        text = "\n".join(line for line in METRICS.splitlines() if not line.startswith(name))
+        with pytest.raises(SchedlabError, match=f"have no {name}"):
+            http_client.kv_metrics(text)

@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -166,7 +166,11 @@ class ServedReplica:
     """A server as a router sees it from the client (see :mod:`schedlab.routers`): the
     requests sent to it and not yet answered, and their prompt and expected output tokens, with
     the limits it was started with. The client cannot tell the server's waiting requests from
-    its running ones (all count as waiting) nor read its KV blocks."""
+    its running ones (all count as waiting). Its KV blocks are read from the server's
+    ``/metrics`` before each request is routed, for a router that reads them
+    (:attr:`schedlab.routers.Router.reads_kv`): vLLM's gauge of the share in use, as of the
+    server's last engine step, and its KV blocks less vLLM's null block (which then also
+    become its ``limits.kv_capacity_blocks``)."""
 
     n_running = 0
 
@@ -174,18 +178,24 @@ class ServedReplica:
         self.limits = limits
         self.outstanding = 0
         self.outstanding_tokens = 0
+        #: Read from the server's ``/metrics`` (:meth:`_Routing.read_kv`); ``None`` until then.
+        self.kv_usage: float | None = None
+        self.kv_blocks: int | None = None
 
     @property
     def n_waiting(self) -> int:
         return self.outstanding
 
     @property
-    def free(self) -> int:
-        raise SchedlabError("a router that reads a server's KV blocks routes simulated clusters only (schedlab cluster)")
+    def kv_frac(self) -> float:
+        if self.kv_usage is None:
+            raise SchedlabError("this router reads the servers' KV blocks: it must say so (reads_kv = True) to be "
+                                "given them in front of real servers")
+        return self.kv_usage
 
     @property
-    def kv_frac(self) -> float:
-        return self.free
+    def free(self) -> int:
+        return round(self.kv_blocks * (1.0 - self.kv_frac))
 
 
 class _Routing:
@@ -199,6 +209,18 @@ class _Routing:
         self.chooser.bind(self.view)
         self.everyone = np.arange(n)
         self.where = np.full(len(trace), -1, np.int64)
+        self.reads_kv = bool(getattr(self.chooser, "reads_kv", False))
+
+    async def read_kv(self, clients) -> None:
+        """Each server's KV blocks, as its ``/metrics`` give them now (all servers at once)."""
+        texts = await asyncio.gather(*(client.get("/metrics") for client in clients))
+        for server, reply in zip(self.view.replicas, texts):
+            if reply.status_code != 200:
+                raise SchedlabError(f"{reply.url} answered HTTP {reply.status_code}")
+            kv = kv_metrics(reply.text)
+            server.kv_usage, server.kv_blocks = kv["usage"], kv["blocks"]
+            if server.limits.kv_capacity_blocks != kv["blocks"]:
+                server.limits = replace(server.limits, kv_capacity_blocks=kv["blocks"])
 
     def _tokens(self, i: int) -> int:
         return int(self.view.prompt[i]) + int(self.view.sizes[i])
@@ -253,6 +275,8 @@ async def _replay(urls: list[str], trace: pd.DataFrame, model: str, whisper: boo
             if routing is not None:
                 if i:
                     await routed[i - 1].wait()
+                if routing.reads_kv:
+                    await routing.read_kv(clients)
                 r = routing.route(i)
                 routed[i].set()
             sent[i] = time.monotonic() - t0
@@ -328,9 +352,25 @@ def replay_routed(urls: list[str], trace: pd.DataFrame, router: str, *, model: s
 
 
 #: The server's prefix-cache counters (vLLM's Prometheus names; a counter is exposed with
-#: ``_total``), and the gauge whose labels carry the cache's configuration.
+#: ``_total``), the gauge of the share of KV blocks in use, and the gauge whose labels carry the
+#: cache's configuration.
 PREFIX_COUNTERS = {"queries": "vllm:prefix_cache_queries_total", "hits": "vllm:prefix_cache_hits_total"}
+KV_USAGE = "vllm:kv_cache_usage_perc"
 CACHE_CONFIG = "vllm:cache_config_info"
+
+
+def _samples(text: str) -> Iterator[tuple[str, str, float]]:
+    """Each sample of a Prometheus text exposition: its name, its labels (as written) and value."""
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, value = line.rsplit(" ", 1)
+        name, _, labels = head.partition("{")
+        yield name, labels, float(value)
+
+
+def _num_gpu_blocks(labels: str) -> int | None:
+    return int(labels.split('num_gpu_blocks="', 1)[1].split('"', 1)[0]) if 'num_gpu_blocks="' in labels else None
 
 
 def prefix_cache_counters(url: str) -> dict:
@@ -339,15 +379,27 @@ def prefix_cache_counters(url: str) -> dict:
     ``num_gpu_blocks`` (its KV blocks, vLLM's null block included) from its cache config."""
     import httpx
 
-    text = httpx.get(f"{url}/metrics", timeout=30.0).text
     out = {key: 0 for key in PREFIX_COUNTERS}
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
+    for name, labels, value in _samples(httpx.get(f"{url}/metrics", timeout=30.0).text):
         for key, metric in PREFIX_COUNTERS.items():
             if name == metric:
-                out[key] += int(float(line.rsplit(" ", 1)[1]))
-        if name == CACHE_CONFIG and 'num_gpu_blocks="' in line:
-            out["num_gpu_blocks"] = int(line.split('num_gpu_blocks="', 1)[1].split('"', 1)[0])
+                out[key] += int(value)
+        if name == CACHE_CONFIG and _num_gpu_blocks(labels) is not None:
+            out["num_gpu_blocks"] = _num_gpu_blocks(labels)
     return out
+
+
+def kv_metrics(text: str) -> dict:
+    """From a server's ``/metrics`` text: ``usage``, the share of its KV blocks in use as of its
+    last engine step (vLLM's gauge: blocks neither free nor cached and evictable, over all but
+    its null block; the mean over its engines), and ``blocks``, that many blocks. A server that
+    exposes neither fails."""
+    usage, blocks = [], None
+    for name, labels, value in _samples(text):
+        if name == KV_USAGE:
+            usage.append(value)
+        elif name == CACHE_CONFIG and _num_gpu_blocks(labels) is not None:
+            blocks = _num_gpu_blocks(labels) - 1
+    if not usage or blocks is None:
+        raise SchedlabError(f"the server's /metrics have no {KV_USAGE if not usage else CACHE_CONFIG}")
+    return {"usage": sum(usage) / len(usage), "blocks": blocks}

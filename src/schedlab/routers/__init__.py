@@ -11,7 +11,9 @@ them. The view (``self.cluster`` once bound) offers, per replica ``r`` of
 - ``n_waiting``, ``n_running``: requests waiting (at its scheduler or in its front end) and
   running;
 - ``free``, ``limits.kv_capacity_blocks``, ``limits.block_size``, ``kv_frac``: its KV blocks
-  (with a prefix cache, ``free`` counts the evictable cached blocks, as vLLM's pool does);
+  (with a prefix cache, ``free`` counts the evictable cached blocks, as vLLM's pool does); a
+  router that reads these sets ``reads_kv``, and in front of real servers it is given them as
+  each server's ``/metrics`` report them before it is asked;
 
 and for the request, ``self.cluster.prompt[i]``, ``self.cluster.sizes[i]`` (prompt tokens,
 expected output tokens) and ``self.cluster.prefix_key(i, blocks)`` (a name for the prompt's

@@ -67,6 +67,7 @@ class LeastTokens(Router):
 @register_router("least-kv", summary="the replica with the smallest share of its KV blocks in use")
 class LeastKV(Router):
     name = "least-kv"
+    reads_kv = True
 
     def route(self, i: int, candidates: np.ndarray) -> int:
         return lowest([r.kv_frac for r in self.cluster.replicas], candidates)

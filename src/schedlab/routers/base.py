@@ -20,6 +20,9 @@ class Router(ABC):
     #: chooses the same whenever it is asked, so the cluster routes every request up front and
     #: each replica then runs its share alone, as a single engine would.
     reads_state: bool = True
+    #: Whether the choice reads the replicas' KV blocks (``free``, ``kv_frac``). In front of
+    #: real servers these are read from each server's ``/metrics`` before such a router is asked.
+    reads_kv: bool = False
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
