@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("vllm")
 
 from schedlab import registry  # noqa: E402
-from schedlab.backends.http_client import kv_metrics, replay_http, replay_routed  # noqa: E402
+from schedlab.backends.http_client import kv_metrics, replay_routed  # noqa: E402
 from schedlab.backends.server_process import serve_command, server_env, start_server  # noqa: E402
 from schedlab.backends.vllm_engine import LaunchSpec, cpu_kv_capacity_blocks  # noqa: E402
 from schedlab.cluster import run_cluster  # noqa: E402
@@ -77,23 +77,22 @@ def test_a_replay_across_real_servers_routes_each_request_as_the_simulated_clust
 
 
 def test_least_kv_in_front_of_real_servers_reads_each_servers_kv_blocks_from_its_metrics(servers):
-    """A long request, then 1 s and 2 s later two shorter ones: least-kv reads each server's
-    share of KV blocks in use from its /metrics before each is sent, so the second goes to the
-    idle server and the third beside the second, where fewer blocks are held; the simulated
-    cluster routes them the same. Each server first serves the same one-token request, so both
-    gauges (the share as of a server's last step) start equal."""
+    """least-kv reads each server's KV blocks from its /metrics (its capacity once, the share in
+    use before each request is routed) and routes as the simulated cluster does. Each request is
+    sent when the one before it has ended, so every server reads as idle (vLLM counts the cached
+    blocks no request holds as free) and each choice is the tie's, server 0: on two cores, a
+    server streaming at full speed answered /metrics seconds late (docs/cluster.md), so a test
+    that routes beside running requests would test the machine's timing instead."""
     urls = [s.url for s in servers]
-    one = pd.DataFrame({"request_id": [0], "arrival_s": [0.0], "prompt_tokens": [16], "output_tokens": [1]})
-    for url in urls:
-        replay_http(url, one, model=SPEC.model, whisper=False)
-    before = [kv_metrics(httpx.get(f"{url}/metrics").text) for url in urls]
-    assert before[0] == before[1] and before[0]["blocks"] == LIMITS.kv_capacity_blocks
-    trace = pd.DataFrame({"request_id": [0, 1, 2], "arrival_s": [0.0, 1.0, 2.0], "prompt_tokens": [400, 100, 40],
-                          "output_tokens": [300, 200, 10]})
-    result, served = replay_routed(urls, trace, "least-kv", model=SPEC.model, limits=LIMITS)
-    assert served.tolist() == [0, 1, 1] and result.log.frame()["finish_s"].notna().all()
+    assert [kv_metrics(httpx.get(f"{url}/metrics").text) for url in urls] == [
+        {"usage": 0.0, "blocks": LIMITS.kv_capacity_blocks, "block_size": LIMITS.block_size}] * 2
+    trace = pd.DataFrame({"request_id": [0, 1, 2], "arrival_s": 0.0, "prompt_tokens": [400, 100, 40],
+                          "output_tokens": [60, 40, 10]})
+    result, served = replay_routed(urls, trace, "least-kv", model=SPEC.model, limits=LIMITS, one_at_a_time=True)
+    assert result.frame()["finish_s"].notna().all()
     arena = Arena(StepTimeModel(intercept=0.02, n_prefill_tokens=1e-5, n_decode=1e-4), LIMITS)
-    assert run_cluster(trace, "fcfs", [arena, arena], "least-kv").requests["replica"].tolist() == served.tolist()
+    spaced = trace.assign(arrival_s=np.arange(len(trace)) * 100.0)
+    assert served.tolist() == run_cluster(spaced, "fcfs", [arena, arena], "least-kv").requests["replica"].tolist() == [0] * 3
 
 
 def test_a_router_that_reads_kv_blocks_without_saying_so_is_refused_in_front_of_real_servers(servers, monkeypatch):
@@ -143,8 +142,15 @@ def test_the_cluster_replay_command_routes_across_real_servers_and_summarises_ea
     # a model the servers do not serve: one line, before any request is sent, nothing written
     for path in out.values():
         path.unlink()
-    argv = proc.args[:proc.args.index("--model") + 1] + ["other"] + proc.args[proc.args.index("--model") + 2:]
+    good = proc.args
+    argv = good[:good.index("--model") + 1] + ["other"] + good[good.index("--model") + 2:]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"serves {SPEC.model}, not 'other'" in proc.stderr
+    assert not any(path.exists() for path in out.values())
+    # nor one whose KV blocks are of another size than --block-size
+    argv = good[:good.index("--block-size") + 1] + ["16"] + good[good.index("--block-size") + 2:]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"has KV blocks of {SPEC.block_size} tokens, not 16" in proc.stderr
     assert not any(path.exists() for path in out.values())

@@ -289,15 +289,19 @@ METRICS = """# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent
 vllm:kv_cache_usage_perc{engine="0",model_name="tiny-llama"} 0.25
 vllm:kv_cache_usage_perc{engine="1",model_name="tiny-llama"} 0.75
 vllm:num_requests_running{engine="0",model_name="tiny-llama"} 3.0
-vllm:cache_config_info{block_size="32",engine="0",num_gpu_blocks="256",prefix_caching_hash_algo="sha256"} 1.0
+vllm:cache_config_info{block_size="32",engine="0",kv_cache_dtype_skip_layers="['a', 'b']",num_gpu_blocks="256"} 1.0
 vllm:prefix_cache_queries_total{engine="0",model_name="tiny-llama"} 640.0
 """
 
 
 def test_a_servers_kv_blocks_are_read_from_its_metrics():
-    """The share in use is the engines' mean; the blocks leave out vLLM's null block."""
-    assert http_client.kv_metrics(METRICS) == {"usage": 0.5, "blocks": 255}
-    for name in ("vllm:kv_cache_usage_perc", "vllm:cache_config_info"):
+    """The share in use is the engines' mean; the blocks leave out vLLM's null block; what a
+    server does not report is None; a sample's timestamp is not its value."""
+    assert http_client.kv_metrics(METRICS) == {"usage": 0.5, "blocks": 255, "block_size": 32}
+    assert http_client.kv_metrics(METRICS.replace("} 0.25", "} 0.25 1764201600000")) == http_client.kv_metrics(METRICS)
+    for name, key in (("vllm:kv_cache_usage_perc", "usage"), ("vllm:cache_config_info", "blocks")):
         text = "\n".join(line for line in METRICS.splitlines() if not line.startswith(name))
-        with pytest.raises(SchedlabError, match=f"have no {name}"):
-            http_client.kv_metrics(text)
+        assert http_client.kv_metrics(text)[key] is None
+    for bad in ("NaN", "1.5"):
+        with pytest.raises(SchedlabError, match="not a share in 0..1"):
+            http_client.kv_metrics(METRICS.replace("} 0.75", f"}} {bad}"))

@@ -604,8 +604,8 @@ def build_parser() -> argparse.ArgumentParser:
     cr.add_argument("--servers", type=server_url, nargs="+", required=True,
                     help="the servers' base URLs, e.g. http://127.0.0.1:8000 http://127.0.0.1:8001")
     cr.add_argument("--trace", type=InputPath, required=True, help="a decoder model's trace")
-    cr.add_argument("--router", required=True, help="a registered router that reads no KV blocks, e.g. round-robin, "
-                                                    "least-requests, prefix-affinity")
+    cr.add_argument("--router", required=True, help="a registered router, e.g. round-robin, least-requests, "
+                                                    "least-kv, prefix-affinity")
     cr.add_argument("--model", required=True, help="the model the servers serve (--served-model-name)")
     cr.add_argument("--block-size", type=_positive_int, default=16,
                     help="the servers' KV block size, which prefix-affinity keys prompts by")

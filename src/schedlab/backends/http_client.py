@@ -30,6 +30,7 @@ import asyncio
 import gc
 import io
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -165,12 +166,11 @@ async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors:
 class ServedReplica:
     """A server as a router sees it from the client (see :mod:`schedlab.routers`): the
     requests sent to it and not yet answered, and their prompt and expected output tokens, with
-    the limits it was started with. The client cannot tell the server's waiting requests from
-    its running ones (all count as waiting). Its KV blocks are read from the server's
-    ``/metrics`` before each request is routed, for a router that reads them
-    (:attr:`schedlab.routers.Router.reads_kv`): vLLM's gauge of the share in use, as of the
-    server's last engine step, and its KV blocks less vLLM's null block (which then also
-    become its ``limits.kv_capacity_blocks``)."""
+    its limits (its KV blocks as its ``/metrics`` give them, :func:`replay_routed`). The client
+    cannot tell the server's waiting requests from its running ones (all count as waiting). For
+    a router that reads KV blocks (:attr:`schedlab.routers.Router.reads_kv`), the share in use
+    is read from the server's ``/metrics`` before each request is routed: vLLM's gauge, as of
+    the server's last engine step."""
 
     n_running = 0
 
@@ -178,9 +178,8 @@ class ServedReplica:
         self.limits = limits
         self.outstanding = 0
         self.outstanding_tokens = 0
-        #: Read from the server's ``/metrics`` (:meth:`_Routing.read_kv`); ``None`` until then.
+        #: The share of its KV blocks in use, read just before a KV-reading router is asked.
         self.kv_usage: float | None = None
-        self.kv_blocks: int | None = None
 
     @property
     def n_waiting(self) -> int:
@@ -195,32 +194,31 @@ class ServedReplica:
 
     @property
     def free(self) -> int:
-        return round(self.kv_blocks * (1.0 - self.kv_frac))
+        return round(self.limits.kv_capacity_blocks * (1.0 - self.kv_frac))
 
 
 class _Routing:
-    """The registered ``router`` (made with ``seed``) choosing among ``n`` servers of
-    ``limits``, each request at the moment it is sent; ``where`` records the choices."""
+    """The registered ``router`` (made with ``seed``) choosing among servers of ``limits``
+    (one each), each request at the moment it is sent; ``where`` records the choices."""
 
-    def __init__(self, trace: pd.DataFrame, router: str, n: int, limits: EngineConfig, seed: int) -> None:
+    def __init__(self, trace: pd.DataFrame, router: str, limits: list[EngineConfig], seed: int) -> None:
         self.router, self.chooser = router, registry.make_router(router, seed=seed)
-        self.view = RequestView(trace, job_sizes(trace, {}, "raw"), limits.block_size)
-        self.view.replicas = [ServedReplica(limits) for _ in range(n)]
+        self.view = RequestView(trace, job_sizes(trace, {}, "raw"), limits[0].block_size)
+        self.view.replicas = [ServedReplica(each) for each in limits]
         self.chooser.bind(self.view)
-        self.everyone = np.arange(n)
+        self.everyone = np.arange(len(limits))
         self.where = np.full(len(trace), -1, np.int64)
-        self.reads_kv = bool(getattr(self.chooser, "reads_kv", False))
+        self.reads_kv = self.chooser.reads_kv
 
     async def read_kv(self, clients) -> None:
-        """Each server's KV blocks, as its ``/metrics`` give them now (all servers at once)."""
-        texts = await asyncio.gather(*(client.get("/metrics") for client in clients))
-        for server, reply in zip(self.view.replicas, texts):
-            if reply.status_code != 200:
-                raise SchedlabError(f"{reply.url} answered HTTP {reply.status_code}")
-            kv = kv_metrics(reply.text)
-            server.kv_usage, server.kv_blocks = kv["usage"], kv["blocks"]
-            if server.limits.kv_capacity_blocks != kv["blocks"]:
-                server.limits = replace(server.limits, kv_capacity_blocks=kv["blocks"])
+        """Each server's share of KV blocks in use, as its ``/metrics`` give it now (all
+        servers at once)."""
+        replies = await asyncio.gather(*(client.get("/metrics") for client in clients))
+        for server, reply in zip(self.view.replicas, replies):
+            usage = kv_metrics(_metrics_text(reply))["usage"]
+            if usage is None:
+                raise SchedlabError(f"{reply.url} has no {KV_USAGE} (a server started with --disable-log-stats?)")
+            server.kv_usage = usage
 
     def _tokens(self, i: int) -> int:
         return int(self.view.prompt[i]) + int(self.view.sizes[i])
@@ -341,11 +339,25 @@ def replay_routed(urls: list[str], trace: pd.DataFrame, router: str, *, model: s
     """Replay ``trace`` (a decoder model's) across the servers at ``urls``, all serving
     ``model`` with ``limits``: each request goes to the server the registered ``router`` (made
     with ``seed``) chooses when it is sent, reading what the client sees of the servers
-    (:class:`ServedReplica`). Returns the replay and each request's server (an index into
-    ``urls``), as :func:`schedlab.cluster.run_cluster` gives a simulated cluster's."""
+    (:class:`ServedReplica`). Each server's KV blocks are those its ``/metrics`` report (its
+    cache config), which must be of ``limits.block_size`` tokens; a server that does not
+    report them is taken to have ``limits``'s. Returns the replay and each request's server
+    (an index into ``urls``), as :func:`schedlab.cluster.run_cluster` gives a simulated
+    cluster's."""
+    import httpx
+
     if not urls:
         raise SchedlabError("a routed replay needs at least one server")
-    routing = _Routing(trace, router, len(urls), limits, seed)
+    servers = []
+    for url in urls:
+        try:
+            kv = kv_metrics(_metrics_text(httpx.get(f"{url}/metrics", timeout=30.0)))
+        except httpx.HTTPError as exc:
+            raise SchedlabError(f"no server answers at {url} ({type(exc).__name__})") from None
+        if kv["block_size"] is not None and kv["block_size"] != limits.block_size:
+            raise SchedlabError(f"{url} has KV blocks of {kv['block_size']} tokens, not {limits.block_size}")
+        servers.append(limits if kv["blocks"] is None else replace(limits, kv_capacity_blocks=kv["blocks"]))
+    routing = _Routing(trace, router, servers, seed)
     with frozen_heap():
         result = asyncio.run(_replay(list(urls), trace, model, False, timeout_s, warmup_s, one_at_a_time, routing))
     return _checked(result), routing.where
@@ -358,19 +370,28 @@ PREFIX_COUNTERS = {"queries": "vllm:prefix_cache_queries_total", "hits": "vllm:p
 KV_USAGE = "vllm:kv_cache_usage_perc"
 CACHE_CONFIG = "vllm:cache_config_info"
 
+#: A sample of the Prometheus text format: name, labels, value, optional timestamp.
+_SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*")
+_LABEL = re.compile(r'(?:^|,)\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
-def _samples(text: str) -> Iterator[tuple[str, str, float]]:
-    """Each sample of a Prometheus text exposition: its name, its labels (as written) and value."""
+
+def _samples(text: str, names: set[str]) -> Iterator[tuple[str, dict[str, str], float]]:
+    """The samples of the metrics ``names`` in a Prometheus text exposition: name, labels, value
+    (other lines are not read)."""
     for line in text.splitlines():
-        if not line or line.startswith("#"):
+        match = _SAMPLE.fullmatch(line) if line.split("{", 1)[0].split(" ", 1)[0] in names else None
+        try:
+            value = float(match[3]) if match is not None else None
+        except ValueError:
             continue
-        head, value = line.rsplit(" ", 1)
-        name, _, labels = head.partition("{")
-        yield name, labels, float(value)
+        if value is not None:
+            yield match[1], dict(_LABEL.findall(match[2] or "")), value
 
 
-def _num_gpu_blocks(labels: str) -> int | None:
-    return int(labels.split('num_gpu_blocks="', 1)[1].split('"', 1)[0]) if 'num_gpu_blocks="' in labels else None
+def _metrics_text(reply) -> str:
+    if reply.status_code != 200:
+        raise SchedlabError(f"{reply.url} answered HTTP {reply.status_code}")
+    return reply.text
 
 
 def prefix_cache_counters(url: str) -> dict:
@@ -380,26 +401,28 @@ def prefix_cache_counters(url: str) -> dict:
     import httpx
 
     out = {key: 0 for key in PREFIX_COUNTERS}
-    for name, labels, value in _samples(httpx.get(f"{url}/metrics", timeout=30.0).text):
-        for key, metric in PREFIX_COUNTERS.items():
-            if name == metric:
-                out[key] += int(value)
-        if name == CACHE_CONFIG and _num_gpu_blocks(labels) is not None:
-            out["num_gpu_blocks"] = _num_gpu_blocks(labels)
+    metric_keys = {metric: key for key, metric in PREFIX_COUNTERS.items()}
+    for name, labels, value in _samples(httpx.get(f"{url}/metrics", timeout=30.0).text, {*metric_keys, CACHE_CONFIG}):
+        if name in metric_keys:
+            out[metric_keys[name]] += int(value)
+        elif "num_gpu_blocks" in labels:
+            out["num_gpu_blocks"] = int(labels["num_gpu_blocks"])
     return out
 
 
 def kv_metrics(text: str) -> dict:
     """From a server's ``/metrics`` text: ``usage``, the share of its KV blocks in use as of its
     last engine step (vLLM's gauge: blocks neither free nor cached and evictable, over all but
-    its null block; the mean over its engines), and ``blocks``, that many blocks. A server that
-    exposes neither fails."""
-    usage, blocks = [], None
-    for name, labels, value in _samples(text):
+    its null block; the mean over its engines), ``blocks``, that many blocks (one engine's),
+    and ``block_size``, their tokens; each ``None`` where the server does not report it. A
+    usage that is not a number in 0..1 fails."""
+    usage, blocks, block_size = [], None, None
+    for name, labels, value in _samples(text, {KV_USAGE, CACHE_CONFIG}):
         if name == KV_USAGE:
+            if not 0.0 <= value <= 1.0:
+                raise SchedlabError(f"the server's {KV_USAGE} is {value}, not a share in 0..1")
             usage.append(value)
-        elif name == CACHE_CONFIG and _num_gpu_blocks(labels) is not None:
-            blocks = _num_gpu_blocks(labels) - 1
-    if not usage or blocks is None:
-        raise SchedlabError(f"the server's /metrics have no {KV_USAGE if not usage else CACHE_CONFIG}")
-    return {"usage": sum(usage) / len(usage), "blocks": blocks}
+        elif "num_gpu_blocks" in labels:
+            blocks = int(labels["num_gpu_blocks"]) - 1
+            block_size = int(labels["block_size"]) if "block_size" in labels else None
+    return {"usage": sum(usage) / len(usage) if usage else None, "blocks": blocks, "block_size": block_size}
