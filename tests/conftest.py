@@ -34,29 +34,13 @@ def machine_slurm():
     os.environ["SLURM_CONF"] = str(UNREACHABLE_SLURM)
 
 
-#: The two longest tests, started first under pytest-xdist, each on a worker of its own.
-LONGEST = ("tests/test_pipeline.py::test_snakemake_pipeline_renders_notebooks",
-           "tests/test_slurm.py::test_the_tiny_chain_runs_through_slurm")
-
-
-@pytest.hookimpl(trylast=True)  # after -m and -k have deselected
 def pytest_collection_modifyitems(items):
-    """The tiny pipeline and the SLURM chain first, then the other slow tests: under
-    pytest-xdist (``--dist loadgroup``) the two longest then start at once, each on a worker of
-    its own, while the others run the rest, instead of the run ending on them. The SLURM chain
-    mostly waits on its cluster: started last (as the slow tests' file order had it), it left
-    the machine idle for the last two minutes of the run.
-
-    pytest-xdist starts each worker on two tests (one each in worker order, then a second each),
-    so the second tests of the first two workers wait for the longest two to end: two quick tests
-    take those places, fourth and fifth."""
-    rank = {nodeid: k for k, nodeid in enumerate(LONGEST)}
-    items.sort(key=lambda item: (rank.get(item.nodeid, len(LONGEST)), item.get_closest_marker("slow") is None))
-    if sum(item.nodeid in rank for item in items[:2]) == 2:
-        quick = [item for item in items if item.get_closest_marker("slow") is None][:2]
-        for item in quick:
-            items.remove(item)
-        items[3:3] = quick
+    """The slow tests first (in file order): under pytest-xdist (``--dist loadgroup``) the tiny
+    pipeline, the longest, then starts within the run's first minutes while the other workers
+    run the rest, instead of the run ending on it. (Starting the SLURM chain beside it from the
+    outset, so that its waiting did not end the run, measured slower in fresh clones: the
+    pipeline shared the machine for longer.)"""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture
