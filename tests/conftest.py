@@ -37,9 +37,7 @@ def machine_slurm():
 def pytest_collection_modifyitems(items):
     """The slow tests first (in file order): under pytest-xdist (``--dist loadgroup``) the tiny
     pipeline, the longest, then starts within the run's first minutes while the other workers
-    run the rest, instead of the run ending on it. (Starting the SLURM chain beside it from the
-    outset, so that its waiting did not end the run, measured slower in fresh clones: the
-    pipeline shared the machine for longer.)"""
+    run the rest, instead of the run ending on it."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
