@@ -12,7 +12,7 @@ checkout with its vLLM scheduler, its synthetic request generator drawing the sa
 draws its own arrival times), and its execution-time predictor trained on its profiling data,
 kept in ``--cache`` between runs (Vidur trains it on its first run; run once to warm it).
 Each tool's whole-process wall time is the median of ``--repeats`` runs; prints one table
-row per trace. Without a Vidur checkout it says so and exits 0.
+row per trace. Without a Vidur checkout, or one without its profiling data, it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -28,6 +28,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from llm_workload import KV_BLOCKS, LLAMA2_7B_A100, conversation_lengths, llm_trace  # noqa: E402
+
+
+#: The profiling data Vidur trains its Llama-2-7B A100 predictor on (large files: a partial copy
+#: may lack them, or hold Git LFS pointers in their place).
+PROFILES = [Path("data/profiling/compute/a100/meta-llama/Llama-2-7b-hf") / name for name in ("attention.csv", "mlp.csv")]
+
+
+def _lacking(checkout: Path) -> list[str]:
+    """The profiling files ``checkout`` lacks (absent, or a Git LFS pointer)."""
+    def held(path: Path) -> bool:
+        if not path.is_file():
+            return False
+        with path.open("rb") as f:
+            return not f.read(64).startswith(b"version https://git-lfs")
+
+    return [str(f) for f in PROFILES if not held(checkout / f)]
 
 
 def _wall(argv: list[str], cwd: Path | None = None) -> float:
@@ -85,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.vidur is None or not (args.vidur / "vidur" / "main.py").is_file():
         print("no Vidur checkout given (--vidur PATH with vidur/main.py): nothing to compare")
+        return 0
+    if _lacking(args.vidur):
+        print(f"the Vidur checkout lacks its profiling data ({', '.join(_lacking(args.vidur))}: absent, or Git LFS "
+              "pointers): nothing to compare")
         return 0
     print("| requests | rate | schedlab (s) | Vidur (s) | ratio |")
     print("|---|---|---|---|---|")
