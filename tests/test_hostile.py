@@ -317,6 +317,31 @@ def test_a_stopped_job_exits_through_its_context_managers(files):
     assert list(files["out"].iterdir()) == []
 
 
+def test_a_stop_that_lands_in_a_finalizer_still_stops_the_job():
+    """SIGTERM delivered while a finalizer runs (a ``__del__``, a weakref callback: the garbage
+    collector runs them anywhere) raised the exit inside it, where Python drops exceptions, and
+    the job ran to its end with exit status 0. The exit is raised again outside it."""
+    code = """
+import os, signal, sys, time
+from schedlab import cli
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered while this finalizer runs
+        time.sleep(0.05)
+
+def work(args):
+    Finalized()  # dropped at once: its finalizer runs here
+    time.sleep(5)
+    print("not stopped")
+
+cli.cmd_schedulers = work
+sys.exit(cli.main(["schedulers"]))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and "not stopped" not in proc.stdout, proc.stderr
+
+
 def test_a_writer_killed_mid_write_leaves_nothing_once_its_output_is_written_again(files):
     """A writer SIGKILLed inside the atomic writer leaves its temporary (nothing can remove it
     then, and the output itself is untouched); the next write of that output removes it, so a

@@ -645,13 +645,35 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Stopped(SystemExit):
+    """The exit that SIGTERM raises where the main thread stands (see :func:`main`)."""
+
+
+def _stop(signum: int, frame) -> None:
+    raise _Stopped(128 + signal.SIGTERM)
+
+
+def _stop_again(unraisable) -> None:
+    """An exception that Python cannot raise, from a finalizer or a weakref callback, is handed
+    here and dropped. When it is the SIGTERM exit (the signal landed while such code ran), the
+    exit is raised again 10 ms later, from a timer's signal, which lands where it can propagate
+    (or, landing in such code again, comes back here); anything else is reported as Python
+    reports it."""
+    if isinstance(unraisable.exc_value, _Stopped):
+        signal.signal(signal.SIGALRM, _stop)
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+    else:
+        sys.__unraisablehook__(unraisable)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input (any :class:`SchedlabError`) is one line on stderr and
     exit status 2, as for usage errors."""
     args = build_parser().parse_args(argv)
     # A job runner stops a job with SIGTERM (Snakemake, SLURM's scancel): exit through the
     # context managers, so that servers started here are stopped and no partial output is left.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGTERM, _stop)
+    sys.unraisablehook = _stop_again
     try:
         # Before any work: inputs readable, outputs where a file may go, none of them an input.
         inputs, outputs, folders = command_paths(args)
