@@ -215,7 +215,7 @@ class _Routing:
         servers at once)."""
         replies = await asyncio.gather(*(client.get("/metrics") for client in clients))
         for server, reply in zip(self.view.replicas, replies):
-            usage = kv_metrics(_metrics_text(reply))["usage"]
+            usage = kv_metrics(_answered(reply).text)["usage"]
             if usage is None:
                 raise SchedlabError(f"{reply.url} has no {KV_USAGE} (a server started with --disable-log-stats?)")
             server.kv_usage = usage
@@ -344,16 +344,11 @@ def replay_routed(urls: list[str], trace: pd.DataFrame, router: str, *, model: s
     report them is taken to have ``limits``'s. Returns the replay and each request's server
     (an index into ``urls``), as :func:`schedlab.cluster.run_cluster` gives a simulated
     cluster's."""
-    import httpx
-
     if not urls:
         raise SchedlabError("a routed replay needs at least one server")
     servers = []
     for url in urls:
-        try:
-            kv = kv_metrics(_metrics_text(httpx.get(f"{url}/metrics", timeout=30.0)))
-        except httpx.HTTPError as exc:
-            raise SchedlabError(f"no server answers at {url} ({type(exc).__name__})") from None
+        kv = kv_metrics(server_get(url, "/metrics").text)
         if kv["block_size"] is not None and kv["block_size"] != limits.block_size:
             raise SchedlabError(f"{url} has KV blocks of {kv['block_size']} tokens, not {limits.block_size}")
         servers.append(limits if kv["blocks"] is None else replace(limits, kv_capacity_blocks=kv["blocks"]))
@@ -388,10 +383,22 @@ def _samples(text: str, names: set[str]) -> Iterator[tuple[str, dict[str, str], 
             yield match[1], dict(_LABEL.findall(match[2] or "")), value
 
 
-def _metrics_text(reply) -> str:
+def _answered(reply):
+    """``reply``, unless its status is not 200: then one line naming the URL and status."""
     if reply.status_code != 200:
         raise SchedlabError(f"{reply.url} answered HTTP {reply.status_code}")
-    return reply.text
+    return reply
+
+
+def server_get(url: str, path: str):
+    """The answer to a GET of ``path`` from the server at ``url``; one line if no server answers
+    there or it answers other than 200."""
+    import httpx
+
+    try:
+        return _answered(httpx.get(f"{url}{path}", timeout=30.0))
+    except httpx.HTTPError as exc:
+        raise SchedlabError(f"no server answers at {url} ({type(exc).__name__})") from None
 
 
 def prefix_cache_counters(url: str) -> dict:

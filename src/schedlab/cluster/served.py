@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from schedlab.backends.http_client import replay_routed
+from schedlab.backends.http_client import replay_routed, server_get
 from schedlab.engine import EngineConfig
 from schedlab.errors import SchedlabError
 from schedlab.metrics import summarize
@@ -22,15 +22,7 @@ from schedlab.metrics import summarize
 
 def _check_serves(url: str, model: str) -> None:
     """Fail before any request is sent unless the server at ``url`` answers and serves ``model``."""
-    import httpx
-
-    try:
-        reply = httpx.get(f"{url}/v1/models", timeout=30.0)
-    except httpx.HTTPError as exc:
-        raise SchedlabError(f"no server answers at {url} ({type(exc).__name__})") from None
-    if reply.status_code != 200:
-        raise SchedlabError(f"{url}/v1/models answered HTTP {reply.status_code}")
-    served = [m.get("id") for m in reply.json().get("data", [])]
+    served = [m.get("id") for m in server_get(url, "/v1/models").json().get("data", [])]
     if model not in served:
         raise SchedlabError(f"{url} serves {', '.join(map(str, served)) or 'no model'}, not {model!r}")
 
