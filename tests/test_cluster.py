@@ -46,12 +46,13 @@ def shared_prompt_trace(n: int = 120, seed: int = 3) -> pd.DataFrame:
                          "token_ids": prompts})
 
 
+@pytest.mark.parametrize("router", ["round-robin", "least-requests"])  # routed up front, and at each arrival
 @pytest.mark.parametrize("scheduler", ["fcfs", "sjf", "hrrn", "adaptive", "request-level", "sarathi-fcfs", "rad",
                                        "slai-spf-dynamic", "algorithm2", "ewsjf"])
-def test_one_replica_is_the_single_engine(scheduler):
+def test_one_replica_is_the_single_engine(scheduler, router):
     trace = two_class_trace(300, rate=8.0)
     single, expected = run_summary(trace, scheduler, ARENA, identity={})
-    result = run_cluster(trace, scheduler, [ARENA], "round-robin")
+    result = run_cluster(trace, scheduler, [ARENA], router)
     assert (result.requests["replica"] == 0).all()
     assert parquet_bytes(result.requests.drop(columns="replica")) == parquet_bytes(single.requests)
     summary, per_replica = cluster_summary(result, identity={})
@@ -94,6 +95,40 @@ def test_a_router_that_reads_no_state_gives_each_replica_a_single_engines_run_of
         share = trace.iloc[r::3].reset_index(drop=True)
         mine = result.requests[result.requests["replica"] == r].drop(columns="replica").reset_index(drop=True)
         assert parquet_bytes(mine) == parquet_bytes(serve(share, scheduler, ARENA).requests)
+
+
+@pytest.mark.parametrize("scheduler", ["fcfs", "sarathi-fcfs", "rad", "sjf"])
+def test_replicas_run_piecewise_at_each_arrival_equal_the_single_engines_on_their_shares(scheduler, monkeypatch):
+    """A router that reads the replicas' state but routes in turn: the replicas are run up to
+    every arrival, their stretches cut there whether or not the request comes to them, and
+    still each replica runs the single engine's steps on its share (round-robin, which reads no
+    state, runs each share as a single engine). A cut stretch sums its step times in pieces, so
+    times may differ in the last bits, never by more than a nanosecond."""
+    class InTurn(type(registry.make_router("round-robin"))):
+        reads_state = True
+
+    trace = two_class_trace(400, rate=30.0)
+    up_front = run_cluster(trace, scheduler, [ARENA] * 3, "round-robin")
+    monkeypatch.setattr(registry, "make_router", lambda name, **options: InTurn())
+    piecewise = run_cluster(trace, scheduler, [ARENA] * 3, "in-turn")
+    assert piecewise.requests["replica"].tolist() == [i % 3 for i in range(len(trace))]
+    pd.testing.assert_frame_equal(piecewise.requests, up_front.requests, check_exact=False, rtol=0, atol=1e-9)
+    assert [run.steps for run in piecewise.replicas] == [run.steps for run in up_front.replicas]
+    assert [run.busy_s for run in piecewise.replicas] == pytest.approx([run.busy_s for run in up_front.replicas],
+                                                                      rel=1e-12)
+
+
+def test_a_router_that_says_it_reads_no_state_and_reads_some_is_stopped_in_one_line(monkeypatch):
+    class Sly(Router):
+        reads_state = False
+
+        def route(self, i, candidates):
+            return int(np.argmin([rep.outstanding for rep in self.cluster.replicas]))
+
+    monkeypatch.setattr(registry, "make_router", lambda name, **options: Sly())
+    with pytest.raises(SchedlabError, match="reads a replica's 'outstanding' but says it reads no replica's state") as caught:
+        run_cluster(two_class_trace(20, rate=5.0), "fcfs", [ARENA] * 2, "sly")
+    assert "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize("router", ["random", "round-robin", "least-requests", "least-tokens", "least-kv",

@@ -5,7 +5,9 @@
 scheduler, advanced by one event loop in time order. Each request is routed at its arrival
 time by a registered router (:mod:`schedlab.routers`) reading the replicas as they stand
 then; the replica's front end and scheduler take it from there, exactly as a single engine
-would (:mod:`.replica`). The results are the usual contracts: one per-request table with the
+would (:mod:`.replica`). A router that reads no replica's state (random, round-robin) routes
+every request before any replica runs, and each replica is then the single engine on its share.
+The results are the usual contracts: one per-request table with the
 ``replica`` each request ran on, a cluster-wide summary and one per replica.
 :func:`~schedlab.cluster.served.replay_across_servers` gives the same for a trace replayed across
 real ``vllm serve`` processes by the same router code (:mod:`.served`).

@@ -14,9 +14,10 @@ arrivals, stretches of fixed decode steps and empty plans follow the engine's lo
 rule, so a one-replica cluster is the single engine, byte for byte (tested). A stretch that
 the scheduler declared fixed until the next arrival stops at the next request's arrival at
 this replica's front end, as if it were routed here; one declared fixed until a completion
-runs whole, as it does on a single engine (arrivals do not change it). When every request is
-routed up front (a router that reads no state), the next arrival is always one routed here, and
-the replica is a single engine on its share of the trace.
+runs whole, as it does on a single engine (arrivals do not change it). A stretch cut at an
+arrival routed elsewhere sums its step times in two pieces, which can move the times in their
+last bits. Only a router that reads the replicas' state needs this loop: one that does not routes
+every request up front, and each replica is then a single engine on its share (see :mod:`.run`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import pandas as pd
 from schedlab import registry
 from schedlab.cluster.replica import Replica
 from schedlab.engine import Arena, EngineConfig, RunResult, check_servable
+from schedlab.engine.core import Engine
 from schedlab.engine.gaps import GapHistogram
 from schedlab.engine.requests import Requests
 from schedlab.errors import SchedlabError
@@ -33,8 +34,9 @@ class Cluster(RequestView):
     """What a router reads (see :mod:`schedlab.routers`): the replicas and the requests (the
     first replica's job sizes and block size)."""
 
-    def __init__(self, replicas: list[Replica], requests: Requests) -> None:
-        super().__init__(requests.trace, replicas[0].sizes, replicas[0].limits.block_size)
+    def __init__(self, replicas: list, requests: Requests, arena: Arena | None = None) -> None:
+        first = arena or replicas[0].arena
+        super().__init__(requests.trace, requests.sizes(first), first.limits.block_size)
         self.replicas = replicas
 
 
@@ -76,31 +78,75 @@ def run_cluster(trace: pd.DataFrame, schedulers: str | list[str], arenas: list[A
         raise SchedlabError(f"request {int(trace['request_id'].iat[i])} ({tokens} tokens) fits no replica's context "
                             f"and KV blocks, nor do {lost.size - 1} more; no request is dropped, so the run stops")
     requests = Requests(trace, warmup_s)
-    replicas = []
-    for r, (name, arena) in enumerate(zip(names, arenas)):
-        # a replica behind a router has no trace of its own in advance
-        replicas.append(Replica(r, requests, scheduler_for(name, None, arena), arena))
-    cluster = Cluster(replicas, requests)
-    chooser.bind(cluster)
-    everyone = np.arange(len(replicas))
-    some = not fits.all()
-    where = np.full(len(trace), -1, np.int64)
-    arrival, rid = requests.arrival, trace["request_id"].to_numpy(np.int64)
-    for i in range(len(trace)):
-        if chooser.reads_state:  # the replicas as they stand at the arrival (else routed up front)
-            t = float(arrival[i])
-            for rep in replicas:
-                rep.advance(t)
-        candidates = np.flatnonzero(fits[:, i]) if some else everyone
+    every, some = np.arange(len(arenas)), not fits.all()
+    rid = trace["request_id"].to_numpy(np.int64)
+
+    def route(i: int) -> int:
+        """The router's choice for request ``i`` among the replicas that can serve it."""
+        candidates = np.flatnonzero(fits[:, i]) if some else every
         r = chooser.route(i, candidates)
         if r not in candidates:
             raise SchedlabError(f"router {router!r} chose replica {r} for request {int(rid[i])}, which only "
                                 f"{candidates.tolist()} can serve")
-        where[i] = r
+        return r
+
+    if chooser.reads_state:
+        return _routed_at_arrivals(requests, names, arenas, router, chooser, route, wall0)
+    return _routed_up_front(requests, names, arenas, router, chooser, route, warmup_s, wall0)
+
+
+def _routed_at_arrivals(requests: Requests, names: list[str], arenas: list[Arena], router: str, chooser, route,
+                        wall0: float) -> ClusterResult:
+    """Each request routed at its arrival, the replicas run up to it first (see :mod:`.replica`)."""
+    replicas = []
+    for r, (name, arena) in enumerate(zip(names, arenas)):
+        # a replica behind a router has no trace of its own in advance
+        replicas.append(Replica(r, requests, scheduler_for(name, None, arena), arena))
+    chooser.bind(Cluster(replicas, requests))
+    where = np.full(requests.n, -1, np.int64)
+    arrival = requests.arrival
+    for i in range(requests.n):
+        t = float(arrival[i])
+        for rep in replicas:
+            rep.advance(t)
+        r = where[i] = route(i)
         replicas[r].take(i)
     for rep in replicas:
         rep.advance(np.inf)
     return _result(requests, replicas, where, names, router, time.perf_counter() - wall0)
+
+
+class _Unread:
+    """A replica as a router that reads no state (``reads_state = False``) sees it: by its
+    index only; reading anything else fails in one line."""
+
+    def __init__(self, index: int, router: str) -> None:
+        self.index, self._router = index, router
+
+    def __getattr__(self, name: str):
+        raise SchedlabError(f"router {self._router!r} reads a replica's {name!r} but says it reads no replica's "
+                            "state (reads_state = False): it routes every request before any replica runs")
+
+
+def _routed_up_front(requests: Requests, names: list[str], arenas: list[Arena], router: str, chooser, route,
+                     warmup_s: float, wall0: float) -> ClusterResult:
+    """Every request routed before any replica runs (a router that reads no replica's state
+    chooses the same whenever it is asked); then each replica is the single engine on its share."""
+    trace = requests.trace
+    chooser.bind(Cluster([_Unread(r, router) for r in range(len(arenas))], requests, arenas[0]))
+    where = np.array([route(i) for i in range(requests.n)], np.int64)
+    shares = [np.flatnonzero(where == r) for r in range(len(arenas))]
+    runs = [Engine(trace.iloc[share].reset_index(drop=True), scheduler_for(name, None, arena), arena,
+                   warmup_s=warmup_s).run() for share, name, arena in zip(shares, names, arenas)]
+    order = np.argsort(np.concatenate(shares), kind="stable")
+    # (a replica with no share has an empty table, whose text columns have no dtype to keep)
+    frame = pd.concat([run.requests for run in runs if len(run.requests)], ignore_index=True)
+    frame = frame.iloc[order].reset_index(drop=True)
+    frame["replica"] = where
+    wall = time.perf_counter() - wall0
+    for run in runs:
+        run.wall_s = wall
+    return ClusterResult(frame, GapHistogram.merged([run.gaps for run in runs]), runs, names, router, wall)
 
 
 def _result(requests: Requests, replicas: list[Replica], where: np.ndarray, names: list[str], router: str,
