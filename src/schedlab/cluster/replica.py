@@ -11,12 +11,20 @@ it has one), scheduler, front end and token-gap histogram.
 time: it runs the replica's steps until its clock reaches the next routing time, when the
 router must see it, or until it has nothing to do before a request is routed to it. Its
 arrivals, stretches of fixed decode steps and empty plans follow the engine's loop rule for
-rule, so a one-replica cluster is the single engine, byte for byte (tested). A stretch that
-the scheduler declared fixed until the next arrival stops at the next request's arrival at
-this replica's front end, as if it were routed here; one declared fixed until a completion
-runs whole, as it does on a single engine (arrivals do not change it). A stretch cut at an
-arrival routed elsewhere sums its step times in two pieces, which can move the times in their
-last bits. Only a router that reads the replicas' state needs this loop: one that does not routes
+rule, so a one-replica cluster is the single engine, byte for byte (tested).
+
+A stretch that the scheduler declared fixed until the next arrival must stop at this replica's
+next arrival, which the router has not chosen yet. For a router that reads no KV blocks the
+stretch waits (``deferred``): nothing such a router reads (outstanding requests and tokens,
+waiting and running requests) changes before its last step, whose completion ends it (or
+whose KV blocks do). It is run when a request is routed here, up to that request's arrival at
+the scheduler, exactly as the single engine runs it; or whole, once a routing time passes the
+start of its last step. Each replica's steps are then the single engine's on its share, byte
+for byte (tested). For a router that reads KV blocks, which change at every step, the stretch
+stops at the next routing time's arrival at this front end, as if that request came here: a
+stretch so cut sums its step times in two pieces, which can move times in their last bits.
+One declared fixed until a completion runs whole, as on a single engine (arrivals do not change
+it). Only a router that reads the replicas' state needs this loop: one that does not routes
 every request up front, and each replica is then a single engine on its share (see :mod:`.run`).
 """
 
@@ -27,6 +35,7 @@ from collections import deque
 
 import numpy as np
 
+from schedlab.engine import kernels
 from schedlab.engine.arena import Arena
 from schedlab.engine.core import Engine
 from schedlab.engine.requests import Requests
@@ -37,9 +46,17 @@ from schedlab.errors import SchedlabError
 class Replica(Engine):
     """Replica ``index`` of a cluster: ``scheduler`` in ``arena`` over the shared ``requests``."""
 
-    def __init__(self, index: int, requests: Requests, scheduler: Scheduler, arena: Arena) -> None:
+    def __init__(self, index: int, requests: Requests, scheduler: Scheduler, arena: Arena, *,
+                 defer: bool = False) -> None:
         self._setup(requests, scheduler, arena, requests.log.sharing())
         self.index = index
+        # whether a stretch that must stop at this replica's next arrival waits until that
+        # arrival is known (a router that reads no KV blocks sees nothing of it change before
+        # its last step), and the stretch waiting: (steps, first duration, growth, end times)
+        self.defer = defer
+        self.deferred: tuple | None = None
+        # the latest routing time up to which advance() has nothing to do (-inf: unknown)
+        self.wake = -np.inf
         self.visible = np.full(requests.n, np.inf)  # when each request routed here reaches the scheduler
         # the cluster's own state: requests routed here that the scheduler has not seen yet,
         # the front end's queue, the load the router reads, and whether the scheduler waits
@@ -81,6 +98,9 @@ class Replica(Engine):
         self.pending.append(i)
         self.outstanding += 1
         self.outstanding_tokens += int(self.prompt[i]) + int(self.sizes[i])
+        self.wake = -np.inf
+        if self.deferred is not None:
+            self._settle(v)
         if self.blocked:  # the engine's empty-plan rule: the clock moves to the next arrival
             self.now = max(self.now, v)
             self.blocked = False
@@ -97,17 +117,31 @@ class Replica(Engine):
         or until nothing can happen before a request is routed here (see the module docstring)."""
         sched, visible, pending = self.scheduler, self.visible, self.pending
         while not self.blocked and self.now < until:
-            t0 = time.perf_counter()
-            while pending and visible[pending[0]] <= self.now:
-                sched.arrive(pending.popleft())
-            self.arrive_s += time.perf_counter() - t0
+            if self.deferred is not None:
+                if self.deferred[3][-2] >= until:
+                    # its last step, whose completion (or KV) ends it, begins after ``until``
+                    self.wake = self.deferred[3][-2]
+                    return
+                self._settle(np.inf)
+                continue
+            if pending and visible[pending[0]] <= self.now:
+                t0 = time.perf_counter()
+                while pending and visible[pending[0]] <= self.now:
+                    sched.arrive(pending.popleft())
+                self.arrive_s += time.perf_counter() - t0
             if not self.running and not sched.n_waiting():
                 if not pending:
-                    return  # idle until a request is routed here
+                    self.wake = np.inf  # idle until a request is routed here
+                    return
                 self.now = float(visible[pending[0]])
                 continue
             mode = sched.steady()
-            if mode:
+            if mode and self.defer and mode == UNTIL_ARRIVAL and not pending and until < np.inf:
+                k, dt0, slope = self._stretch_steps(np.inf)
+                if k >= 2:  # fewer: the single engine would plan a step, wherever the next arrival
+                    self.deferred = (k, dt0, slope, kernels.lockstep_times(self.now, dt0, slope, k)[1])
+                    continue
+            elif mode:
                 t_join = self._next_visible(until) if mode == UNTIL_ARRIVAL else np.inf
                 if self._stretch(t_join):
                     continue
@@ -122,9 +156,20 @@ class Replica(Engine):
                                         "and nothing to schedule")
                 continue
             self._step(plan)
+        self.wake = np.inf if self.blocked else self.now
+
+    def _settle(self, t_join: float) -> None:
+        """Run the deferred stretch as the single engine would with its next arrival reaching
+        the scheduler at ``t_join``: up to the first step ending at or after it (the stretch's
+        end times are :meth:`_stretch`'s, summed the same way), if that is two steps or more."""
+        k, dt0, slope, ends = self.deferred
+        self.deferred = None
+        k = min(k, int(np.searchsorted(ends, t_join, "left")) + 1)
+        if k >= 2:
+            self._run_stretch(k, dt0, slope)
 
     def _retire(self, candidates: np.ndarray) -> None:
-        finished = candidates[self.seq[candidates] >= self.total[candidates]]  # as Engine._retire finds them
+        finished = kernels.complete(candidates, self.seq, self.total)  # as Engine._retire finds them
         self.outstanding -= finished.size
         self.outstanding_tokens -= int(self.prompt[finished].sum() + self.sizes[finished].sum())
         super()._retire(candidates)

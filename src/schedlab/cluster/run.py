@@ -85,7 +85,7 @@ def run_cluster(trace: pd.DataFrame, schedulers: str | list[str], arenas: list[A
         """The router's choice for request ``i`` among the replicas that can serve it."""
         candidates = np.flatnonzero(fits[:, i]) if some else every
         r = chooser.route(i, candidates)
-        if r not in candidates:
+        if not (0 <= r < len(arenas) if not some else r in candidates):
             raise SchedlabError(f"router {router!r} chose replica {r} for request {int(rid[i])}, which only "
                                 f"{candidates.tolist()} can serve")
         return r
@@ -101,14 +101,15 @@ def _routed_at_arrivals(requests: Requests, names: list[str], arenas: list[Arena
     replicas = []
     for r, (name, arena) in enumerate(zip(names, arenas)):
         # a replica behind a router has no trace of its own in advance
-        replicas.append(Replica(r, requests, scheduler_for(name, None, arena), arena))
+        replicas.append(Replica(r, requests, scheduler_for(name, None, arena), arena, defer=not chooser.reads_kv))
     chooser.bind(Cluster(replicas, requests))
     where = np.full(requests.n, -1, np.int64)
     arrival = requests.arrival
     for i in range(requests.n):
         t = float(arrival[i])
         for rep in replicas:
-            rep.advance(t)
+            if rep.wake < t:
+                rep.advance(t)
         r = where[i] = route(i)
         replicas[r].take(i)
     for rep in replicas:

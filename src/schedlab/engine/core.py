@@ -361,16 +361,28 @@ class Engine(EngineView):
     def _stretch(self, t_stop: float) -> bool:
         """Run ``k >= 2`` all-decode steps in closed form, the last one ending at or after
         ``t_stop``; False when fewer would run (or some running request does not decode)."""
-        run, n_dec, ctx, _, _ = self.running_totals()
-        bs = self.limits.block_size
-        if n_dec == 0 or n_dec != run.size:
-            return False
-        dt0 = float(self.step_time(0, 0, n_dec, ctx))
-        slope = self.step_time.ctx_tokens * n_dec  # each step's context grows by one token per request
-        k = kernels.stretch_steps(run, self.seq, self.computed, self.blocks, self.total, self.free, self.enc_blocks,
-                                  bs, self.now, t_stop, dt0, slope)
+        k, dt0, slope = self._stretch_steps(t_stop)
         if k < 2:
             return False
+        self._run_stretch(k, dt0, slope)
+        return True
+
+    def _stretch_steps(self, t_stop: float) -> tuple[int, float, float]:
+        """How many all-decode steps :meth:`_stretch` would run now (0: some running request
+        does not decode), the first one's duration and how much each next one adds (its
+        context grows by one token per running request)."""
+        run, n_dec, ctx, _, _ = self.running_totals()
+        if n_dec == 0 or n_dec != run.size:
+            return 0, 0.0, 0.0
+        dt0 = float(self.step_time(0, 0, n_dec, ctx))
+        slope = self.step_time.ctx_tokens * n_dec
+        return kernels.stretch_steps(run, self.seq, self.computed, self.blocks, self.total, self.free, self.enc_blocks,
+                                     self.limits.block_size, self.now, t_stop, dt0, slope), dt0, slope
+
+    def _run_stretch(self, k: int, dt0: float, slope: float) -> None:
+        """Run ``k`` all-decode steps of every running request from now, in closed form, of
+        durations ``dt0 + slope * j``."""
+        run = self.running_totals()[0]
         self._totals = None
         dts, ends = kernels.lockstep_times(self.now, dt0, slope, k)
         self.log.lockstep(run, ends, dts)
@@ -379,6 +391,7 @@ class Engine(EngineView):
                 self.token_times[i].extend(ends.tolist())
         if self.prefix is not None:
             self.prefix.advance(run, k)  # before the counts move: it reads them
+        bs = self.limits.block_size
         added, finished = kernels.advance(run, self.seq, self.computed, self.blocks, self.total, self.enc_blocks, bs, k)
         self.free -= added
         if self.prefix is not None:
@@ -391,7 +404,6 @@ class Engine(EngineView):
             self._retire(run)
         if self.prefix is not None:
             self.free = self.prefix.free  # the stretch's allocations, then its releases
-        return True
 
     def _retire(self, candidates: np.ndarray) -> None:
         """Complete the requests of ``candidates`` that generated all their tokens, freeing

@@ -36,8 +36,11 @@ class RoundRobin(Router):
 
     def route(self, i: int, candidates: np.ndarray) -> int:
         n = len(self.cluster.replicas)
-        after = candidates[candidates >= self.turn]
-        chosen = int(after[0]) if after.size else int(candidates[0])
+        if candidates.size == n:  # every replica can serve it: the next in turn
+            chosen = self.turn
+        else:
+            after = candidates[candidates >= self.turn]
+            chosen = int(after[0]) if after.size else int(candidates[0])
         self.turn = (chosen + 1) % n
         return chosen
 

@@ -39,7 +39,7 @@ class Router(ABC):
 
 def lowest(values, candidates: np.ndarray) -> int:
     """The candidate with the lowest value (ties: the lowest index)."""
-    return int(candidates[int(np.argmin([values[r] for r in candidates]))])
+    return min(candidates.tolist(), key=values.__getitem__)  # the first of equal minima
 
 
 def prefix_keys(trace: pd.DataFrame, tokens: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
