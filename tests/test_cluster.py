@@ -138,6 +138,57 @@ def test_a_router_that_says_it_reads_no_state_and_reads_some_is_stopped_in_one_l
     assert "\n" not in str(caught.value)
 
 
+def test_a_router_that_reads_no_state_may_read_the_replicas_limits(monkeypatch):
+    """Limits do not change: a router that weighs replicas by their KV capacity reads no state."""
+    class ByCapacity(Router):
+        reads_state = False
+
+        def route(self, i, candidates):
+            return max(candidates.tolist(), key=lambda r: self.cluster.replicas[r].limits.kv_capacity_blocks)
+
+    monkeypatch.setattr(registry, "make_router", lambda name, **options: ByCapacity())
+    result = run_cluster(two_class_trace(30, rate=5.0), "fcfs", [ARENA, ARENA.with_limits(kv_capacity_blocks=900)], "cap")
+    assert (result.requests["replica"] == 1).all()
+
+
+def test_a_choice_that_is_not_a_replica_index_is_stopped_in_one_line(monkeypatch):
+    class Halfway(Router):
+        reads_state = False
+
+        def route(self, i, candidates):
+            return 0.5
+
+    monkeypatch.setattr(registry, "make_router", lambda name, **options: Halfway())
+    with pytest.raises(SchedlabError, match="chose replica 0.5 for request 0, which only") as caught:
+        run_cluster(two_class_trace(10, rate=5.0), "fcfs", [ARENA] * 2, "halfway")
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("router", ["round-robin", "least-requests"])
+def test_an_empty_trace_gives_an_empty_table(router):
+    result = run_cluster(two_class_trace(10, rate=5.0).iloc[:0], "fcfs", [ARENA] * 2, router)
+    assert result.requests.empty and "replica" in result.requests and [run.steps for run in result.replicas] == [0, 0]
+
+
+def test_each_replica_counts_its_own_prefix_cache_lookups(monkeypatch):
+    """Per replica, the prefix cache's lookups and hits are those of the requests it served:
+    the same whether the replicas run piecewise (a router that reads state, in turn) or each as
+    the single engine on its share (round-robin), and together the cluster's."""
+    class InTurn(type(registry.make_router("round-robin"))):
+        reads_state = True
+
+    trace = shared_prompt_trace(200)
+    arena = Arena(STEP, EngineConfig(block_size=16, max_num_seqs=8, max_num_batched_tokens=256, kv_capacity_blocks=60,
+                                     prefix_caching=True))
+    up_front = run_cluster(trace, "fcfs", [arena] * 3, "round-robin")
+    monkeypatch.setattr(registry, "make_router", lambda name, **options: InTurn())
+    piecewise = run_cluster(trace, "fcfs", [arena] * 3, "in-turn")
+    counts = [run.prefix_cache for run in piecewise.replicas]
+    assert counts == [run.prefix_cache for run in up_front.replicas]
+    assert [c["queries"] for c in counts] == [int(run.requests["prompt_tokens"].sum()) for run in piecewise.replicas]
+    assert sum(c["hits"] for c in counts) == int(piecewise.requests["cached_tokens"].sum()) > 0
+
+
 @pytest.mark.parametrize("router", ["random", "round-robin", "least-requests", "least-tokens", "least-kv",
                                     "prefix-affinity", "largest-memory"])
 def test_every_request_finishes_on_exactly_one_replica(router):

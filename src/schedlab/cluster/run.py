@@ -85,7 +85,7 @@ def run_cluster(trace: pd.DataFrame, schedulers: str | list[str], arenas: list[A
         """The router's choice for request ``i`` among the replicas that can serve it."""
         candidates = np.flatnonzero(fits[:, i]) if some else every
         r = chooser.route(i, candidates)
-        if not (0 <= r < len(arenas) if not some else r in candidates):
+        if not isinstance(r, (int, np.integer)) or not (0 <= r < len(arenas) if not some else r in candidates):
             raise SchedlabError(f"router {router!r} chose replica {r} for request {int(rid[i])}, which only "
                                 f"{candidates.tolist()} can serve")
         return r
@@ -118,13 +118,15 @@ def _routed_at_arrivals(requests: Requests, names: list[str], arenas: list[Arena
 
 
 class _Unread:
-    """A replica as a router that reads no state (``reads_state = False``) sees it: by its
-    index only; reading anything else fails in one line."""
+    """A replica as a router that reads no state (``reads_state = False``) sees it: its index
+    and its limits, which do not change; reading anything else fails in one line."""
 
-    def __init__(self, index: int, router: str) -> None:
-        self.index, self._router = index, router
+    def __init__(self, index: int, arena: Arena, router: str) -> None:
+        self.index, self.limits, self._router = index, arena.limits, router
 
     def __getattr__(self, name: str):
+        if name.startswith("__"):  # Python's own protocols (copy, pickle, numpy) look for these
+            raise AttributeError(name)
         raise SchedlabError(f"router {self._router!r} reads a replica's {name!r} but says it reads no replica's "
                             "state (reads_state = False): it routes every request before any replica runs")
 
@@ -134,14 +136,14 @@ def _routed_up_front(requests: Requests, names: list[str], arenas: list[Arena], 
     """Every request routed before any replica runs (a router that reads no replica's state
     chooses the same whenever it is asked); then each replica is the single engine on its share."""
     trace = requests.trace
-    chooser.bind(Cluster([_Unread(r, router) for r in range(len(arenas))], requests, arenas[0]))
+    chooser.bind(Cluster([_Unread(r, arena, router) for r, arena in enumerate(arenas)], requests, arenas[0]))
     where = np.array([route(i) for i in range(requests.n)], np.int64)
     shares = [np.flatnonzero(where == r) for r in range(len(arenas))]
     runs = [Engine(trace.iloc[share].reset_index(drop=True), scheduler_for(name, None, arena), arena,
                    warmup_s=warmup_s).run() for share, name, arena in zip(shares, names, arenas)]
     order = np.argsort(np.concatenate(shares), kind="stable")
     # (a replica with no share has an empty table, whose text columns have no dtype to keep)
-    frame = pd.concat([run.requests for run in runs if len(run.requests)], ignore_index=True)
+    frame = pd.concat([run.requests for run in runs if len(run.requests)] or [runs[0].requests], ignore_index=True)
     frame = frame.iloc[order].reset_index(drop=True)
     frame["replica"] = where
     wall = time.perf_counter() - wall0
@@ -161,7 +163,7 @@ def _result(requests: Requests, replicas: list[Replica], where: np.ndarray, name
     runs = []
     for rep in replicas:
         mine = frame[frame["replica"] == rep.index].drop(columns="replica").reset_index(drop=True)
-        counts = rep._cache_counts() if rep.prefix is not None else None
+        counts = rep._cache_counts(where == rep.index) if rep.prefix is not None else None
         runs.append(RunResult(requests=mine, gaps=rep.log.gaps, class_gaps=rep.log.class_gaps, steps=rep.steps,
                               busy_s=rep.busy, peak_kv_blocks=rep.peak, kv_capacity_blocks=rep.limits.kv_capacity_blocks,
                               sched_overhead_s=rep.arrive_s + rep.scheduler.overhead_s, wall_s=wall_s,

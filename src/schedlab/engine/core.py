@@ -239,8 +239,12 @@ class Engine(EngineView):
             prefix_cache=self._cache_counts() if self.prefix is not None else None,
         )
 
-    def _cache_counts(self) -> dict:
+    def _cache_counts(self, mine: np.ndarray | None = None) -> dict:
+        """The prefix cache's lookups and hits over the requests admitted (of ``mine``, a mask
+        by trace position, when the log holds other engines' requests too)."""
         admitted = ~np.isnan(self.log.first_sched)
+        if mine is not None:
+            admitted &= mine
         return {"queries": int(self.prompt[admitted].sum()), "hits": int(self.log.cached[admitted].sum()),
                 "preempted_queries": self.readmitted[0], "preempted_hits": self.readmitted[1]}
 
