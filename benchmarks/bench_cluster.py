@@ -37,7 +37,7 @@ def llm_trace(n: int, rate: float, seed: int = 0) -> pd.DataFrame:
                          "prompt_tokens": rng.integers(16, 1024, n), "output_tokens": rng.integers(8, 256, n)})
 
 
-@pytest.mark.parametrize("router", ["round-robin", "least-requests"])
+@pytest.mark.parametrize("router", ["round-robin", "least-requests", "least-kv"])
 def test_requests_per_second_across_16_replicas_beside_one_engine(benchmark, router):
     n = int(os.environ.get("SCHEDLAB_BENCH_CLUSTER_REQUESTS", 1_000_000))
     trace = llm_trace(n, REPLICAS * RATE_PER_REPLICA)

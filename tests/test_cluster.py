@@ -101,13 +101,10 @@ def test_a_router_that_reads_no_state_gives_each_replica_a_single_engines_run_of
 @pytest.mark.parametrize("reads_kv", [False, True])
 def test_replicas_run_piecewise_at_each_arrival_equal_the_single_engines_on_their_shares(scheduler, reads_kv,
                                                                                          monkeypatch):
-    """A router that reads the replicas' state but routes in turn: the replicas run up to every
-    arrival, and still each replica runs the single engine's steps on its share (round-robin,
-    which reads no state, runs each share as a single engine). For a router that reads no KV
-    blocks, a stretch that the next arrival here would stop waits until that arrival is known:
-    the same bytes. One that reads KV blocks sees them as they stand at every arrival, so such a
-    stretch is cut there and its step times summed in two pieces: times may differ in their
-    last bits, never by more than a nanosecond."""
+    """A router that reads the replicas' state (and their KV blocks, or not) but routes in turn:
+    the replicas run up to every arrival, and still each replica runs the single engine's steps
+    on its share, byte for byte (round-robin, which reads no state, runs each share as a single
+    engine): a stretch that the next arrival here would stop waits until that arrival is known."""
     class InTurn(type(registry.make_router("round-robin"))):
         reads_state = True
 
@@ -118,11 +115,40 @@ def test_replicas_run_piecewise_at_each_arrival_equal_the_single_engines_on_thei
     piecewise = run_cluster(trace, scheduler, [ARENA] * 3, "in-turn")
     assert piecewise.requests["replica"].tolist() == [i % 3 for i in range(len(trace))]
     assert [run.steps for run in piecewise.replicas] == [run.steps for run in up_front.replicas]
-    if reads_kv:
-        pd.testing.assert_frame_equal(piecewise.requests, up_front.requests, check_exact=False, rtol=0, atol=1e-9)
-    else:
-        assert parquet_bytes(piecewise.requests) == parquet_bytes(up_front.requests)
-        assert [run.busy_s for run in piecewise.replicas] == [run.busy_s for run in up_front.replicas]
+    assert parquet_bytes(piecewise.requests) == parquet_bytes(up_front.requests)
+    assert [run.busy_s for run in piecewise.replicas] == [run.busy_s for run in up_front.replicas]
+    assert [run.peak_kv_blocks for run in piecewise.replicas] == [run.peak_kv_blocks for run in up_front.replicas]
+
+
+def test_a_router_that_reads_kv_blocks_sees_each_replicas_as_the_steps_begun_before_the_arrival_leave_them(
+        monkeypatch):
+    """At every routing time, each replica's share of KV blocks in use is the single engine's on
+    that replica's share, sampled at that time (a sample shows the engine after every step that
+    began before it). Arrivals on a grid of 1/8 s, which the samples hit exactly; batches never
+    full (no stretch runs whole past an arrival)."""
+    seen = []
+
+    class InTurnReadingKV(type(registry.make_router("round-robin"))):
+        reads_state = reads_kv = True
+
+        def route(self, i, candidates):
+            seen.append([rep.kv_frac for rep in self.cluster.replicas])
+            return super().route(i, candidates)
+
+    rng = np.random.default_rng(2)
+    n = 300
+    trace = pd.DataFrame({"request_id": np.arange(n),
+                          "arrival_s": np.sort(rng.choice(np.arange(1, 600), n, replace=False)) * 0.125,
+                          "prompt_tokens": rng.integers(16, 500, n), "output_tokens": rng.integers(50, 400, n)})
+    monkeypatch.setattr(registry, "make_router", lambda name, **options: InTurnReadingKV())
+    result = run_cluster(trace, "fcfs", [ARENA] * 3, "in-turn")
+    assert result.requests["preemptions"].eq(0).all()
+    seen = np.array(seen)
+    assert (seen > 0).mean() > 0.5  # mostly busy replicas
+    for r in range(3):
+        timeline = serve(trace.iloc[r::3].reset_index(drop=True), "fcfs", ARENA, sample_s=0.125).timeline
+        at = timeline.set_index("t_s")["kv_frac"]
+        np.testing.assert_array_equal(seen[:, r], at.loc[trace["arrival_s"]].to_numpy())
 
 
 def test_a_router_that_says_it_reads_no_state_and_reads_some_is_stopped_in_one_line(monkeypatch):

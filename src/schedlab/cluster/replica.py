@@ -14,23 +14,23 @@ arrivals, stretches of fixed decode steps and empty plans follow the engine's lo
 rule, so a one-replica cluster is the single engine, byte for byte (tested).
 
 A stretch that the scheduler declared fixed until the next arrival must stop at this replica's
-next arrival, which the router has not chosen yet. For a router that reads no KV blocks the
-stretch waits (``deferred``): nothing such a router reads (outstanding requests and tokens,
-waiting and running requests) changes before its last step, whose completion ends it (or
-whose KV blocks do). It is run when a request is routed here, up to that request's arrival at
-the scheduler, exactly as the single engine runs it; or whole, once a routing time passes the
-start of its last step. Each replica's steps are then the single engine's on its share, byte
-for byte (tested). For a router that reads KV blocks, which change at every step, the stretch
-stops at the next routing time's arrival at this front end, as if that request came here: a
-stretch so cut sums its step times in two pieces, which can move times in their last bits.
-One declared fixed until a completion runs whole, as on a single engine (arrivals do not change
-it). Only a router that reads the replicas' state needs this loop: one that does not routes
-every request up front, and each replica is then a single engine on its share (see :mod:`.run`).
+next arrival, which the router has not chosen yet, so it waits (``deferred``). Nothing a router
+reads of the replica changes before its last step, whose completion ends it (or whose KV blocks
+do), but the KV blocks: for a router that reads them (``shows_kv``) they are shown as the steps
+begun before each routing time leave them. The stretch is run when a request is routed here, up
+to that request's arrival at the scheduler, exactly as the single engine runs it; or whole, once
+a routing time passes the start of its last step. Each replica's steps are then the single
+engine's on its share, byte for byte (tested). One declared fixed until a completion runs
+whole, as on a single engine (arrivals do not change it).
+
+Only a router that reads the replicas' state needs this loop: one that does not routes every
+request up front, and each replica is then a single engine on its share (see :mod:`.run`).
 """
 
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections import deque
 
 import numpy as np
@@ -47,14 +47,15 @@ class Replica(Engine):
     """Replica ``index`` of a cluster: ``scheduler`` in ``arena`` over the shared ``requests``."""
 
     def __init__(self, index: int, requests: Requests, scheduler: Scheduler, arena: Arena, *,
-                 defer: bool = False) -> None:
+                 shows_kv: bool = False) -> None:
         self._setup(requests, scheduler, arena, requests.log.sharing())
         self.index = index
-        # whether a stretch that must stop at this replica's next arrival waits until that
-        # arrival is known (a router that reads no KV blocks sees nothing of it change before
-        # its last step), and the stretch waiting: (steps, first duration, growth, end times)
-        self.defer = defer
+        # a stretch that must stop at this replica's next arrival, waiting until that arrival
+        # is known: (steps, first duration, growth, end times, free KV blocks at its start);
+        # and whether the router reads KV blocks, which are then shown as they stand at each
+        # routing time during the stretch (nothing else a router reads changes before its end)
         self.deferred: tuple | None = None
+        self.shows_kv = shows_kv
         # the latest routing time up to which advance() has nothing to do (-inf: unknown)
         self.wake = -np.inf
         self.visible = np.full(requests.n, np.inf)  # when each request routed here reaches the scheduler
@@ -79,21 +80,18 @@ class Replica(Engine):
         return len(self.running)
 
     # -- the event loop's calls -------------------------------------------------------------
-    def _front_end(self, t: float, commit: bool) -> float:
+    def _front_end(self, t: float) -> float:
         """When a request that reaches this replica at ``t`` (the latest so far) reaches its
         scheduler: :meth:`StepTimeModel.visible_times` one request at a time."""
         st = self.step_time
         if not st.frontend_service_s:
             return t + st.frontend_s
-        start = t if t > self._front_free else self._front_free
-        done = start + float(st.frontend_service_s)
-        if commit:
-            self._front_free = done
-        return done + st.frontend_s
+        self._front_free = (t if t > self._front_free else self._front_free) + float(st.frontend_service_s)
+        return self._front_free + st.frontend_s
 
     def take(self, i: int) -> None:
         """Request ``i`` is routed here (at its arrival time)."""
-        v = self._front_end(float(self.arrival[i]), commit=True)
+        v = self._front_end(float(self.arrival[i]))
         self.visible[i] = v
         self.pending.append(i)
         self.outstanding += 1
@@ -105,22 +103,16 @@ class Replica(Engine):
             self.now = max(self.now, v)
             self.blocked = False
 
-    def _next_visible(self, until: float) -> float:
-        """When the next request reaches this replica's scheduler: the next routed here, or
-        else the one routed at ``until`` if it came here."""
-        if self.pending:
-            return float(self.visible[self.pending[0]])
-        return self._front_end(until, commit=False) if until < np.inf else np.inf
-
     def advance(self, until: float) -> None:
         """Run until the clock reaches ``until`` (the next routing time; ``inf``: none left),
         or until nothing can happen before a request is routed here (see the module docstring)."""
         sched, visible, pending = self.scheduler, self.visible, self.pending
         while not self.blocked and self.now < until:
             if self.deferred is not None:
-                if self.deferred[3][-2] >= until:
-                    # its last step, whose completion (or KV) ends it, begins after ``until``
-                    self.wake = self.deferred[3][-2]
+                ends = self.deferred[3]
+                begun = bisect_left(ends, until) + 1  # its steps begun before ``until``
+                if begun < len(ends):  # its last step, whose completion (or KV) ends it, has not
+                    self._show(begun)
                     return
                 self._settle(np.inf)
                 continue
@@ -136,14 +128,14 @@ class Replica(Engine):
                 self.now = float(visible[pending[0]])
                 continue
             mode = sched.steady()
-            if mode and self.defer and mode == UNTIL_ARRIVAL and not pending and until < np.inf:
+            if mode == UNTIL_ARRIVAL and not pending and until < np.inf:  # the next arrival is not known yet
                 k, dt0, slope = self._stretch_steps(np.inf)
                 if k >= 2:  # fewer: the single engine would plan a step, wherever the next arrival
-                    self.deferred = (k, dt0, slope, kernels.lockstep_times(self.now, dt0, slope, k)[1])
+                    ends = kernels.lockstep_times(self.now, dt0, slope, k)[1].tolist()
+                    self.deferred = (k, dt0, slope, ends, self.free)
                     continue
             elif mode:
-                t_join = self._next_visible(until) if mode == UNTIL_ARRIVAL else np.inf
-                if self._stretch(t_join):
+                if self._stretch(float(visible[pending[0]]) if mode == UNTIL_ARRIVAL and pending else np.inf):
                     continue
             plan = sched.schedule()
             if plan.empty:
@@ -158,13 +150,26 @@ class Replica(Engine):
             self._step(plan)
         self.wake = np.inf if self.blocked else self.now
 
+    def _show(self, begun: int) -> None:
+        """The router's view during the deferred stretch, of which ``begun`` steps have begun:
+        its KV blocks as those steps leave them, when the router reads them; nothing else it
+        reads changes before the last step."""
+        ends, free = self.deferred[3], self.deferred[4]
+        if self.shows_kv:
+            run = self.running_totals()[0]
+            self.free = free - kernels.new_blocks(run, self.computed, self.blocks, self.enc_blocks,
+                                                  self.limits.block_size, begun)
+            self.wake = ends[begun - 1]  # when its next step begins
+        else:
+            self.wake = ends[-2]  # when its last step begins
+
     def _settle(self, t_join: float) -> None:
         """Run the deferred stretch as the single engine would with its next arrival reaching
         the scheduler at ``t_join``: up to the first step ending at or after it (the stretch's
         end times are :meth:`_stretch`'s, summed the same way), if that is two steps or more."""
-        k, dt0, slope, ends = self.deferred
+        k, dt0, slope, ends, self.free = self.deferred
         self.deferred = None
-        k = min(k, int(np.searchsorted(ends, t_join, "left")) + 1)
+        k = min(k, bisect_left(ends, t_join) + 1)
         if k >= 2:
             self._run_stretch(k, dt0, slope)
 

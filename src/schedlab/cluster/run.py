@@ -101,7 +101,7 @@ def _routed_at_arrivals(requests: Requests, names: list[str], arenas: list[Arena
     replicas = []
     for r, (name, arena) in enumerate(zip(names, arenas)):
         # a replica behind a router has no trace of its own in advance
-        replicas.append(Replica(r, requests, scheduler_for(name, None, arena), arena, defer=not chooser.reads_kv))
+        replicas.append(Replica(r, requests, scheduler_for(name, None, arena), arena, shows_kv=chooser.reads_kv))
     chooser.bind(Cluster(replicas, requests))
     where = np.full(requests.n, -1, np.int64)
     arrival = requests.arrival

@@ -75,11 +75,11 @@ def stretch_steps(run, seq, computed, blocks, total, free, enc, bs, now, t_join,
             if now + elapsed >= t_join:
                 k = j + 1
                 break
-    if _new_blocks(run, computed, blocks, enc, bs, k) > free:
+    if new_blocks(run, computed, blocks, enc, bs, k) > free:
         lo, hi = 0, k  # the largest k whose blocks fit (the count is monotone in k)
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if _new_blocks(run, computed, blocks, enc, bs, mid) <= free:
+            if new_blocks(run, computed, blocks, enc, bs, mid) <= free:
                 lo = mid
             else:
                 hi = mid - 1
@@ -103,7 +103,8 @@ def lockstep_times(now, dt0, slope, k):
 
 
 @numba.njit(cache=True, nogil=True)
-def _new_blocks(run, computed, blocks, enc, bs, k):
+def new_blocks(run, computed, blocks, enc, bs, k):
+    """The KV blocks that ``k`` decode steps of every request of ``run`` add to those held."""
     extra = 0
     for r in run:
         extra += _blocks(computed[r] + k, enc, bs) - blocks[r]
