@@ -120,12 +120,21 @@ def test_replicas_run_piecewise_at_each_arrival_equal_the_single_engines_on_thei
     assert [run.peak_kv_blocks for run in piecewise.replicas] == [run.peak_kv_blocks for run in up_front.replicas]
 
 
+#: Steps of exactly 1/16 s and no front end: step ends fall on routing times (a step that begins
+#: at a routing time has not begun before it).
+TIES = Arena(StepTimeModel(intercept=0.0625, n_prefill_tokens=0.0, n_decode=0.0),
+             EngineConfig(max_num_seqs=256, max_num_batched_tokens=8192, kv_capacity_blocks=4000))
+
+
+@pytest.mark.parametrize("arena", [ARENA, TIES], ids=["front-end", "step-ends-on-arrivals"])
 def test_a_router_that_reads_kv_blocks_sees_each_replicas_as_the_steps_begun_before_the_arrival_leave_them(
-        monkeypatch):
+        arena, monkeypatch):
     """At every routing time, each replica's share of KV blocks in use is the single engine's on
     that replica's share, sampled at that time (a sample shows the engine after every step that
-    began before it). Arrivals on a grid of 1/8 s, which the samples hit exactly; batches never
-    full (no stretch runs whole past an arrival)."""
+    began before it). Arrivals on a grid of 1/8 s, which the samples hit exactly, and far apart
+    beside the front end's 4 ms (a stretch run when a request is routed here goes on to that
+    request's arrival at the scheduler); batches never full (a stretch fixed until a completion
+    runs whole past an arrival)."""
     seen = []
 
     class InTurnReadingKV(type(registry.make_router("round-robin"))):
@@ -141,12 +150,12 @@ def test_a_router_that_reads_kv_blocks_sees_each_replicas_as_the_steps_begun_bef
                           "arrival_s": np.sort(rng.choice(np.arange(1, 600), n, replace=False)) * 0.125,
                           "prompt_tokens": rng.integers(16, 500, n), "output_tokens": rng.integers(50, 400, n)})
     monkeypatch.setattr(registry, "make_router", lambda name, **options: InTurnReadingKV())
-    result = run_cluster(trace, "fcfs", [ARENA] * 3, "in-turn")
+    result = run_cluster(trace, "fcfs", [arena] * 3, "in-turn")
     assert result.requests["preemptions"].eq(0).all()
     seen = np.array(seen)
     assert (seen > 0).mean() > 0.5  # mostly busy replicas
     for r in range(3):
-        timeline = serve(trace.iloc[r::3].reset_index(drop=True), "fcfs", ARENA, sample_s=0.125).timeline
+        timeline = serve(trace.iloc[r::3].reset_index(drop=True), "fcfs", arena, sample_s=0.125).timeline
         at = timeline.set_index("t_s")["kv_frac"]
         np.testing.assert_array_equal(seen[:, r], at.loc[trace["arrival_s"]].to_numpy())
 

@@ -173,8 +173,8 @@ class Replica(Engine):
         if k >= 2:
             self._run_stretch(k, dt0, slope)
 
-    def _retire(self, candidates: np.ndarray) -> None:
-        finished = kernels.complete(candidates, self.seq, self.total)  # as Engine._retire finds them
+    def _retire(self, candidates: np.ndarray) -> np.ndarray:
+        finished = super()._retire(candidates)
         self.outstanding -= finished.size
         self.outstanding_tokens -= int(self.prompt[finished].sum() + self.sizes[finished].sum())
-        super()._retire(candidates)
+        return finished

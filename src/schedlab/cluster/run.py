@@ -104,9 +104,7 @@ def _routed_at_arrivals(requests: Requests, names: list[str], arenas: list[Arena
         replicas.append(Replica(r, requests, scheduler_for(name, None, arena), arena, shows_kv=chooser.reads_kv))
     chooser.bind(Cluster(replicas, requests))
     where = np.full(requests.n, -1, np.int64)
-    arrival = requests.arrival
-    for i in range(requests.n):
-        t = float(arrival[i])
+    for i, t in enumerate(requests.arrival.tolist()):
         for rep in replicas:
             if rep.wake < t:
                 rep.advance(t)

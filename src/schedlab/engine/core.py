@@ -409,9 +409,9 @@ class Engine(EngineView):
         if self.prefix is not None:
             self.free = self.prefix.free  # the stretch's allocations, then its releases
 
-    def _retire(self, candidates: np.ndarray) -> None:
+    def _retire(self, candidates: np.ndarray) -> np.ndarray:
         """Complete the requests of ``candidates`` that generated all their tokens, freeing
-        their KV blocks."""
+        their KV blocks; return them."""
         self._totals = None
         finished = kernels.complete(candidates, self.seq, self.total)
         if self.prefix is not None:
@@ -425,6 +425,7 @@ class Engine(EngineView):
         self._run_arr = kernels.complete(self.running_array(), self.seq, self.total, False)
         self.running = self._run_arr.tolist()
         self.done += finished.size
+        return finished
 
 
 def run(trace: pd.DataFrame, scheduler: Scheduler, arena: Arena, **options) -> RunResult:
