@@ -126,15 +126,21 @@ TIES = Arena(StepTimeModel(intercept=0.0625, n_prefill_tokens=0.0, n_decode=0.0)
              EngineConfig(max_num_seqs=256, max_num_batched_tokens=8192, kv_capacity_blocks=4000))
 
 
-@pytest.mark.parametrize("arena", [ARENA, TIES], ids=["front-end", "step-ends-on-arrivals"])
+#: A front end slower than the time between two arrivals, and batches of at most two requests.
+SLOW_FRONT = Arena(StepTimeModel(intercept=0.005, n_prefill_tokens=1e-5, n_decode=2e-4, ctx_tokens=1e-7,
+                                 frontend_s=0.3), ARENA.limits)
+FULL = ARENA.with_limits(max_num_seqs=2)
+
+
+@pytest.mark.parametrize("arena", [ARENA, TIES, SLOW_FRONT, FULL],
+                         ids=["front-end", "step-ends-on-arrivals", "slow-front-end", "full-batches"])
 def test_a_router_that_reads_kv_blocks_sees_each_replicas_as_the_steps_begun_before_the_arrival_leave_them(
         arena, monkeypatch):
     """At every routing time, each replica's share of KV blocks in use is the single engine's on
     that replica's share, sampled at that time (a sample shows the engine after every step that
-    began before it). Arrivals on a grid of 1/8 s, which the samples hit exactly, and far apart
-    beside the front end's 4 ms (a stretch run when a request is routed here goes on to that
-    request's arrival at the scheduler); batches never full (a stretch fixed until a completion
-    runs whole past an arrival)."""
+    began before it), whether a request routed to it is still in its front end or its batch is
+    full (a stretch of decode steps that runs to a completion, arrivals or not). Arrivals on a
+    grid of 1/8 s, which the samples hit exactly."""
     seen = []
 
     class InTurnReadingKV(type(registry.make_router("round-robin"))):

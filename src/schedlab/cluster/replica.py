@@ -13,15 +13,15 @@ router must see it, or until it has nothing to do before a request is routed to 
 arrivals, stretches of fixed decode steps and empty plans follow the engine's loop rule for
 rule, so a one-replica cluster is the single engine, byte for byte (tested).
 
-A stretch that the scheduler declared fixed until the next arrival must stop at this replica's
-next arrival, which the router has not chosen yet, so it waits (``deferred``). Nothing a router
-reads of the replica changes before its last step, whose completion ends it (or whose KV blocks
-do), but the KV blocks: for a router that reads them (``shows_kv``) they are shown as the steps
-begun before each routing time leave them. The stretch is run when a request is routed here, up
-to that request's arrival at the scheduler, exactly as the single engine runs it; or whole, once
-a routing time passes the start of its last step. Each replica's steps are then the single
-engine's on its share, byte for byte (tested). One declared fixed until a completion runs
-whole, as on a single engine (arrivals do not change it).
+A stretch of decode steps (fixed until the next arrival, or until a completion) waits rather
+than run at once (``deferred``): a routing time sees it as its steps begun by then leave it.
+Nothing a router reads of the replica changes before its last step, whose completion ends it (or
+whose KV blocks do), but the KV blocks: for a router that reads them (``shows_kv``) they are
+shown as those steps leave them. A stretch that the next arrival would stop is cut, when a
+request is routed here, at the first step ending at or after that request's arrival at the
+scheduler, exactly as the single engine cuts it; every stretch is run once a routing time passes
+the start of its last step. Each replica's steps are then the single engine's on its share, byte
+for byte, and what a router reads is the single engine's state at the routing time (tested).
 
 Only a router that reads the replicas' state needs this loop: one that does not routes every
 request up front, and each replica is then a single engine on its share (see :mod:`.run`).
@@ -50,11 +50,11 @@ class Replica(Engine):
                  shows_kv: bool = False) -> None:
         self._setup(requests, scheduler, arena, requests.log.sharing())
         self.index = index
-        # a stretch that must stop at this replica's next arrival, waiting until that arrival
-        # is known: (steps, first duration, growth, end times, free KV blocks at its start);
-        # and whether the router reads KV blocks, which are then shown as they stand at each
-        # routing time during the stretch (nothing else a router reads changes before its end)
-        self.deferred: tuple | None = None
+        # a stretch of decode steps not run yet: [steps, first duration, growth, end times, free
+        # KV blocks at its start, whether the next arrival routed here stops it]; and whether the
+        # router reads KV blocks, which are then shown as the steps begun before each routing
+        # time leave them (nothing else a router reads changes before its last step)
+        self.deferred: list | None = None
         self.shows_kv = shows_kv
         # the latest routing time up to which advance() has nothing to do (-inf: unknown)
         self.wake = -np.inf
@@ -97,8 +97,8 @@ class Replica(Engine):
         self.outstanding += 1
         self.outstanding_tokens += int(self.prompt[i]) + int(self.sizes[i])
         self.wake = -np.inf
-        if self.deferred is not None:
-            self._settle(v)
+        if self.deferred is not None and self.deferred[5]:
+            self._stop_at(v)
         if self.blocked:  # the engine's empty-plan rule: the clock moves to the next arrival
             self.now = max(self.now, v)
             self.blocked = False
@@ -109,12 +109,11 @@ class Replica(Engine):
         sched, visible, pending = self.scheduler, self.visible, self.pending
         while not self.blocked and self.now < until:
             if self.deferred is not None:
-                ends = self.deferred[3]
-                begun = bisect_left(ends, until) + 1  # its steps begun before ``until``
-                if begun < len(ends):  # its last step, whose completion (or KV) ends it, has not
+                begun = bisect_left(self.deferred[3], until) + 1  # its steps begun before ``until``
+                if begun < self.deferred[0]:  # its last step has not begun
                     self._show(begun)
                     return
-                self._settle(np.inf)
+                self._run_deferred()
                 continue
             if pending and visible[pending[0]] <= self.now:
                 t0 = time.perf_counter()
@@ -128,15 +127,18 @@ class Replica(Engine):
                 self.now = float(visible[pending[0]])
                 continue
             mode = sched.steady()
-            if mode == UNTIL_ARRIVAL and not pending and until < np.inf:  # the next arrival is not known yet
-                k, dt0, slope = self._stretch_steps(np.inf)
-                if k >= 2:  # fewer: the single engine would plan a step, wherever the next arrival
-                    ends = kernels.lockstep_times(self.now, dt0, slope, k)[1].tolist()
-                    self.deferred = (k, dt0, slope, ends, self.free)
-                    continue
-            elif mode:
-                if self._stretch(float(visible[pending[0]]) if mode == UNTIL_ARRIVAL and pending else np.inf):
-                    continue
+            if mode:
+                # an arrival stops it: the next one routed here, if any is yet
+                t_join = float(visible[pending[0]]) if mode == UNTIL_ARRIVAL and pending else np.inf
+                if until == np.inf:
+                    if self._stretch(t_join):
+                        continue
+                else:
+                    k, dt0, slope = self._stretch_steps(t_join)
+                    if k >= 2:  # fewer: the single engine plans a step, wherever the next arrival
+                        ends = kernels.lockstep_times(self.now, dt0, slope, k)[1].tolist()
+                        self.deferred = [k, dt0, slope, ends, self.free, mode == UNTIL_ARRIVAL and not pending]
+                        continue
             plan = sched.schedule()
             if plan.empty:
                 if pending:
@@ -151,27 +153,34 @@ class Replica(Engine):
         self.wake = np.inf if self.blocked else self.now
 
     def _show(self, begun: int) -> None:
-        """The router's view during the deferred stretch, of which ``begun`` steps have begun:
-        its KV blocks as those steps leave them, when the router reads them; nothing else it
-        reads changes before the last step."""
-        ends, free = self.deferred[3], self.deferred[4]
+        """The router's view during the deferred stretch, of which ``begun`` steps (fewer than
+        all) have begun: its KV blocks as those steps leave them, when the router reads them;
+        nothing else it reads changes before the last step."""
+        k, _, _, ends, free, _ = self.deferred
         if self.shows_kv:
             run = self.running_totals()[0]
             self.free = free - kernels.new_blocks(run, self.computed, self.blocks, self.enc_blocks,
                                                   self.limits.block_size, begun)
             self.wake = ends[begun - 1]  # when its next step begins
         else:
-            self.wake = ends[-2]  # when its last step begins
+            self.wake = ends[k - 2]  # when its last step begins
 
-    def _settle(self, t_join: float) -> None:
-        """Run the deferred stretch as the single engine would with its next arrival reaching
-        the scheduler at ``t_join``: up to the first step ending at or after it (the stretch's
-        end times are :meth:`_stretch`'s, summed the same way), if that is two steps or more."""
-        k, dt0, slope, ends, self.free = self.deferred
+    def _stop_at(self, t_join: float) -> None:
+        """A request routed here reaches the scheduler at ``t_join``: the deferred stretch stops
+        at the first step ending at or after it (the stretch's end times are :meth:`_stretch`'s,
+        summed the same way), as the single engine's would; if that leaves fewer than two steps,
+        the single engine would have planned a step instead, and so will this replica."""
+        stretch = self.deferred
+        stretch[0] = min(stretch[0], bisect_left(stretch[3], t_join) + 1)
+        stretch[5] = False
+        if stretch[0] < 2:
+            self.free = stretch[4]
+            self.deferred = None
+
+    def _run_deferred(self) -> None:
+        k, dt0, slope, _, self.free, _ = self.deferred
         self.deferred = None
-        k = min(k, bisect_left(ends, t_join) + 1)
-        if k >= 2:
-            self._run_stretch(k, dt0, slope)
+        self._run_stretch(k, dt0, slope)
 
     def _retire(self, candidates: np.ndarray) -> np.ndarray:
         finished = super()._retire(candidates)

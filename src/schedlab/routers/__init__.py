@@ -12,11 +12,10 @@ them. The view (``self.cluster`` once bound) offers, per replica ``r`` of
   running;
 - ``free``, ``limits.kv_capacity_blocks``, ``limits.block_size``, ``kv_frac``: its KV blocks
   (with a prefix cache, ``free`` counts the evictable cached blocks, as vLLM's pool does); a
-  router that reads these sets ``reads_kv``: a simulated replica holding a stretch of decode
-  steps until its next arrival is known then shows them as the steps begun before the routing
-  time leave them (nothing else a router reads changes before the stretch's last step begins),
-  and in front of real servers it is given them as each server's ``/metrics`` report them
-  before it is asked;
+  router that reads these sets ``reads_kv``: a simulated replica that holds a stretch of decode
+  steps not yet run then shows them as the steps begun before the routing time leave them
+  (nothing else a router reads changes before the stretch's last step begins), and in front of
+  real servers it is given them as each server's ``/metrics`` report them before it is asked;
 - ``limits``: its engine limits, which never change (a router with ``reads_state = False``
   may read these and nothing else of a replica);
 
