@@ -97,39 +97,43 @@ def test_a_router_that_reads_no_state_gives_each_replica_a_single_engines_run_of
         assert parquet_bytes(mine) == parquet_bytes(serve(share, scheduler, ARENA).requests)
 
 
+#: Steps of exactly 1/16 s and no front end: step ends fall on routing times (a step that begins
+#: at a routing time has not begun before it).
+TIES = Arena(StepTimeModel(intercept=0.0625, n_prefill_tokens=0.0, n_decode=0.0),
+             EngineConfig(max_num_seqs=256, max_num_batched_tokens=8192, kv_capacity_blocks=4000))
+#: A front end slower than the time between two arrivals; batches of at most two requests; steps
+#: long beside the front end (a stretch that a request routed here cuts to fewer than two steps).
+SLOW_FRONT = Arena(StepTimeModel(intercept=0.005, n_prefill_tokens=1e-5, n_decode=2e-4, ctx_tokens=1e-7,
+                                 frontend_s=0.3), ARENA.limits)
+FULL = ARENA.with_limits(max_num_seqs=2)
+LONG_STEPS = Arena(StepTimeModel(intercept=0.05, n_prefill_tokens=1e-5, n_decode=2e-4, frontend_s=0.002),
+                   ARENA.limits)
+
+
+@pytest.mark.parametrize("arena", [ARENA, SLOW_FRONT, FULL, LONG_STEPS],
+                         ids=["front-end", "slow-front-end", "full-batches", "long-steps"])
 @pytest.mark.parametrize("scheduler", ["fcfs", "sarathi-fcfs", "rad", "sjf", "slai-spf-dynamic"])
 @pytest.mark.parametrize("reads_kv", [False, True])
-def test_replicas_run_piecewise_at_each_arrival_equal_the_single_engines_on_their_shares(scheduler, reads_kv,
+def test_replicas_run_piecewise_at_each_arrival_equal_the_single_engines_on_their_shares(scheduler, reads_kv, arena,
                                                                                          monkeypatch):
     """A router that reads the replicas' state (and their KV blocks, or not) but routes in turn:
     the replicas run up to every arrival, and still each replica runs the single engine's steps
     on its share, byte for byte (round-robin, which reads no state, runs each share as a single
-    engine): a stretch that the next arrival here would stop waits until that arrival is known."""
+    engine): every stretch of decode steps waits until a routing time passes its last step's
+    start, and one that the next arrival here would stop is cut when that request is routed."""
     class InTurn(type(registry.make_router("round-robin"))):
         reads_state = True
 
     InTurn.reads_kv = reads_kv
     trace = two_class_trace(400, rate=30.0)
-    up_front = run_cluster(trace, scheduler, [ARENA] * 3, "round-robin")
+    up_front = run_cluster(trace, scheduler, [arena] * 3, "round-robin")
     monkeypatch.setattr(registry, "make_router", lambda name, **options: InTurn())
-    piecewise = run_cluster(trace, scheduler, [ARENA] * 3, "in-turn")
+    piecewise = run_cluster(trace, scheduler, [arena] * 3, "in-turn")
     assert piecewise.requests["replica"].tolist() == [i % 3 for i in range(len(trace))]
     assert [run.steps for run in piecewise.replicas] == [run.steps for run in up_front.replicas]
     assert parquet_bytes(piecewise.requests) == parquet_bytes(up_front.requests)
     assert [run.busy_s for run in piecewise.replicas] == [run.busy_s for run in up_front.replicas]
     assert [run.peak_kv_blocks for run in piecewise.replicas] == [run.peak_kv_blocks for run in up_front.replicas]
-
-
-#: Steps of exactly 1/16 s and no front end: step ends fall on routing times (a step that begins
-#: at a routing time has not begun before it).
-TIES = Arena(StepTimeModel(intercept=0.0625, n_prefill_tokens=0.0, n_decode=0.0),
-             EngineConfig(max_num_seqs=256, max_num_batched_tokens=8192, kv_capacity_blocks=4000))
-
-
-#: A front end slower than the time between two arrivals, and batches of at most two requests.
-SLOW_FRONT = Arena(StepTimeModel(intercept=0.005, n_prefill_tokens=1e-5, n_decode=2e-4, ctx_tokens=1e-7,
-                                 frontend_s=0.3), ARENA.limits)
-FULL = ARENA.with_limits(max_num_seqs=2)
 
 
 @pytest.mark.parametrize("arena", [ARENA, TIES, SLOW_FRONT, FULL],

@@ -13,8 +13,9 @@ router must see it, or until it has nothing to do before a request is routed to 
 arrivals, stretches of fixed decode steps and empty plans follow the engine's loop rule for
 rule, so a one-replica cluster is the single engine, byte for byte (tested).
 
-A stretch of decode steps (fixed until the next arrival, or until a completion) waits rather
-than run at once (``deferred``): a routing time sees it as its steps begun by then leave it.
+While requests remain to be routed, a stretch of decode steps (fixed until the next arrival, or
+until a completion) waits rather than run at once (``deferred``): a routing time sees it as its
+steps begun by then leave it.
 Nothing a router reads of the replica changes before its last step, whose completion ends it (or
 whose KV blocks do), but the KV blocks: for a router that reads them (``shows_kv``) they are
 shown as those steps leave them. A stretch that the next arrival would stop is cut, when a
