@@ -33,6 +33,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,6 +45,20 @@ from schedlab.engine.scheduler import UNTIL_ARRIVAL, Scheduler
 from schedlab.errors import SchedlabError
 
 
+@dataclass(slots=True)
+class Held:
+    """A stretch of decode steps that a replica has not run yet: how many steps, their durations
+    and end times (also as a list, to search), the free KV blocks at its start, and whether the
+    next request routed here stops it."""
+
+    steps: int
+    dts: np.ndarray
+    ends: np.ndarray
+    end_list: list[float]
+    free: int
+    open: bool
+
+
 class Replica(Engine):
     """Replica ``index`` of a cluster: ``scheduler`` in ``arena`` over the shared ``requests``."""
 
@@ -51,11 +66,10 @@ class Replica(Engine):
                  shows_kv: bool = False) -> None:
         self._setup(requests, scheduler, arena, requests.log.sharing())
         self.index = index
-        # a stretch of decode steps not run yet: [steps, first duration, growth, end times, free
-        # KV blocks at its start, whether the next arrival routed here stops it]; and whether the
-        # router reads KV blocks, which are then shown as the steps begun before each routing
-        # time leave them (nothing else a router reads changes before its last step)
-        self.deferred: list | None = None
+        # a stretch of decode steps not run yet; and whether the router reads KV blocks, which
+        # are then shown as the steps begun before each routing time leave them (nothing else a
+        # router reads changes before its last step)
+        self.deferred: Held | None = None
         self.shows_kv = shows_kv
         # the latest routing time up to which advance() has nothing to do (-inf: unknown)
         self.wake = -np.inf
@@ -98,7 +112,7 @@ class Replica(Engine):
         self.outstanding += 1
         self.outstanding_tokens += int(self.prompt[i]) + int(self.sizes[i])
         self.wake = -np.inf
-        if self.deferred is not None and self.deferred[5]:
+        if self.deferred is not None and self.deferred.open:
             self._stop_at(v)
         if self.blocked:  # the engine's empty-plan rule: the clock moves to the next arrival
             self.now = max(self.now, v)
@@ -110,8 +124,8 @@ class Replica(Engine):
         sched, visible, pending = self.scheduler, self.visible, self.pending
         while not self.blocked and self.now < until:
             if self.deferred is not None:
-                begun = bisect_left(self.deferred[3], until) + 1  # its steps begun before ``until``
-                if begun < self.deferred[0]:  # its last step has not begun
+                begun = bisect_left(self.deferred.end_list, until) + 1  # its steps begun before ``until``
+                if begun < self.deferred.steps:  # its last step has not begun
                     self._show(begun)
                     return
                 self._run_deferred()
@@ -137,8 +151,9 @@ class Replica(Engine):
                 else:
                     k, dt0, slope = self._stretch_steps(t_join)
                     if k >= 2:  # fewer: the single engine plans a step, wherever the next arrival
-                        ends = kernels.lockstep_times(self.now, dt0, slope, k)[1].tolist()
-                        self.deferred = [k, dt0, slope, ends, self.free, mode == UNTIL_ARRIVAL and not pending]
+                        dts, ends = kernels.lockstep_times(self.now, dt0, slope, k)
+                        self.deferred = Held(k, dts, ends, ends.tolist(), self.free,
+                                             mode == UNTIL_ARRIVAL and not pending)
                         continue
             plan = sched.schedule()
             if plan.empty:
@@ -157,31 +172,33 @@ class Replica(Engine):
         """The router's view during the deferred stretch, of which ``begun`` steps (fewer than
         all) have begun: its KV blocks as those steps leave them, when the router reads them;
         nothing else it reads changes before the last step."""
-        k, _, _, ends, free, _ = self.deferred
+        held = self.deferred
         if self.shows_kv:
             run = self.running_totals()[0]
-            self.free = free - kernels.new_blocks(run, self.computed, self.blocks, self.enc_blocks,
-                                                  self.limits.block_size, begun)
-            self.wake = ends[begun - 1]  # when its next step begins
+            self.free = held.free - kernels.new_blocks(run, self.computed, self.blocks, self.enc_blocks,
+                                                       self.limits.block_size, begun)
+            self.wake = held.end_list[begun - 1]  # when its next step begins
         else:
-            self.wake = ends[k - 2]  # when its last step begins
+            self.wake = held.end_list[held.steps - 2]  # when its last step begins
 
     def _stop_at(self, t_join: float) -> None:
         """A request routed here reaches the scheduler at ``t_join``: the deferred stretch stops
         at the first step ending at or after it (the stretch's end times are :meth:`_stretch`'s,
         summed the same way), as the single engine's would; if that leaves fewer than two steps,
         the single engine would have planned a step instead, and so will this replica."""
-        stretch = self.deferred
-        stretch[0] = min(stretch[0], bisect_left(stretch[3], t_join) + 1)
-        stretch[5] = False
-        if stretch[0] < 2:
-            self.free = stretch[4]
+        held = self.deferred
+        held.steps = min(held.steps, bisect_left(held.end_list, t_join) + 1)
+        held.open = False
+        if held.steps < 2:
+            self.free = held.free
             self.deferred = None
 
     def _run_deferred(self) -> None:
-        k, dt0, slope, _, self.free, _ = self.deferred
-        self.deferred = None
-        self._run_stretch(k, dt0, slope)
+        held, self.deferred = self.deferred, None
+        self.free = held.free
+        # the first steps of those timed when it was held: each end is summed in step order, so
+        # the same as if only these had been timed
+        self._run_stretch(held.dts[:held.steps], held.ends[:held.steps])
 
     def _retire(self, candidates: np.ndarray) -> np.ndarray:
         finished = super()._retire(candidates)

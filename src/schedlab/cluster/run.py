@@ -31,11 +31,10 @@ def servable(trace: pd.DataFrame, arena: Arena) -> np.ndarray:
 
 
 class Cluster(RequestView):
-    """What a router reads (see :mod:`schedlab.routers`): the replicas and the requests (the
-    first replica's job sizes and block size)."""
+    """What a router reads (see :mod:`schedlab.routers`): the replicas and the requests (job
+    sizes and block size of the ``first`` replica's arena)."""
 
-    def __init__(self, replicas: list, requests: Requests, arena: Arena | None = None) -> None:
-        first = arena or replicas[0].arena
+    def __init__(self, replicas: list, requests: Requests, first: Arena) -> None:
         super().__init__(requests.trace, requests.sizes(first), first.limits.block_size)
         self.replicas = replicas
 
@@ -102,7 +101,7 @@ def _routed_at_arrivals(requests: Requests, names: list[str], arenas: list[Arena
     for r, (name, arena) in enumerate(zip(names, arenas)):
         # a replica behind a router has no trace of its own in advance
         replicas.append(Replica(r, requests, scheduler_for(name, None, arena), arena, shows_kv=chooser.reads_kv))
-    chooser.bind(Cluster(replicas, requests))
+    chooser.bind(Cluster(replicas, requests, arenas[0]))
     where = np.full(requests.n, -1, np.int64)
     for i, t in enumerate(requests.arrival.tolist()):
         for rep in replicas:

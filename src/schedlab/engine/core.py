@@ -368,7 +368,7 @@ class Engine(EngineView):
         k, dt0, slope = self._stretch_steps(t_stop)
         if k < 2:
             return False
-        self._run_stretch(k, dt0, slope)
+        self._run_stretch(*kernels.lockstep_times(self.now, dt0, slope, k))
         return True
 
     def _stretch_steps(self, t_stop: float) -> tuple[int, float, float]:
@@ -383,12 +383,11 @@ class Engine(EngineView):
         return kernels.stretch_steps(run, self.seq, self.computed, self.blocks, self.total, self.free, self.enc_blocks,
                                      self.limits.block_size, self.now, t_stop, dt0, slope), dt0, slope
 
-    def _run_stretch(self, k: int, dt0: float, slope: float) -> None:
-        """Run ``k`` all-decode steps of every running request from now, in closed form, of
-        durations ``dt0 + slope * j``."""
-        run = self.running_totals()[0]
+    def _run_stretch(self, dts: np.ndarray, ends: np.ndarray) -> None:
+        """Run all-decode steps of every running request from now, in closed form: of durations
+        ``dts``, ending at ``ends`` (:func:`kernels.lockstep_times`)."""
+        run, k = self.running_totals()[0], dts.size
         self._totals = None
-        dts, ends = kernels.lockstep_times(self.now, dt0, slope, k)
         self.log.lockstep(run, ends, dts)
         if self.token_times is not None:
             for i in run.tolist():
