@@ -77,6 +77,18 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def lifeline_of(port: int) -> int | None:
+    """The pid of the lifeline whose server listens on ``port``, if one runs (Linux ``/proc``)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:  # gone since the listing
+            continue
+        if b"schedlab.backends.lifeline" in argv and f"{port}".encode() in argv:
+            return int(cmdline.parent.name)
+    return None
+
+
 def wait_until(condition, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -161,8 +173,9 @@ def test_sigkill_of_a_serving_job_leaves_no_vllm_process_and_no_listening_port(t
         start_new_session=True, stderr=subprocess.PIPE, text=True)
     assert wait_until(lambda: log.exists() and "--port" in log.read_text(), 120), job.stderr.read()
     port = int(log.read_text().splitlines()[0].rsplit("--port ", 1)[1])
-    group = next(int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cmdline")
-                 if b"schedlab.backends.lifeline" in p.read_bytes() and f"{port}".encode() in p.read_bytes())
+    # The log names the port just before the job starts the lifeline: wait for it to exist.
+    assert wait_until(lambda: lifeline_of(port) is not None, 60), job.stderr.read()
+    group = lifeline_of(port)
 
     def healthy() -> bool:
         try:
