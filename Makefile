@@ -45,9 +45,12 @@ report: $(STAMP)
 
 # The tests that can share the machine run on every core, the two longest (the tiny pipeline and
 # the SLURM chain) first, each on a worker of its own (--dist loadgroup hands out one test at a
-# time); then the ones that time a real engine, one at a time. Each run lists its slowest tests.
+# time); then real vLLM engines and servers whose assertions do not rest on timing, two modules
+# at a time (--dist loadfile: a module's servers are started once); then the ones that time a
+# real engine, one at a time. Each run lists its slowest tests.
 test: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive" --durations=15
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive and not serving" --durations=15
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n 2 --dist loadfile -m serving --durations=10
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -m exclusive --durations=10
 
 # Iteration: everything but the end-to-end runs (pipeline, real engines and servers).

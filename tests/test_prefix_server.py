@@ -21,7 +21,7 @@ from schedlab.engine.steptime import StepTimeModel  # noqa: E402
 from schedlab.simulate import scheduler_for  # noqa: E402
 from schedlab.workload.shared import doc_qa_trace  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
+pytestmark = [pytest.mark.slow, pytest.mark.serving]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: 8 MiB of KV cache: 128 blocks of 32 tokens (vLLM's null block among them), a few documents'

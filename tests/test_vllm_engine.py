@@ -14,7 +14,7 @@ pytest.importorskip("vllm")
 
 from schedlab.backends.vllm_engine import LaunchSpec, replay, start_engine  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
+pytestmark = [pytest.mark.slow, pytest.mark.serving]
 
 
 def test_sjf_in_a_real_engine_admits_by_audio_duration():

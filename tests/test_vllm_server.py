@@ -63,8 +63,9 @@ def test_the_server_starts_without_a_job_runners_thread_counts(monkeypatch):
              "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
     for name in names:
         monkeypatch.setenv(name, "2")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")  # vLLM would size the cache by it, not by the spec
     env = server_env(SPEC)
-    assert not set(names) & set(env)
+    assert not set(names) & set(env) and "VLLM_CPU_KVCACHE_SPACE" not in env
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
 
 
@@ -217,13 +218,6 @@ def test_vllm_serve_cli_replays_traces_against_a_decoder_model(tmp_path):
                     == [["sjf", float(label), rep]])
     assert (tmp_path / "server.steps.csv").exists()  # the server's raw logs, beside its log
     assert len(pd.read_csv(tmp_path / "server.requests.csv")) >= 2 * 2 * 12  # warm-up requests too
-
-
-def test_the_vllm_command_runs_on_this_install():
-    """`make install` gives vllm-cpu the distribution name its `vllm` command asks for."""
-    proc = subprocess.run(["vllm", "--version"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().startswith("0.32.0")
 
 
 def test_slai_served_by_the_readme_line_holds_relaxed_decodes_back(tmp_path):

@@ -72,11 +72,13 @@ def cpu_kv_capacity_blocks(spec: LaunchSpec) -> int:
 
 def cpu_engine_env(env: MutableMapping[str, str]) -> MutableMapping[str, str]:
     """``env`` (changed in place) as a CPU engine starts with it: vLLM's own worker binding
-    unless one is named, and without a job runner's thread counts (vLLM serves with one torch
+    unless one is named, without a job runner's thread counts (vLLM serves with one torch
     thread unless OMP_NUM_THREADS says otherwise; Snakemake sets it to a job's threads, which
-    would silently change the engine's speed)."""
+    would silently change the engine's speed), and without ``VLLM_CPU_KVCACHE_SPACE``: vLLM's
+    CPU platform lets that legacy variable replace ``--kv-cache-memory-bytes``, the size the
+    spec gives and the simulations assume."""
     env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "auto")
-    for name in RUNNER_THREAD_VARS:
+    for name in (*RUNNER_THREAD_VARS, "VLLM_CPU_KVCACHE_SPACE"):
         env.pop(name, None)
     return env
 
@@ -87,7 +89,6 @@ def start_engine(spec: LaunchSpec, *, policy: str = "fcfs", kappa: dict[str, flo
     given ``builder``, a paper C scheduler's step plans."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if spec.device == "cpu":
-        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(spec.kv_cache_gib)
         cpu_engine_env(os.environ)
     from vllm import LLM
 
@@ -118,6 +119,7 @@ def start_engine(spec: LaunchSpec, *, policy: str = "fcfs", kappa: dict[str, flo
             additional_config={"schedlab": options},
             enforce_eager=spec.enforce_eager,
             seed=spec.seed,
+            kv_cache_memory_bytes=int(spec.kv_cache_gib * 2**30),
         )
 
 
