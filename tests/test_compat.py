@@ -173,6 +173,19 @@ def test_vllm_still_builds_its_config_from_engine_args():
 
 
 @needs_vllm
+def test_vllms_cpu_platform_still_lets_the_legacy_kv_variable_win():
+    """vLLM's CPU platform sizes the KV cache from ``VLLM_CPU_KVCACHE_SPACE`` when it is set,
+    over ``--kv-cache-memory-bytes``: the reason ``cpu_engine_env`` drops the variable."""
+    from vllm.platforms.cpu import CpuPlatform
+
+    from schedlab.backends.vllm_engine import cpu_engine_env
+
+    source = inspect.getsource(CpuPlatform.check_and_update_config)
+    assert "VLLM_CPU_KVCACHE_SPACE" in source and "kv_cache_memory_bytes" in source
+    assert "VLLM_CPU_KVCACHE_SPACE" not in cpu_engine_env({"VLLM_CPU_KVCACHE_SPACE": "4"})
+
+
+@needs_vllm
 def test_the_vllm_distribution_answers_with_the_pinned_version():
     """The ``vllm`` command asks for the version of a distribution named ``vllm``; installed as
     ``vllm-cpu``, the empty ``vllm`` distribution answers it with the package's own version."""

