@@ -64,6 +64,7 @@ def one_pending_wakeup() -> bool:
             timer.daemon = True
         timer.start()
 
+    schedule_reevaluation.__wrapped__ = JobScheduler._schedule_reevalutation  # Snakemake's own (the canary's)
     JobScheduler._schedule_reevalutation = schedule_reevaluation
     JobScheduler._one_pending_wakeup = True
     return True
