@@ -23,8 +23,11 @@ from traces import two_class_trace
 #: closes the connection of the first request of each of the first ``drops`` replays (their
 #: ``X-Request-Id`` tokens) without answering, answers HTTP 500 to the first ``fails`` requests
 #: it keeps, and streams every other request's ``max_tokens`` tokens, one usage chunk per token.
+#: It stops on SIGINT (:meth:`Server.stop`) also when the tests run as a background job, whose
+#: processes start with SIGINT ignored (the stop then waited out its 60 s).
 SERVER = r"""
-import asyncio, json, re, sys
+import asyncio, json, re, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as real servers do, whatever the parent ignored
 drops, fails = int(sys.argv[1]), int(sys.argv[2])
 dropped, seen = set(), 0
 
