@@ -119,7 +119,9 @@ def start_engine(spec: LaunchSpec, *, policy: str = "fcfs", kappa: dict[str, flo
             additional_config={"schedlab": options},
             enforce_eager=spec.enforce_eager,
             seed=spec.seed,
-            kv_cache_memory_bytes=int(spec.kv_cache_gib * 2**30),
+            # on CPU the spec's size, as `vllm serve` is given it; a GPU engine in process keeps
+            # vLLM's share of the device's memory
+            **({"kv_cache_memory_bytes": int(spec.kv_cache_gib * 2**30)} if cpu else {}),
         )
 
 
