@@ -107,6 +107,7 @@ def test_the_suite_runs_on_the_cpu_with_tiny_models(tmp_path):
     assert done.returncode == 0, done.stderr
     prov = json.loads((out / "provenance.json").read_text())
     assert set(prov["models"]) == {"whisper-tiny", "tiny-llama"} and prov["dtype"] == "float32"
+    assert prov["attention"] == "schedlab_serving_sdpa"
     small = GRIDS["small"]
     for model, entry in prov["models"].items():
         table = read_profile(out / f"{model}.parquet")
@@ -149,3 +150,32 @@ def test_the_profile_command_copies_a_shipped_table(tmp_path):
 def test_shipped_lookups_fail_with_one_line():
     with pytest.raises(SchedlabError, match="no shipped profile of 'tiny-llama' on H200-SXM"):
         shipped.shipped_path("H200-SXM", "tiny-llama")
+
+
+def test_serving_attention_computes_what_the_causal_mask_does_on_grouped_query_heads():
+    """The timed models' attention (no mask, KV heads shared in place) gives the outputs of
+    transformers' eager attention with its causal mask and copied KV heads, for a prefill and a
+    decode step of a grouped-query model; a multi-token pass over a filled cache, which would
+    need the mask, is refused."""
+    torch = pytest.importorskip("torch")
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.cache_utils import DynamicCache
+
+    from schedlab.latency.catalogue import model_dir
+    from schedlab.latency.torch_profile import SERVING_ATTENTION
+
+    config = AutoConfig.from_pretrained(model_dir("tiny-llama"), num_key_value_heads=2)
+    torch.manual_seed(0)
+    net = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    prompt = torch.randint(0, config.vocab_size, (2, 9))
+    step = torch.randint(0, config.vocab_size, (2, 1))
+    logits = {}
+    for name in ("eager", SERVING_ATTENTION):
+        net.set_attn_implementation(name)
+        cache = DynamicCache(config=config)
+        with torch.inference_mode():
+            logits[name] = (net(prompt, past_key_values=cache).logits, net(step, past_key_values=cache).logits)
+    for ours, eager in zip(logits[SERVING_ATTENTION], logits["eager"]):
+        torch.testing.assert_close(ours, eager, rtol=1e-4, atol=1e-4)
+    with pytest.raises(SchedlabError, match="needs a mask"), torch.inference_mode():
+        net(prompt[:, :3], past_key_values=cache)

@@ -169,7 +169,7 @@ def run(models, device: str, grid: Grid, out: Path, budget_s: float, log=print) 
     finishes and ``<out>/provenance.json`` after each model. Returns the provenance."""
     import torch
 
-    from schedlab.latency.torch_profile import PassTimer, load, time_passes
+    from schedlab.latency.torch_profile import SERVING_ATTENTION, PassTimer, load, time_passes
 
     started = time.monotonic()
     deadline = started + budget_s
@@ -185,6 +185,7 @@ def run(models, device: str, grid: Grid, out: Path, budget_s: float, log=print) 
         "gpu": _smi("name", "driver_version", "memory.total", "power.limit", "pci.bus_id"),
         "versions": _versions(),
         "dtype": "bfloat16" if cuda else "float32",
+        "attention": SERVING_ATTENTION,
         "timing": (
             "median of {r} runs after a warm-up; on CUDA, passes of at most 2,048 tokens as "
             "replays of a CUDA graph, timed by CUDA events"

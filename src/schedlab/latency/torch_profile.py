@@ -15,6 +15,16 @@ prefill is needed to build the cache. On a CUDA device every pass of at most
 replays graphs for its decode batches: the time is the GPU's, without Python's launch
 overhead. Larger passes run eagerly (their kernels outlast their launches), and so does a pass
 whose capture fails; the ``cuda_graph`` column says which.
+
+Attention is transformers' SDPA without a mask (:func:`serving_attention`), as FlashAttention
+runs in vLLM: the sequences of a pass have equal lengths and a prefill starts from an empty
+cache, so the mask would only be the causal one (prefill) or let every position through
+(decode). Left to itself, transformers decides per call whether to build the mask, and SDPA
+shares grouped-query KV heads in place only when there is none; transformers 5.17 built it
+whenever a CUDA graph was being captured, so SDPA copied Mistral's and Qwen's KV heads for
+every decode step, and those steps took 1.6-1.7 times as long at the median and up to 12 times
+at 256,000 tokens of context. Fixing the attention function keeps the times the GPU's, whatever
+transformers' version.
 """
 
 from __future__ import annotations
@@ -28,8 +38,9 @@ from typing import Callable, Iterable, Iterator
 
 import pandas as pd
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, WhisperForConditionalGeneration
+from transformers import AttentionInterface, AutoConfig, AutoModelForCausalLM, WhisperForConditionalGeneration
 from transformers.cache_utils import Cache, DynamicLayer, EncoderDecoderCache
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS
 from schedlab.errors import SchedlabError
@@ -41,6 +52,21 @@ MEL_FRAMES = 3000
 GRAPH_TOKENS = 2048
 #: Whether a row's time is of CUDA-graph replays (optional profile column).
 CUDA_GRAPH = "cuda_graph"
+#: The attention implementation every timed model runs (:func:`serving_attention`).
+SERVING_ATTENTION = "schedlab_serving_sdpa"
+
+
+def serving_attention(module, query, key, value, attention_mask, **kwargs):
+    """transformers' SDPA attention with no mask: causal for a pass of several tokens per
+    sequence (a prefill, which starts from an empty cache), unmasked for a decode step, and with
+    grouped-query KV heads shared in place. ``attention_mask`` is ignored: a name that is not one
+    of transformers' mask functions makes it build none, and the passes timed here need none."""
+    if 1 < query.shape[2] != key.shape[2]:
+        raise SchedlabError(f"a pass of {query.shape[2]} tokens over {key.shape[2]} keys needs a mask")
+    return sdpa_attention_forward(module, query, key, value, None, **kwargs)
+
+
+AttentionInterface.register(SERVING_ATTENTION, serving_attention)
 
 
 @contextmanager
@@ -176,7 +202,7 @@ def _build(factory: Callable[..., torch.nn.Module], config, device: str, dtype: 
     """``factory(config)`` with its weights allocated and initialised on ``device`` in ``dtype``
     (no float32 copy on the host first)."""
     with torch.device(device):
-        return factory(config, dtype=dtype, attn_implementation="sdpa").eval()
+        return factory(config, dtype=dtype, attn_implementation=SERVING_ATTENTION).eval()
 
 
 def _whisper_rows(net, config, timer: PassTimer, dtype, encoder_batches, decode_points, skip) -> Iterator[tuple]:
