@@ -455,7 +455,7 @@ def test_requests_beyond_a_replicas_context_go_to_the_replicas_that_can_serve_th
 
 
 def test_the_cluster_replay_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, capsys):
-    """`schedlab cluster-replay` (its real-server run: tests/test_cluster_server.py): a URL that is
+    """`schedlab cluster-replay` (its real-server run: tests/test_servers_against_sim.py): a URL that is
     not a server's, an unknown router, an ASR trace, and a server that does not answer each end in
     one line, exit status 2, before any request is sent, with no output written."""
     from schedlab.backends.server_process import free_port

@@ -1,13 +1,22 @@
-"""The routers in front of real servers: two `vllm serve` processes (vLLM's CPU build, the tiny
-decoder, dummy weights), a trace replayed across them by the HTTP client with the very router
-code a simulated cluster runs; for the deterministic routers each request goes to the server the
-simulation sends it to, and every request completes."""
+"""Two real `vllm serve` processes (vLLM's CPU build, the tiny decoder, dummy weights, the
+prefix cache on), started once and shared by this module's tests, against what `sim` predicts
+for the same requests and limits:
+
+- a server's own prefix-cache counters (`/metrics`) and each response's cached tokens;
+- a trace replayed across both by the HTTP client with the very router code a simulated cluster
+  runs: for the deterministic routers each request goes to the server the simulation sends it
+  to, and every request completes.
+
+A server takes half a minute to start on two cores, so the tests share two. vLLM's development
+endpoints are on, and each test empties the servers' prefix caches first
+(`POST /reset_prefix_cache`): it finds them as if new."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -20,35 +29,47 @@ import pytest
 pytest.importorskip("vllm")
 
 from schedlab import registry  # noqa: E402
-from schedlab.backends.http_client import kv_metrics, replay_routed  # noqa: E402
+from schedlab.backends.http_client import kv_metrics, prefix_cache_counters, replay_http, replay_routed  # noqa: E402
 from schedlab.backends.server_process import serve_command, server_env, start_server  # noqa: E402
 from schedlab.backends.vllm_engine import LaunchSpec, cpu_kv_capacity_blocks  # noqa: E402
 from schedlab.cluster import run_cluster  # noqa: E402
 from schedlab.engine import Arena, EngineConfig  # noqa: E402
+from schedlab.engine.core import Engine  # noqa: E402
 from schedlab.engine.steptime import StepTimeModel  # noqa: E402
 from schedlab.errors import SchedlabError  # noqa: E402
 from schedlab.registry import register_router  # noqa: E402
 from schedlab.routers import Router  # noqa: E402
+from schedlab.simulate import scheduler_for  # noqa: E402
 from schedlab.workload.shared import doc_qa_trace  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.serving]
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = LaunchSpec(model="tiny-llama", max_num_seqs=4, max_num_batched_tokens=512, kv_cache_gib=1 / 64,
+#: 8 MiB of KV cache: 128 blocks of 32 tokens (vLLM's null block among them), a few documents'
+#: worth, so a server evicts.
+SPEC = LaunchSpec(model="tiny-llama", max_num_seqs=4, max_num_batched_tokens=512, kv_cache_gib=8 / 1024,
                   prefix_caching=True)
 LIMITS = EngineConfig(max_num_seqs=SPEC.max_num_seqs, max_num_batched_tokens=SPEC.max_num_batched_tokens,
                       block_size=SPEC.block_size, kv_capacity_blocks=cpu_kv_capacity_blocks(SPEC), prefix_caching=True)
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
+def started(tmp_path_factory):
     """Two servers, started together, shared by this module's tests."""
-    folder = tmp_path_factory.mktemp("routed")
+    folder = tmp_path_factory.mktemp("servers")
     cmd = serve_command(ROOT / "src/schedlab/assets/models/tiny-llama", SPEC)
+    env = {**server_env(SPEC), "VLLM_SERVER_DEV_MODE": "1"}
     with ExitStack() as stack, ThreadPoolExecutor(2) as pool:
-        starting = [pool.submit(start_server, cmd, log=folder / f"server{k}.log", env=server_env(SPEC)) for k in range(2)]
-        running = [stack.enter_context(f.result()) for f in starting]
-        yield running
+        starting = [pool.submit(start_server, cmd, log=folder / f"server{k}.log", env=env) for k in range(2)]
+        yield [stack.enter_context(f.result()) for f in starting]
+
+
+@pytest.fixture
+def servers(started):
+    """The two servers, their prefix caches emptied (no request is running between tests)."""
+    for server in started:
+        httpx.post(f"{server.url}/reset_prefix_cache", timeout=30).raise_for_status()
+    return started
 
 
 @pytest.mark.parametrize("router", ["round-robin", "prefix-affinity"])
@@ -154,3 +175,50 @@ def test_the_cluster_replay_command_routes_across_real_servers_and_summarises_ea
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"has KV blocks of {SPEC.block_size} tokens, not 16" in proc.stderr
     assert not any(path.exists() for path in out.values())
+
+
+def settled_counters(url: str, timeout_s: float = 10.0) -> dict:
+    """The server's counters once two readings 0.5 s apart agree (its API process records a
+    step's statistics as it handles that step's outputs)."""
+    last, t0 = prefix_cache_counters(url), time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        time.sleep(0.5)
+        now = prefix_cache_counters(url)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def test_the_servers_prefix_cache_counts_what_sim_predicts(servers):
+    """Eight documents of 250..1,000 tokens, each asked three times, in random order: the
+    server's 127 blocks hold a few documents, so later questions find their document cached,
+    partly evicted, or gone.
+
+    Hits depend on the order in which the cache sees requests, not on timing, once no two
+    requests overlap: the client sends each request when the one before it has ended, and
+    the engine frees a request's blocks before its last tokens leave (a step's outputs are
+    handled after its frees). sim replays the same requests far apart (100 s), so none
+    overlaps there either. Generated tokens differ (the server's are the dummy model's, sim's
+    all one token), and no prompt holds an earlier answer, so no hit depends on them; the
+    answers' blocks still take cache space alike on both sides."""
+    trace = doc_qa_trace(np.arange(250, 1001), np.array([3]), 24, 1.0, seed=5, questions_per_doc=3)
+    trace["arrival_s"] = 0.0
+    server = servers[0]
+    before = prefix_cache_counters(server.url)
+    served = replay_http(server.url, trace, model=SPEC.model, whisper=False, one_at_a_time=True).log.frame()
+    after = settled_counters(server.url)
+
+    capacity = after["num_gpu_blocks"] - 1  # vLLM's null block holds nothing
+    arena = Arena(StepTimeModel(intercept=0.01, n_prefill_tokens=1e-5, n_decode=1e-4),
+                  EngineConfig(max_num_seqs=SPEC.max_num_seqs, max_num_batched_tokens=SPEC.max_num_batched_tokens,
+                               block_size=SPEC.block_size, kv_capacity_blocks=capacity, prefix_caching=True))
+    spaced = trace.assign(arrival_s=np.arange(len(trace)) * 100.0)
+    engine = Engine(spaced, scheduler_for("fcfs"), arena)
+    predicted = engine.run()
+
+    assert engine.prefix.evictions > 0  # the server had to evict too
+    assert predicted.prefix_cache["hits"] > 0 and predicted.requests["cached_tokens"].eq(0).any()
+    assert after["queries"] - before["queries"] == predicted.prefix_cache["queries"]
+    assert after["hits"] - before["hits"] == predicted.prefix_cache["hits"]
+    np.testing.assert_array_equal(served["cached_tokens"], predicted.requests["cached_tokens"])
