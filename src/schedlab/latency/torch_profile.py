@@ -20,11 +20,9 @@ Attention is transformers' SDPA without a mask (:func:`serving_attention`), as F
 runs in vLLM: the sequences of a pass have equal lengths and a prefill starts from an empty
 cache, so the mask would only be the causal one (prefill) or let every position through
 (decode). Left to itself, transformers decides per call whether to build the mask, and SDPA
-shares grouped-query KV heads in place only when there is none; transformers 5.17 built it
-whenever a CUDA graph was being captured, so SDPA copied Mistral's and Qwen's KV heads for
-every decode step, and those steps took 1.6-1.7 times as long at the median and up to 12 times
-at 256,000 tokens of context. Fixing the attention function keeps the times the GPU's, whatever
-transformers' version.
+shares grouped-query KV heads in place only when there is none. Some versions (5.17) build it
+whenever a CUDA graph is captured, and the times are then of copies of the KV heads rather than
+of the GPU's attention (docs/calibration.md, "GPU profiles").
 """
 
 from __future__ import annotations
