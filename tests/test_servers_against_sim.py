@@ -209,10 +209,8 @@ def test_the_servers_prefix_cache_counts_what_sim_predicts(servers):
     served = replay_http(server.url, trace, model=SPEC.model, whisper=False, one_at_a_time=True).log.frame()
     after = settled_counters(server.url)
 
-    capacity = after["num_gpu_blocks"] - 1  # vLLM's null block holds nothing
-    arena = Arena(StepTimeModel(intercept=0.01, n_prefill_tokens=1e-5, n_decode=1e-4),
-                  EngineConfig(max_num_seqs=SPEC.max_num_seqs, max_num_batched_tokens=SPEC.max_num_batched_tokens,
-                               block_size=SPEC.block_size, kv_capacity_blocks=capacity, prefix_caching=True))
+    assert after["num_gpu_blocks"] - 1 == LIMITS.kv_capacity_blocks  # vLLM's null block holds nothing
+    arena = Arena(StepTimeModel(intercept=0.01, n_prefill_tokens=1e-5, n_decode=1e-4), LIMITS)
     spaced = trace.assign(arrival_s=np.arange(len(trace)) * 100.0)
     engine = Engine(spaced, scheduler_for("fcfs"), arena)
     predicted = engine.run()
