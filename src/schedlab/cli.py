@@ -4,8 +4,10 @@ vllm-serve, slosa, ewsjf, slai, tournament, extensions."""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
+import traceback
 from pathlib import Path
 
 from schedlab.cli_types import (
@@ -44,6 +46,9 @@ class _Parser(argparse.ArgumentParser):
         print(f"schedlab: error: {message}", file=sys.stderr)
         sys.exit(2)
 
+
+#: The environment variable that makes every command print an error's traceback (as --debug).
+DEBUG_VARIABLE = "SCHEDLAB_DEBUG"
 
 _positive = positive_number(float)
 _positive_int = positive_number(int)
@@ -357,8 +362,11 @@ def cmd_schedulers(args) -> None:
     widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(5)]
     for row in [header, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + row[5])
-    for reason in registry.broken().values():
+    reasons = list(registry.broken().values())
+    for reason in reasons[:-1]:
         print(f"schedlab: error: {reason}", file=sys.stderr)
+    if reasons:  # the last one as the command's own error: the listing exits non-zero
+        raise SchedlabError(reasons[-1])
 
 
 def cmd_collect(args) -> None:
@@ -457,6 +465,8 @@ def _run_args(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="schedlab", description=__doc__)
+    p.add_argument("--debug", action="store_true",
+                   help=f"print an error's traceback before its one line (also: {DEBUG_VARIABLE}=1)")
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("data", help="LibriSpeech test-clean utterances with Whisper token counts")
@@ -680,6 +690,8 @@ def main(argv: list[str] | None = None) -> int:
         check_paths(inputs, outputs, folders)
         args.func(args)
     except SchedlabError as e:
+        if args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+            traceback.print_exc()
         print("schedlab: error: " + " ".join(str(e).split()), file=sys.stderr)
         return 2
     except PermissionError as e:  # a file of the user's that this user may not read or write

@@ -46,6 +46,19 @@ def serve(
         raise SchedlabError(f"unknown simulation backend {backend!r}; choose {' or '.join(SIM_BACKENDS)}")
     if max_in_flight is not None and backend != "sim":
         raise SchedlabError("a cap on requests in flight runs on the sim backend only")
+    try:
+        return _serve(trace, scheduler, arena, backend, model, warmup_s, sample_s, max_in_flight)
+    except SchedlabError:
+        raise
+    except Exception as e:  # raised inside a plug-in's scheduler: one line naming it
+        blamed = registry.from_plugin(e)
+        if blamed is e:
+            raise
+        raise blamed from e
+
+
+def _serve(trace, scheduler, arena, backend, model, warmup_s, sample_s, max_in_flight) -> RunResult:
+    """:func:`serve` once its options are checked."""
     if backend == "vllm-sim":
         from schedlab.backends.vllm_sim import run_vllm_sim
 

@@ -36,6 +36,7 @@ from schedlab.estimate import size_estimate
 from schedlab import registry
 from schedlab.compat.vllm import job_of, keep_job
 from schedlab.policies import Job, Policy
+from schedlab.policies.contract import CheckedQueue
 from schedlab.validation.hints import checked_hint, server_options
 
 logger = server_logger(__name__)
@@ -69,7 +70,9 @@ def _uncached(kv_cache_manager, request: Request) -> int:
 
 
 class PolicyQueue(RequestQueue):
-    """vLLM's ``RequestQueue`` over a schedlab policy.
+    """vLLM's ``RequestQueue`` over a schedlab policy, called through
+    :class:`~schedlab.policies.contract.CheckedQueue` (``queue``: every answer checked; a job's
+    handle is the vLLM request it was made for).
 
     ``pop_request`` returns what the last ``peek_request`` showed (evaluated at the same clock
     reading), so time-dependent policies such as HRRN keep vLLM's peek/pop contract.
@@ -77,22 +80,23 @@ class PolicyQueue(RequestQueue):
 
     def __init__(self, policy: Policy, job_of: Callable[[Request], Job], clock: Callable[[], float]):
         self.policy, self.job_of, self.clock = policy, job_of, clock
+        self.queue = CheckedQueue(policy, _owner)
         self._peeked_at: float | None = None
 
     def add_request(self, request: Request) -> None:
         self._peeked_at = None
-        self.policy.push(self.job_of(request))
+        self.queue.push(self.job_of(request))
 
     def peek_request(self) -> Request:
-        if not len(self.policy):
+        if not self.queue:
             raise IndexError("peek from an empty queue")
         self._peeked_at = self.clock()
-        return self.policy.peek(self._peeked_at).ref
+        return self.queue.peek(self._peeked_at).ref
 
     def pop_request(self) -> Request:
         now = self.clock() if self._peeked_at is None else self._peeked_at
         self._peeked_at = None
-        return self.policy.pop(now).ref
+        return self.queue.pop(now).ref
 
     def prepend_request(self, request: Request) -> None:
         self.add_request(request)
@@ -107,17 +111,22 @@ class PolicyQueue(RequestQueue):
     def remove_requests(self, requests: Iterable[Request]) -> None:
         self._peeked_at = None
         drop = {id(r) for r in requests}
-        for job in [j for j in self.policy if id(j.ref) in drop]:
-            self.policy.remove(job)
+        for job in [j for j in self.queue if id(j.ref) in drop]:
+            self.queue.remove(job)
 
     def __bool__(self) -> bool:
-        return len(self.policy) > 0
+        return bool(self.queue)
 
     def __len__(self) -> int:
-        return len(self.policy)
+        return len(self.queue)
 
     def __iter__(self) -> Iterator[Request]:
-        return (job.ref for job in self.policy)
+        return (job.ref for job in self.queue)
+
+
+def _owner(job: Job) -> Job | None:
+    """The job made for the request ``job.ref`` names (:func:`job_of`; None for another handle)."""
+    return job_of(job.ref)
 
 
 class _Unset(Policy):
@@ -210,7 +219,7 @@ class SchedlabMixin:
         self._step_now = now = self.clock()
         try:
             if self.schedlab_policy.ranks_victims and self.running:
-                key = self.schedlab_policy.victim_key
+                key = self.waiting.queue.victim_key
                 ranked = sorted(self.running, key=lambda r: key(self._job(r), now))
                 for rank, request in enumerate(ranked):
                     request.priority = rank

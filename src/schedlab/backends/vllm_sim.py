@@ -103,7 +103,8 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
             if nxt < n:
                 clock["now"] = max(now, float(visible[nxt]))
                 continue
-            raise SchedlabError("vLLM scheduler stalled with requests left")
+            raise SchedlabError(f"{entry.describe()}: vLLM's scheduler stalled, with {len(sched.waiting)} requests "
+                                "waiting and nothing scheduled")
         for new in out.scheduled_new_reqs:
             log.scheduled(int(new.req_id), now)
         dt = float(step_time(*sched.last_composition))

@@ -5,7 +5,8 @@ Each step first serves the running requests in admission order, each given what 
 budget, preempting the policy's victims while KV blocks run short; if nothing was preempted
 it then admits waiting requests in the policy's order while the sequence, token, encoder and
 KV budgets allow. Papers A, B and D's policies (:class:`~schedlab.policies.base.Policy`) plug
-in here; ``sim`` and ``vllm-sim`` give identical per-request times for them.
+in here, called through :class:`~schedlab.policies.contract.CheckedQueue` (every answer
+checked); ``sim`` and ``vllm-sim`` give identical per-request times for them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import numpy as np
 from schedlab.engine import kernels
 from schedlab.engine.plan import Planner, StepPlan
 from schedlab.engine.scheduler import NOT_STEADY, UNTIL_ARRIVAL, UNTIL_COMPLETION, Scheduler
+from schedlab import registry
 from schedlab.policies.base import Job, Policy
+from schedlab.policies.contract import CheckedQueue
 
 
 def _uncached(engine, i: int) -> int:
@@ -36,6 +39,10 @@ class ContinuousBatching(Scheduler):
         self.policy = policy
         self.name = policy.name
         self.overhead_s = 0.0
+        self.queue = CheckedQueue(policy, self._owner)
+
+    def describe(self) -> str:
+        return registry.describe(self.policy)
 
     def bind(self, engine) -> None:
         super().bind(engine)
@@ -47,23 +54,27 @@ class ContinuousBatching(Scheduler):
         # makes only those of the requests routed to it
         self.jobs: dict[int, Job] = {}
 
+    def _owner(self, job: Job) -> Job | None:
+        """The job this scheduler made for the request ``job.ref`` names (None: no request)."""
+        return self.jobs.get(job.ref)
+
     def arrive(self, i: int) -> None:
         e = self.engine
         job = self.jobs[i] = Job(int(self._rid[i]), float(e.arrival[i]), float(e.sizes[i]), int(e.prompt[i]), i)
         if self._reads_cache:  # it asks what an admission would compute now
             job.uncached = partial(_uncached, e, i)
-        self.policy.push(job)  # timed by the engine
+        self.queue.push(job)  # timed by the engine
 
     def requeue(self, i: int) -> None:
         t0 = time.perf_counter()
-        self.policy.push(self.jobs[i])
+        self.queue.push(self.jobs[i])
         self.overhead_s += time.perf_counter() - t0
 
     def n_waiting(self) -> int:
-        return len(self.policy)
+        return len(self.queue)
 
     def victim(self, running: list[int]) -> int:
-        return self.policy.victim([self.jobs[x] for x in running], self.engine.now).ref
+        return self.queue.victim([self.jobs[x] for x in running], self.engine.now).ref
 
     def steady(self) -> int:
         run, n_dec, _, _, _ = self.engine.running_totals()
@@ -71,7 +82,7 @@ class ContinuousBatching(Scheduler):
         if run.size == 0 or run.size > lim.max_num_batched_tokens or n_dec != run.size:
             return NOT_STEADY
         full = run.size >= lim.max_num_seqs
-        if len(self.policy) and not full:
+        if len(self.queue) and not full:
             return NOT_STEADY
         return UNTIL_COMPLETION if full else UNTIL_ARRIVAL
 
@@ -93,7 +104,7 @@ class ContinuousBatching(Scheduler):
                     break
                 if r not in plan.preempted and not plan.take(r, min(int(e.seq[r] - e.computed[r]), plan.budget)):
                     break
-        policy, now, clock = self.policy, e.now, time.perf_counter
+        policy, now, clock = self.queue, e.now, time.perf_counter
         # As in vLLM, a step that preempted does not look at the waiting queue at all (a
         # policy's peek may change its state: a new EWSJF batch, a new slo-sa decision).
         while not plan.preempted and len(policy) and plan.budget > 0 and plan.n_running < lim.max_num_seqs:
