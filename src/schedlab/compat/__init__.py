@@ -46,13 +46,19 @@ WORKAROUNDS = (
                "vLLM 0.32.0, 0.33.0", "Scheduler.max_num_scheduled_tokens and Request.next_decode_eligible_step",
                "tests/test_compat.py::test_vllm_still_holds_a_request_through_its_decode_cadence"),
     Workaround("preemption through vLLM's own routine", "schedlab.compat.vllm.preempt",
-               "schedlab.backends.vllm_plan.PlanMixin",
-               "a step plan's preemptions go through vLLM's private _preempt_request (recompute), so vLLM's "
-               "state stays its own", "vLLM 0.32.0, 0.33.0", "private Scheduler._preempt_request(request, timestamp)",
+               "schedlab.backends.vllm_plan.PlanMixin, schedlab.backends.vllm_scheduler.SchedlabMixin",
+               "a step plan's preemptions, and those a queue policy names at a step boundary, go through vLLM's "
+               "private _preempt_request (recompute), so vLLM's state stays its own", "vLLM 0.32.0, 0.33.0", "private Scheduler._preempt_request(request, timestamp)",
                "tests/test_compat.py::test_vllms_scheduler_still_preempts_through_a_private_routine"),
     Workaround("a job kept on vLLM's request", "schedlab.compat.vllm.keep_job",
                "schedlab.backends.vllm_scheduler.SchedlabMixin",
                "each request's job (its size hint, read once) is kept as an attribute of vLLM's own Request",
+               "vLLM 0.32.0, 0.33.0", "vllm.v1.request.Request takes new attributes (no __slots__)",
+               "tests/test_compat.py::test_vllms_request_still_takes_an_attribute"),
+    Workaround("a request's fields kept on vLLM's request", "schedlab.compat.vllm.kept",
+               "schedlab.backends.vllm_scheduler.VllmState",
+               "the fields a policy reads of a request (its SLO class, tenant, deadline and predicted length, read "
+               "once) and the time of its first token are kept as attributes of vLLM's own Request",
                "vLLM 0.32.0, 0.33.0", "vllm.v1.request.Request takes new attributes (no __slots__)",
                "tests/test_compat.py::test_vllms_request_still_takes_an_attribute"),
     Workaround("options checked before an engine's configuration", "schedlab.compat.vllm.check_before_engine_config",

@@ -9,7 +9,9 @@ lookup and a ``len()`` a call:
   pushed (its handle, ``ref``, is then the backend's own for its id), not popped since;
 - ``pop`` returns what ``peek`` returned at the same ``now`` (with no push or removal between),
   and removes it: ``len(policy)`` counts the jobs waiting after every push, pop and removal;
-- ``victim`` returns one of the running jobs it was given.
+- ``victim`` returns one of the running jobs it was given;
+- ``preempt`` names running jobs it was given, each once, each having generated a token since
+  its admission (so no run can preempt and re-admit without progress for ever).
 
 A violation, or an exception raised inside a plug-in's policy, ends the run with one line
 naming the scheduler (:func:`schedlab.registry.violation`, :func:`schedlab.registry.failure`);
@@ -34,6 +36,7 @@ class CheckedQueue:
         self.name = policy.name
         self.reads_cache = policy.reads_cache
         self.ranks_victims = policy.ranks_victims
+        self.preempts = policy.preempts
         self._waiting: dict[int, Job] = {}  # id(job) -> job: pushed and not popped
         self._peeked: tuple[float, Job] | None = None
 
@@ -105,6 +108,24 @@ class CheckedQueue:
             return self.policy.victim_key(job, now)
         except Exception as e:
             raise registry.failure(self.policy, "victim_key", e) from e
+
+    def preempt(self, running: Sequence[Job], now: float, free_slots: int) -> list[Job]:
+        try:
+            chosen = list(self.policy.preempt(running, now, free_slots))
+        except Exception as e:
+            raise registry.failure(self.policy, "preempt", e) from e
+        seen: set[int] = set()
+        for job in chosen:
+            if not any(job is r for r in running):
+                raise registry.violation(self.policy, "preempt", f"it named {_named(job)}, which is not one of the "
+                                                                 "running requests it was given")
+            if id(job) in seen:
+                raise registry.violation(self.policy, "preempt", f"it named request {job.request_id} twice")
+            seen.add(id(job))
+            if not job.produced_since_admission:
+                raise registry.violation(self.policy, "preempt", f"it named request {job.request_id}, which has not "
+                                                                 "generated a token since its admission")
+        return chosen
 
     # -- what went wrong ----------------------------------------------------------------
     def _counted(self, method: str, hint: str = "") -> None:

@@ -21,13 +21,20 @@ push or removal between them, returns the job the peek chose without asking the 
 Under memory pressure the running job with the largest ``(key, arrival_s, request_id)`` is
 preempted first; ``victims_by_key = False`` keeps the engine's own rule instead (the newest
 admitted), as FCFS does.
+
+A **preemptive** policy (``preemptive = True``) also takes running jobs' places for waiting jobs
+of a smaller key at every step boundary (:meth:`~schedlab.policies.base.Policy.preempt`): the
+waiting jobs beyond the batch's free slots, smallest key first, each against the running job of
+the largest key (its key asked now), while the waiting key is strictly smaller; a running job
+that has not generated a token since its admission keeps its place. Least attained service
+and multi-level feedback queues are this, with a key that grows as a job is served.
 """
 
 from __future__ import annotations
 
 import heapq
 from itertools import count
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from schedlab.policies.base import Job, Policy
 from schedlab.policies.waiting import WaitingArrays
@@ -45,6 +52,8 @@ class KeyedPolicy(Policy):
     #: Whether the victim under memory pressure is the running job of the largest key (else
     #: the engine's rule: the newest admitted).
     victims_by_key: bool = True
+    #: Whether waiting jobs of a smaller key take running jobs' places at step boundaries.
+    preemptive: bool = False
 
     def __init__(self) -> None:
         if self.dynamic:
@@ -114,3 +123,31 @@ class KeyedPolicy(Policy):
 
     def victim_key(self, job: Job, now: float) -> tuple | None:
         return (self.key(job, now), job.arrival_s, job.request_id) if self.victims_by_key else None
+
+    # -- preemption at step boundaries --------------------------------------------------
+    @property
+    def preempts(self) -> bool:
+        return self.preemptive or type(self).preempt is not KeyedPolicy.preempt
+
+    def preempt(self, running: Sequence[Job], now: float, free_slots: int) -> list[Job]:
+        if not self.preemptive or not running or not len(self):
+            return []
+        waiting = self._smallest_keys(now, len(running) + free_slots)[free_slots:]
+        movable = [j for j in running if j.produced_since_admission]
+        movable.sort(key=lambda j: (self.key(j, now), j.arrival_s, j.request_id), reverse=True)
+        victims = []
+        for key, job in zip(waiting, movable):
+            if not key < self.key(job, now):
+                break
+            victims.append(job)
+        return victims
+
+    def _smallest_keys(self, now: float, k: int) -> list:
+        """The ``k`` smallest keys of the waiting jobs at ``now``, smallest first."""
+        if not self.dynamic:
+            return [e[0] for e in heapq.nsmallest(k, self._heap)]
+        w = self._waiting
+        if self.vectorised:
+            return sorted(self.key(w, now).tolist())[:k]
+        return heapq.nsmallest(k, (self.key(j, now) for j in w.jobs))
+
