@@ -177,3 +177,21 @@ def test_a_preemptive_keyed_policy_moves_only_as_many_as_wait_beyond_the_free_sl
     assert [j.request_id for j in policy.preempt(running, 0.0, free_slots=0)] == [2, 1]
     assert [j.request_id for j in policy.preempt(running, 0.0, free_slots=1)] == [2]  # -2 takes the free slot
     assert policy.preempt(running, 0.0, free_slots=2) == []
+
+
+def test_a_step_that_only_preempts_is_planned_again_at_once_on_both_backends(recording):
+    """Under memory pressure the first running request can be its own victim (the request of
+    the largest key): the step preempts and schedules nothing. vLLM's engine then schedules again
+    at once, as schedlab's engine does; vllm-sim once moved its clock to the next arrival
+    instead."""
+    trace = two_class_trace(300, rate=8.0, seed=3, shuffled_ids=True, prompt=(1, 1500), output=(1, 400))
+    arena = Arena(StepTimeModel(intercept=0.004, n_prefill_tokens=3e-5, n_decode=1e-4, ctx_tokens=1e-7),
+                  EngineConfig(max_num_seqs=32, max_num_batched_tokens=1024, block_size=16, kv_capacity_blocks=900))
+    Recording.records = []
+    sim = serve(trace, "recording", arena).requests
+    boundaries = [(r[1], r[2]) for r in Recording.records if r[0] == "running"]
+    assert len(set(boundaries)) < len(boundaries)  # a request running at two boundaries at one time
+    vs = serve(trace, "recording", arena, backend="vllm-sim", model="tiny-llama").requests
+    for col in ("first_scheduled_s", "first_token_s", "finish_s"):
+        np.testing.assert_allclose(vs[col], sim[col], rtol=1e-9, atol=1e-9, err_msg=col)
+    assert (vs["preemptions"] == sim["preemptions"]).all()

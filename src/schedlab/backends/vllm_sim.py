@@ -100,6 +100,8 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
         out = sched.schedule()
         ids = list(out.num_scheduled_tokens)
         if not ids:
+            if out.preempted_req_ids:  # a step that only preempted: vLLM's engine schedules again at once
+                continue
             if nxt < n:
                 clock["now"] = max(now, float(visible[nxt]))
                 continue
