@@ -1,5 +1,5 @@
-"""``schedlab`` command line: data, workload, profile, fit, simulate, cluster, schedulers, collect, vllm-run,
-vllm-serve, slosa, ewsjf, slai, tournament, extensions."""
+"""``schedlab`` command line: data, workload, profile, steptime, fit, simulate, cluster, schedulers, collect,
+vllm-run, vllm-serve, slosa, ewsjf, slai, tournament, extensions."""
 
 from __future__ import annotations
 
@@ -138,21 +138,29 @@ def cmd_workload(args) -> None:
 
 
 # -- profile ------------------------------------------------------------------------------
-def cmd_profile(args) -> None:
+def _catalogue_profile(source: str, hardware_name: str, model: str):
+    """The profile table a catalogue GPU and model have without a machine: the ``roofline``'s
+    prediction, or the measurement ``shipped`` with the package."""
     from schedlab.latency.catalogue import hardware, model_arch
 
-    if args.source == "roofline":
+    if source == "roofline":
         from schedlab.latency.roofline import profile
 
-        table = profile(hardware(args.hardware), model_arch(args.model))
+        return profile(hardware(hardware_name), model_arch(model))
+    from schedlab.latency.shipped import read_shipped
+
+    return read_shipped(hardware_name, model)
+
+
+def cmd_profile(args) -> None:
+    from schedlab.latency.catalogue import model_arch
+
+    if args.source in ("roofline", "shipped"):
+        table = _catalogue_profile(args.source, args.hardware, args.model)
     elif args.source == "vllm":
         from schedlab.backends.vllm_profile import profile
 
         table = profile(launch_spec(args))
-    elif args.source == "shipped":
-        from schedlab.latency.shipped import read_shipped
-
-        table = read_shipped(args.hardware, args.model)
     else:
         from schedlab.latency.torch_profile import profile
 
@@ -171,6 +179,14 @@ def cmd_fit_steptime(args) -> None:
     fits = {out: fit_steptime(read_profile(path), tile=args.tile) for path, out in zip(args.profile, args.out)}
     for out, model in fits.items():
         model.save(out)
+
+
+def cmd_steptime(args) -> None:
+    """A catalogue GPU and model's step-time model in one command: their profile (shipped or
+    roofline), fitted as `schedlab fit steptime` fits one."""
+    from schedlab.fit.steptime import fit_steptime
+
+    fit_steptime(_catalogue_profile(args.source, args.hardware, args.model), tile=args.tile).save(args.out)
 
 
 def cmd_fit_engine_steps(args) -> None:
@@ -497,6 +513,17 @@ def build_parser() -> argparse.ArgumentParser:
     vllm_engine_args(pr, device=False)
     pr.add_argument("--out", type=OutputPath, required=True)
     pr.set_defaults(func=cmd_profile)
+
+    st = sub.add_parser("steptime", help="a step-time model for a catalogue GPU and model: its shipped profile or "
+                                         "the roofline's, fitted (profile and fit steptime in one)")
+    st.add_argument("--source", choices=("shipped", "roofline"), required=True,
+                    help="shipped: a GPU profile measured and shipped with the package; roofline: predicted")
+    st.add_argument("--hardware", required=True, help="catalogue device, e.g. H100-SXM")
+    st.add_argument("--model", required=True, help="model architecture, e.g. mistral-7b")
+    st.add_argument("--tile", type=number(int, minimum=0, strict=False, maximum=2**20), default=0,
+                    help="GEMM tile width: fit the tile staircase (0: none)")
+    st.add_argument("--out", type=OutputPath, required=True, help="step-time JSON")
+    st.set_defaults(func=cmd_steptime)
 
     f = sub.add_parser("fit", help="fit kappa, step-time coefficients, calibration")
     fsub = f.add_subparsers(dest="what", required=True)
