@@ -387,6 +387,7 @@ WRITERS = {
     "workload": ["workload", "--kind", "librispeech", "--utterances", I("trace"), "--rate", "5", "9",
                  "--n-requests", "10", "--out", O("w5.parquet"), O("w9.parquet")],
     "profile": ["profile", "--source", "roofline", "--model", "whisper-tiny", "--out", O("p.parquet")],
+    "steptime": ["steptime", "--source", "roofline", *ENGINE, "--out", O("s.json")],
     "fit steptime": ["fit", "steptime", "--profile", I("trace"), "--out", O("f.json")],
     "fit engine-steps": ["fit", "engine-steps", "--steps", I("trace"), "--held-out", "5", "--out", O("h.json"),
                          "--out-all", O("a.json")],
