@@ -210,40 +210,46 @@ def cmd_fit_calibrate(args) -> None:
     from schedlab.workload.asr import asr_trace, librispeech_pool
 
     pool = librispeech_pool(read_pool(args.utterances, ("duration_s", "output_tokens")))
+    seeds = list(dict.fromkeys(args.seeds))
+    fit_seeds = list(dict.fromkeys(args.fit_seeds or seeds))
+    if not set(fit_seeds) <= set(seeds):
+        raise SchedlabError(f"--fit-seeds {fit_seeds} must be among --seeds {seeds}")
 
-    def trace(rate: float, seed: int = args.seed, **bound):
+    def trace(rate: float, seed: int, **bound):
         arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), **bound)
         return asr_trace(pool, arrivals, rng=np.random.default_rng([seed, 1]))
 
     baseline = baseline_rows(reported_asr_table1())
     arena = Arena(StepTimeModel.load(args.base), _engine(args), _kappa(args.kappa))
-    # Each trace is built once: the fit, the bounds, the seed spread and the sensitivity share them.
-    traces = {r: trace(r, n_requests=args.requests_per_rate) for r in baseline.index}
-    overload = trace(args.overload_rate, n_requests=args.n_requests)
-    model, record = calibrate(arena, baseline=baseline, traces=traces, overload_trace=overload,
-                              saturation_rps=args.saturation_rps, step_ms=args.step_ms, station=args.station)
+    # Each trace is built once, per rate and seed: the fit, the runs by seed, the bounds and the
+    # sensitivity share them.
+    by_seed = {s: {r: trace(r, s, n_requests=args.requests_per_rate) for r in baseline.index} for s in seeds}
+    overload = {s: trace(args.overload_rate, s, n_requests=args.n_requests) for s in fit_seeds}
+    model, record = calibrate(arena, baseline=baseline, traces={r: [by_seed[s][r] for s in fit_seeds] for r in baseline.index},
+                              overload_trace=[overload[s] for s in fit_seeds], saturation_rps=args.saturation_rps,
+                              step_ms=args.step_ms, station=args.station)
+    record["fit_seeds"], record["run_seeds"] = fit_seeds, seeds
+    calibrated = replace(arena, step_time=model)
+    # Every policy at every reported rate on every seed, under this fit: the rows each paper
+    # number is counted on (median and band over the seeds), for this fit and any other.
+    record["seed_runs"] = bound_study(calibrated, {f"seed {s}": (by_seed[s], None) for s in seeds}).to_dict(orient="records")
     if args.fit_only:
         model.save(args.out)
         return
     top = sorted(baseline.index)[-2:]
-    fixed = {r: traces[r] for r in top}
-    timed = {r: trace(r, duration_s=args.alt_duration_s) for r in top}
+    first = seeds[0]
+    fixed = {r: by_seed[first][r] for r in top}
+    timed = {r: trace(r, first, duration_s=args.alt_duration_s) for r in top}
     bounds = {f"{args.requests_per_rate} requests": (fixed, None),
               f"{args.alt_duration_s:g} s, at most {args.alt_max_in_flight} in flight": (timed, args.alt_max_in_flight),
               f"{args.alt_duration_s:g} s, open": (timed, None)}
     if model.frontend_service_s:  # a client's cap is not modelled with a front-end station
         bounds = {k: v for k, v in bounds.items() if v[1] is None}
-    study = bound_study(replace(arena, step_time=model), bounds)
-    record["bounds"] = study.to_dict(orient="records")  # the model's meta holds this record
-    # Every policy on other trace seeds at the overloaded rates: how much one run's arrivals move
-    # the treatments' changes vs FCFS there (the paper reports one run).
-    seeds = range(args.seed, args.seed + args.spread_seeds)
-    record["seed_spread"] = bound_study(replace(arena, step_time=model), {
-        f"seed {k}": (fixed if k == args.seed else {r: trace(r, seed=k, n_requests=args.requests_per_rate) for r in top},
-                      None) for k in seeds
-    }).to_dict(orient="records")
-    record["implied_saturation"] = implied_saturation(arena, model, baseline.loc[top], fixed, overload)
-    record["sensitivity"] = sensitivity(arena, record, fixed[top[-1]]).assign(rate=float(top[-1])).to_dict(orient="records")
+    record["bounds"] = bound_study(calibrated, bounds).to_dict(orient="records")  # the model's meta holds this record
+    record["implied_saturation"] = implied_saturation(arena, model, baseline.loc[top], {r: [by_seed[s][r] for s in fit_seeds] for r in top},
+                                                      [overload[s] for s in fit_seeds])
+    record["sensitivity"] = sensitivity(arena, record, [by_seed[s][top[-1]] for s in fit_seeds]).assign(
+        rate=float(top[-1])).to_dict(orient="records")
     model.save(args.out)
 
 
@@ -522,13 +528,16 @@ def build_parser() -> argparse.ArgumentParser:
     fc.add_argument("--alt-duration-s", type=duration, default=300.0,
                     help="the other bound, shown beside the fit: seconds of arrivals ...")
     fc.add_argument("--alt-max-in-flight", type=_positive_int, default=100, help="... with this cap on requests in flight")
-    fc.add_argument("--seed", type=seed, default=0)
-    fc.add_argument("--spread-seeds", type=positive_number(int, 10**4), default=10,
-                    help="trace seeds (from --seed on) on which every policy also runs at the two highest rates")
+    fc.add_argument("--seeds", type=seed, nargs="+", default=list(range(10)),
+                    help="trace seeds: the fit matches the median of each FCFS cell over them, and every policy runs "
+                         "on each at every reported rate")
+    fc.add_argument("--fit-seeds", type=seed, nargs="+",
+                    help="fit on these of --seeds only (default: all), e.g. one seed to see what one draw gives")
     fc.add_argument("--step-ms", type=_positive, nargs=2, metavar=("LOW", "HIGH"),
                     help="FCFS's mean step time on the overloaded trace, a target interval (ms)")
     fc.add_argument("--station", action="store_true", help="fit the front end as a queue (its service time)")
-    fc.add_argument("--fit-only", action="store_true", help="the fit alone, without the studies beside it")
+    fc.add_argument("--fit-only", action="store_true",
+                    help="the fit and its runs by seed alone, without the bounds, sensitivity and implied speeds")
     _engine_args(fc)
     fc.add_argument("--out", type=OutputPath, required=True)
     fc.set_defaults(func=cmd_fit_calibrate)

@@ -1,5 +1,6 @@
 """What every paper's notebook shares: the registry's order and colours of schedulers, figure
-saving, tables beside a paper's, paper-vs-ours rows, and the figure of a metric against the rate.
+saving, tables beside a paper's, metric names in words, and the figure of a metric against the
+rate (how paper-vs-ours rows are counted: :mod:`schedlab.counting`).
 Each paper's own tables are in its package (``schedlab.<paper>.report``); the simulators'
 fidelity against a real engine in :mod:`schedlab.fidelity`."""
 
@@ -57,9 +58,15 @@ def save_figure(fig, figures_dir: str | Path, name: str) -> None:
 
 
 def select(summary: pd.DataFrame, workload: str, model: str) -> pd.DataFrame:
-    """One experiment's rows, averaged over seeds, indexed by (rate, policy)."""
+    """One experiment's rows, each number the median over its trace seeds (the value every
+    paper-vs-ours row calls ours), indexed by (rate, policy)."""
     rows = summary[(summary["workload"] == workload) & (summary["model"] == model)]
-    return rows.groupby(["rate", "policy"]).mean(numeric_only=True)
+    return rows.groupby(["rate", "policy"]).median(numeric_only=True)
+
+
+def runs_of(summary: pd.DataFrame, workload: str, model: str) -> pd.DataFrame:
+    """One experiment's runs, one row per (rate, policy, seed)."""
+    return summary[(summary["workload"] == workload) & (summary["model"] == model)].reset_index(drop=True)
 
 
 def pct_change_vs(table: pd.DataFrame, metrics: list[str], baseline: str = "fcfs") -> pd.DataFrame:
@@ -79,63 +86,11 @@ def table_beside_reported(table: pd.DataFrame, reported: pd.DataFrame, metrics: 
     return both[[(m, w) for m in metrics for w in ("ours", "paper")]]
 
 
-# -- paper vs ours --------------------------------------------------------------------------
-#: A number is reproduced when ours is within this many percent of the paper's (or, for a
-#: change in percent, this many percentage points).
-TOLERANCE = 15.0
-#: Units whose error is a difference in percentage points, not a relative error.
-POINT_UNITS = ("% vs FCFS", "%")
+# -- paper vs ours (counted by schedlab.counting) -------------------------------------------
 METRIC_WORDS = {"p50_ttft_ms": "median TTFT", "p90_ttft_ms": "P90 TTFT", "p50_e2el_ms": "median E2E latency",
                 "p90_e2el_ms": "P90 E2E latency", "p25_e2el_ms": "P25 E2E latency", "throughput_rps": "throughput",
                 "throughput_tok_s": "output tokens/s", "completion_s": "completion time", "p50_tpot_ms": "median TPOT",
                 "p50_itl_ms": "median ITL"}
-
-
-#: What a paper's number is to us: a calibration input; a prediction, matched when within the
-#: tolerance; a claim stated as a bound (``bound``: ``"<= 1"``, ``">= 99"``), met or not; a
-#: number of the paper's that the data cannot pin down on its own (a coefficient collinear with
-#: others), shown but counted apart.
-ROLES = ("fitted", "predicted", "bound", "not identified")
-
-
-def paper_vs_ours(rows: list[dict], why: dict[str, str] | None = None, tolerance: float = TOLERANCE) -> pd.DataFrame:
-    """One row per number the paper reports: ``quantity``, ``unit``, ``paper``, ``ours``, ``role``
-    (:data:`ROLES`), ``group`` and, for a bound, ``bound``; adds ``error`` (percent of the paper's
-    value, or percentage points for units in :data:`POINT_UNITS`), ``within`` (``yes``/``no``: a
-    bound's row is ``yes`` when ours meets the bound; a missing value of ours is ``no``) and
-    ``why``: the sentence ``why`` holds for the row's group, on rows not within."""
-    table = pd.DataFrame(rows, columns=["quantity", "unit", "paper", "ours", "role", "group", "bound"])
-    unknown = set(table["role"]) - set(ROLES)
-    if unknown:
-        raise ValueError(f"unknown roles {sorted(unknown)}; use {', '.join(ROLES)}")
-    paper, ours = table["paper"].astype(float), table["ours"].astype(float)
-    points = table["unit"].isin(POINT_UNITS)
-    table["error"] = np.where(points, ours - paper, (ours / paper - 1) * 100)
-    table["error unit"] = np.where(points, "points", "%")
-    ok = (table["error"].abs() <= tolerance).to_numpy().copy()
-    is_bound = (table["role"] == "bound").to_numpy()
-    ok[is_bound] = [_meets(o, b) for o, b in zip(ours[is_bound], table.loc[is_bound, "bound"])]
-    table["within"] = np.where(ok, "yes", "no")
-    table["why"] = np.where(ok, "", [(why or {}).get(g, "") for g in table["group"]])
-    table["bound"] = table["bound"].fillna("")
-    return table.drop(columns="group")
-
-
-def _meets(value: float, bound: str) -> bool:
-    op, limit = bound.split()
-    return bool(value <= float(limit)) if op == "<=" else bool(value >= float(limit))
-
-
-def within_count(table: pd.DataFrame, tolerance: float = TOLERANCE) -> str:
-    """The count line of a :func:`paper_vs_ours` table, one part per role present: fitted rows
-    and predicted numbers within ``tolerance``, bounds met, and the numbers not identified."""
-    parts = []
-    for role, words in (("fitted", f"fitted within {tolerance:g} %"), ("predicted", f"predicted within {tolerance:g} %"),
-                        ("bound", "bounds met"), ("not identified", "not separately identified, within")):
-        rows = table[table["role"] == role]
-        if len(rows):
-            parts.append(f"{words}: {int((rows['within'] == 'yes').sum())} of {len(rows)}")
-    return "; ".join(parts)
 
 
 def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.DataFrame | None = None, *,

@@ -2,18 +2,22 @@
 # notebook's inputs.
 
 
-#: The calibration's alternatives beside the configured one (``calibrate_variant``).
-CALIBRATION_VARIANTS = ("without-step-target", "other-front-end")
+#: The calibration's alternatives beside the configured one (``calibrate_variant``): without
+#: the step-time target, with the front end modelled the other way, and fitted on the first
+#: trace seed alone instead of the median over every seed (what one draw of arrivals gives).
+CALIBRATION_VARIANTS = ("without-step-target", "other-front-end", "first-seed")
 
 
 def calibration_flags(variant=None):
-    """The targets of paper A's calibration, as configured or as one of its alternatives."""
+    """The targets and trace seeds of paper A's calibration, as configured or as one of its
+    alternatives."""
     c = ASR["calibration"]
     step = variant != "without-step-target"
     station = c["front_end_station"] != (variant == "other-front-end")
     low, high = c["step_ms_at_load"]
     return (
-        f"--saturation-rps {c['saturation_rps']}"
+        f"--saturation-rps {c['saturation_rps']} --seeds {words(config['seeds'])}"
+        + (f" --fit-seeds {config['seeds'][0]}" if variant == "first-seed" else "")
         + (f" --step-ms {low} {high}" if step else "")
         + (" --station" if station else "")
     )
