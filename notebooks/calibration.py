@@ -131,9 +131,12 @@ for key in torch_keys:
 # overloaded trace and matched as an interval (no penalty inside it). Optionally the front end
 # is a queue (`asr.calibration.front_end_station`): one API process serving requests in
 # order, its service time fitted too. The start is the two-number solution (saturation and
-# light-load TTFT, decoding at the bandwidth roofline). Standard errors come from the Jacobian
+# light-load TTFT, decoding at half the peak bandwidth). The compute and memory factors stay at
+# or above 1: no kernel runs above the hardware's peak, and a factor the fit holds at 1 is the
+# model failing there. Standard errors come from the Jacobian
 # at the optimum. **Only the FCFS rows enter the fit** (`baseline_rows`, tested in
-# `tests/test_fit.py`): everything in the paper A notebook about SJF and HRRN is a prediction.
+# `tests/test_fit.py`): in the paper A notebook an SJF or HRRN number is a prediction wherever
+# the order acts, and derived (equal to the fitted FCFS cell) where it cannot.
 
 # %%
 cal_model = StepTimeModel.load(inputs["calibration"])

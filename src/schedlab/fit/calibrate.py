@@ -22,9 +22,10 @@ trace seeds**: a rate's entry in ``traces`` (and ``overload_trace``) may be one 
 per seed, and the fit matches the median of each cell over them, not one draw of arrivals (the
 paper's single run is itself a draw; the median is the typical run, robust to the occasional
 heavy seed that past saturation doubles a latency, and it is the value every notebook reports
-as ours). The start is the two-number solution of :func:`saturation_factor` and the light-load
-TTFT; the parameters' uncertainty comes from
-the Jacobian at the optimum (covariance ``s^2 (J'J)^-1``, ``s^2`` the residual variance).
+as ours). ``compute`` and ``memory`` stay at or above 1 (the hardware's peak); one held at 1 is
+listed in the record's ``at_peak``: the model failing there. The start is the two-number
+solution of :func:`saturation_factor` and the light-load TTFT, with ``memory`` at
+:data:`MEMORY_START`; the parameters' uncertainty comes from the Jacobian at the optimum (covariance ``s^2 (J'J)^-1``, ``s^2`` the residual variance).
 :func:`baseline_rows` is the only door from a reported table into a fit: it keeps the FCFS rows
 and the fitted metrics, nothing of SJF, HRRN or any other treatment.
 """
@@ -38,6 +39,7 @@ import pandas as pd
 from scipy.optimize import brentq, least_squares
 
 from schedlab.engine import Arena
+from schedlab.fit.chunk_times import AT_PEAK, at_peak
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
 from schedlab.simulate import run_summary
@@ -72,6 +74,8 @@ def baseline_rows(reported: pd.DataFrame) -> pd.DataFrame:
     return rows.set_index("rate")[list(BASELINE_METRICS)].astype(float).sort_index()
 
 
+#: The memory factor's first guess: half the peak bandwidth.
+MEMORY_START = 2.0
 #: The statistic over trace seeds that a calibration matches to the paper's one run.
 SEED_STATISTIC = "median"
 
@@ -97,11 +101,11 @@ def saturation_factor(arena: Arena, overload_trace, saturation_rps: float, *, me
         model = arena.step_time.scaled(float(np.exp(log_compute)), memory)
         return _fcfs(overload_trace, arena, model, ("throughput_rps",))["throughput_rps"]
 
-    lo, hi = np.log(1e-2), np.log(1e4)
+    lo, hi = np.log(AT_PEAK), np.log(1e4)
     fastest = throughput(lo)
     if fastest <= saturation_rps:
         raise SchedlabError(
-            f"the overload trace delivers at most {fastest:.2f} req/s, not above the "
+            f"at the hardware's peak FLOP/s the overload trace delivers at most {fastest:.2f} req/s, not above the "
             f"{saturation_rps} req/s target: offer a higher overload rate or lower the memory factor"
         )
     return float(np.exp(brentq(lambda x: np.log(throughput(x) / saturation_rps), lo, hi, xtol=1e-4)))
@@ -164,8 +168,14 @@ def calibrate(
     if step_ms is not None and not 0 < step_ms[0] <= step_ms[1]:
         raise SchedlabError(f"the step-time interval must be 0 < low <= high ms, got {list(step_ms)}")
     names = PARAMETERS + ((STATION,) if station else ())
-    starts = [np.log([compute0, 1.0, frontend0] + ([s] if station else [])) for s in (STATION_STARTS_S if station else [0])]
-    low, high = [1e-2, 1e-2, 1e-5] + ([1e-4] if station else []), [1e4, 1e2, 10.0] + ([1.0] if station else [])
+    # memory starts inside its bounds, at half the peak bandwidth: from a start on the bound
+    # the trust region's steps in that coordinate scale with the distance to it, and the fit
+    # barely leaves it.
+    starts = [np.log([compute0, MEMORY_START, frontend0] + ([s] if station else [])) for s in (STATION_STARTS_S if station else [0])]
+    # compute and memory at least 1: a factor is the time over the roofline's at the hardware's
+    # peak, and no kernel runs above the peak; a factor held at 1 is the model failing there
+    # (the record's ``at_peak``), not a faster kernel.
+    low, high = [AT_PEAK, AT_PEAK, 1e-5] + ([1e-4] if station else []), [1e4, 1e2, 10.0] + ([1.0] if station else [])
 
     def residuals(x: np.ndarray) -> np.ndarray:
         sim, thr, step = simulate_baseline(arena, _model(base, x), {r: traces[r] for r in rates}, overload_trace)
@@ -207,6 +217,7 @@ def calibrate(
         "uncertainty": {p: {"estimate": float(v), "se": float(v * s), "se_log": float(s),
                             "ci95": [float(v * np.exp(-1.96 * s)), float(v * np.exp(1.96 * s))]}
                         for p, v, s in zip(names, est, sd_log)},
+        "at_peak": at_peak({p: float(v) for p, v in zip(names[:2], est[:2])}),
         "covariance_log": cov.tolist(),
         "start": {p: float(v) for p, v in zip(names, np.exp(x0))},
         "residual_sd_log": float(np.sqrt(s2)),
