@@ -213,9 +213,10 @@ def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     asr, fid, seeds = config["asr"], config["fidelity"], config["seeds"]
     # Simulated runs as (backend, experiment, policy, rate, seed): the paper A sweep on sim,
     # the fidelity points on sim and vllm-sim, and the engine fidelity runs on both simulators.
+    # Paper A's sweep on its own seeds (asr.seeds), the rest on the configured seeds.
     runs = {
         ("sim", name, p, r, s)
-        for name, e in asr["experiments"].items() for p in asr["policies"] for r in e["rates"] for s in seeds
+        for name, e in asr["experiments"].items() for p in asr["policies"] for r in e["rates"] for s in asr["seeds"]
     }
     runs |= {
         (b, fid["asr"]["experiment"], p, r, s)
@@ -230,14 +231,15 @@ def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     stats = stats[: stats.index("\ntotal")]  # the dry run prints the table twice
     jobs = lambda prefix: sum(int(n) for n in re.findall(rf"^{prefix}\S*\s+(\d+)\s*$", stats, re.M))
     assert jobs("simulate_") == len({run[:3] + run[4:] for run in runs})
-    workloads = {asr["experiments"][run[1]]["workload"] if run[1] in asr["experiments"] else fid["engine"]["workload"]
-                 for run in runs}
-    assert jobs("workload_") == len(workloads) * len(seeds)
+    workload = lambda name: asr["experiments"][name]["workload"] if name in asr["experiments"] else fid["engine"]["workload"]
+    assert jobs("workload_") == len({(workload(run[1]), run[4]) for run in runs})
     # The engine: one `vllm serve` job per policy, replaying every rate and repeat.
     m = re.search(r"^vllm_serve\s+(\d+)\s*$", r.output, re.M)
     assert m, r.output[-3000:]
     assert int(m.group(1)) == len(fid["policies"])
-    assert int(re.search(r"^total\s+(\d+)\s*$", r.output, re.M).group(1)) < 120
+    # Beside paper A's sweep on its seeds, the plan stays small.
+    total = int(re.search(r"^total\s+(\d+)\s*$", r.output, re.M).group(1))
+    assert total - jobs("simulate_") - jobs("workload_") < 100
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
 
 

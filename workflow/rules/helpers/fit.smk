@@ -16,8 +16,8 @@ def calibration_flags(variant=None):
     station = c["front_end_station"] != (variant == "other-front-end")
     low, high = c["step_ms_at_load"]
     return (
-        f"--saturation-rps {c['saturation_rps']} --seeds {words(config['seeds'])}"
-        + (f" --fit-seeds {config['seeds'][0]}" if variant == "first-seed" else "")
+        f"--saturation-rps {c['saturation_rps']} --seeds {words(ASR['seeds'])}"
+        + (f" --fit-seeds {ASR['seeds'][0]}" if variant == "first-seed" else "")
         + (f" --step-ms {low} {high}" if step else "")
         + (" --station" if station else "")
     )
