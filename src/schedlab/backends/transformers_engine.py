@@ -29,6 +29,7 @@ from schedlab.backends.step_log import RAW_COLUMNS
 from schedlab.backends.step_tables import step_table
 from schedlab.backends.transformers_scheduler import Recorder, installed, scheduler_factory
 from schedlab.builders.transformers_batching import FIFO
+from schedlab.compat.transformers import batching_config
 from schedlab.engine.arena import EngineConfig
 from schedlab.engine.core import RunResult
 from schedlab.engine.log import RequestLog
@@ -92,7 +93,6 @@ class Engine:
     def __init__(self, spec: TransformersSpec, policy: str | None = "fcfs", kappa: dict[str, float] | None = None,
                  net=None) -> None:
         from transformers import GenerationConfig
-        from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
         if policy is not None:
             registry.entry(policy, registry.QUEUE)  # fails early on an unknown name
@@ -105,7 +105,6 @@ class Engine:
             allow_block_sharing=False, use_async_batching=False, use_cuda_graph=spec.cuda_graphs,
             auto_switch_to_flash=False, cpu_offload_space=0.0, seed=spec.seed,
         )
-        self._config = ContinuousBatchingConfig
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -135,7 +134,8 @@ class Engine:
             return int(rid[i]), float(arrival[i]), float(sizes[i]), int(prompt[i])
 
         with installed(scheduler_factory(self.spec.order, recorder, policy, job)) as name:
-            manager = self.net.init_continuous_batching(self.generation, self._config(scheduler_type=name, **self.batching))
+            config = batching_config(scheduler_type=name, **self.batching)
+            manager = self.net.init_continuous_batching(self.generation, config)
             manager.warmup()  # the batch processor, and its CUDA graphs where they are on, before the clock starts
         processor = manager.batch_processor
         update = processor.update_batch

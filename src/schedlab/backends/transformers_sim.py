@@ -35,14 +35,15 @@ def stand_in_cache(limits, max_blocks_per_request: int = 0):
     sharing."""
     import torch
     from transformers import LlamaConfig
-    from transformers.generation.configuration_utils import ContinuousBatchingConfig
     from transformers.generation.continuous_batching.cache import PagedAttentionCache
     from transformers.generation.continuous_batching.distributed import DistributedHelper
+
+    from schedlab.compat.transformers import batching_config
 
     config = LlamaConfig(hidden_size=8, intermediate_size=8, num_hidden_layers=1, num_attention_heads=1,
                          num_key_value_heads=1, head_dim=8, vocab_size=64)
     config._attn_implementation = "flash_attention_2"  # its memory plan then sizes no attention masks
-    cb = ContinuousBatchingConfig(
+    cb = batching_config(
         page_size=limits.block_size, num_blocks=limits.kv_capacity_blocks, max_batch_tokens=limits.max_num_batched_tokens,
         max_requests_per_batch=limits.max_num_seqs, max_blocks_per_request=max_blocks_per_request,
         allow_block_sharing=False, use_async_batching=False, use_cuda_graph=False, max_memory_percent=0.9,
