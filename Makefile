@@ -13,7 +13,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
 
-.PHONY: install reproduce report test test-fast test-compat bench clean gpu-profile docs record-run
+.PHONY: install reproduce report test test-fast test-compat bench clean gpu-profile gpu-transformers docs record-run
 
 install: $(STAMP)
 
@@ -90,6 +90,11 @@ bench: $(STAMP)
 GPU_PYTHON ?= python3
 gpu-profile:
 	PYTHONPATH=src $(GPU_PYTHON) -m schedlab.latency.suite --device cuda:0 --out results/gpu-profile
+
+# The papers' queue policies in transformers' continuous-batching engine on one GPU (no venv
+# needed): the run shipped in src/schedlab/assets/transformers-runs/<hardware>/.
+gpu-transformers:
+	PYTHONPATH=src $(GPU_PYTHON) -m schedlab.backends.transformers_gpu --device cuda:0 --out results/gpu-transformers
 
 clean:
 	rm -rf results .snakemake site

@@ -643,6 +643,36 @@ if gpu_tables:
 
 
 # %% [markdown]
+# ## sim against transformers' engine on a GPU
+# The papers' queue policies in transformers' continuous-batching engine on one GPU, shipped with
+# the package where such a run was made (`make gpu-transformers`): `sim`, with transformers'
+# batching rules and the step-time model fitted on the engine's FCFS steps, replays every run of
+# the held-out policies and loads; the table gives its errors against the engine, the figure
+# each request's E2E under `sim` over the engine's.
+
+# %%
+from schedlab.fit.engine_runs import read_runs, reading, shipped_runs, sim_against_engine, spread
+
+gpu_runs = shipped_runs()
+if not gpu_runs:
+    print("No GPU run of transformers' engine is shipped with this package yet.")
+for hw_name, folder in gpu_runs.items():
+    runs = read_runs(folder)
+    errors, ratios = sim_against_engine(runs)
+    display(errors.set_index(["policy", "load"])[[c for c in errors if c.endswith("_err_pct")]].round(1))
+    display(spread(ratios).round(2))
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    groups = list(ratios.groupby(["policy", "load"]))
+    ax.boxplot([g["e2e_ratio"].to_numpy() for _, g in groups], showfliers=False)
+    ax.set_xticks(range(1, len(groups) + 1), [f"{p}\n{load:g}" for (p, load), _ in groups])
+    ax.axhline(1, color="grey", lw=0.8)
+    ax.set_ylabel("E2E, sim / engine")
+    ax.set_title(f"transformers' engine on {hw_name}: held-out policies and loads")
+    plt.show()
+    print(f"{hw_name} ({runs['provenance']['versions']['transformers']}): " + reading(errors))
+
+
+# %% [markdown]
 # ## This run's numbers
 # The simulators' agreement, and each served study's errors beside the engine's repeat spread,
 # written beside the manifest (`calibration.numbers.json`) for the pipeline's results page.

@@ -206,3 +206,25 @@ def test_the_client_heap_is_frozen_during_a_replay():
     with frozen_heap():
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0
+
+
+# -- transformers ---------------------------------------------------------------------------
+def test_transformers_batching_config_still_has_the_fields_schedlab_sets():
+    """Every field the transformers backends set exists in the installed release under its own
+    name or a known rename (5.17's block_size for 5.19's page_size), and the shim sets it."""
+    pytest.importorskip("transformers")
+    import dataclasses
+
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    from schedlab.compat.transformers import RENAMED, batching_config
+
+    known = {f.name for f in dataclasses.fields(ContinuousBatchingConfig)}
+    used = {"page_size": 16, "num_blocks": 64, "max_batch_tokens": 128, "max_requests_per_batch": 8,
+            "max_blocks_per_request": 0, "allow_block_sharing": False, "use_async_batching": False,
+            "use_cuda_graph": False, "cpu_offload_space": 0.0, "scheduler_type": "schedlab", "seed": 0}
+    missing = [n for n in used if n not in known and RENAMED.get(n) not in known]
+    assert not missing, missing
+    made = batching_config(**used)
+    assert getattr(made, "page_size", None) == 16 or getattr(made, "block_size", None) == 16
+    assert made.num_blocks == 64 and made.scheduler_type == "schedlab" and made.allow_block_sharing is False

@@ -1,5 +1,5 @@
 """``schedlab`` command line: data, workload, profile, fit, simulate, cluster, schedulers, collect, vllm-run,
-vllm-serve, slosa, ewsjf, slai, tournament, extensions."""
+vllm-serve, transformers-run, slosa, ewsjf, slai, tournament, extensions."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from schedlab.cli_types import (
     server_url,
     vllm_engine_args,
 )
-from schedlab.contracts import MAX_REPLICAS
+from schedlab.contracts import BATCHINGS, MAX_REPLICAS
 from schedlab.errors import SchedlabError
 from schedlab.io import check_paths, guard_inputs, read_json, write_json, write_outputs, write_parquet
 
@@ -304,6 +304,7 @@ def cmd_simulate(args) -> None:
             backend=args.backend,
             model=args.model,
             max_in_flight=args.max_in_flight,
+            batching=args.batching,
         )
         write_outputs({out_results: result.requests, out_summary: summary})
 
@@ -408,6 +409,22 @@ def cmd_vllm_run(args) -> None:
         wall_s=time.perf_counter() - t0,
     )
     write_outputs({args.out_results: result.requests, args.out_summary: summary})
+
+
+def cmd_transformers_run(args) -> None:
+    """A trace replayed through transformers' real engine (random weights) running a queue policy."""
+    from schedlab import registry
+    from schedlab.backends.transformers_engine import Engine, TransformersSpec, run_summary
+
+    registry.entry(args.policy, registry.QUEUE)  # fail early on an unknown name
+    spec = TransformersSpec(model=args.model, device=args.device, dtype=args.dtype, order=args.order,
+                            block_size=args.block_size, kv_capacity_blocks=args.kv_capacity_blocks,
+                            max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+                            seed=args.seed, threads=args.threads)
+    trace = _trace(args)
+    engine = Engine(spec, args.policy, _kappa(args.kappa))
+    result, summary, steps = run_summary(engine, trace, {"workload": args.workload, "rate": args.rate, "seed": args.seed})
+    write_outputs({args.out_results: result.requests, args.out_summary: summary, args.out_steps: steps})
 
 
 def cmd_vllm_serve(args) -> None:
@@ -548,8 +565,12 @@ def build_parser() -> argparse.ArgumentParser:
     fa.set_defaults(func=cmd_fit_apply)
 
     s = sub.add_parser("simulate", help="simulated runs of one policy, one per trace (schedlab's engine, or vLLM's scheduler)")
-    s.add_argument("--backend", choices=("sim", "vllm-sim"), default="sim",
-                   help="sim: schedlab's engine; vllm-sim: vLLM's real scheduler on a virtual clock")
+    s.add_argument("--backend", choices=("sim", "vllm-sim", "transformers-sim"), default="sim",
+                   help="sim: schedlab's engine; vllm-sim, transformers-sim: vLLM's or transformers' real scheduler "
+                        "on a virtual clock")
+    s.add_argument("--batching", choices=BATCHINGS, default="vllm",
+                   help="the batching rules a queue policy runs inside: vLLM v1's, or transformers' FIFO or "
+                        "prefill-first scheduler's (sim, transformers-sim)")
     _run_args(s, sweep=True)
     s.add_argument("--steptime", type=InputPath, required=True, nargs="+",
                    help="step-time JSON from `schedlab fit`: one for every run, or one per run")
@@ -563,6 +584,22 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
     vllm_engine_args(v, device=True)
     v.set_defaults(func=cmd_vllm_run)
+    tr = sub.add_parser("transformers-run", help="replay a trace through transformers' continuous-batching engine "
+                                                 "(random weights) running a queue policy")
+    _run_args(tr)
+    tr.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
+    tr.add_argument("--out-steps", type=OutputPath, required=True, help="the engine's steps (parquet, profile columns)")
+    g = tr.add_argument_group("transformers engine")
+    g.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
+    g.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    g.add_argument("--order", choices=("fifo", "prefill-first"), default="fifo",
+                   help="transformers' scheduler class the policy's waiting queue sits in")
+    g.add_argument("--block-size", type=_positive_int, default=16, help="tokens of a KV page")
+    g.add_argument("--kv-capacity-blocks", type=positive_number(int, 2**24), default=1024)
+    g.add_argument("--max-num-batched-tokens", type=_positive_int, default=256)
+    g.add_argument("--max-num-seqs", type=_positive_int, default=32, help="requests per step")
+    g.add_argument("--threads", type=_positive_int, help="torch threads on the CPU")
+    tr.set_defaults(func=cmd_transformers_run)
     vs = sub.add_parser("vllm-serve", help="start `vllm serve` with a policy and replay traces over HTTP")
     vs.add_argument("--scheduler", "--policy", dest="policy", required=True,
                     help="a registered queue policy (`schedlab schedulers`), e.g. fcfs, sjf, hrrn, adaptive")

