@@ -11,10 +11,10 @@ FLOP/s ``F`` and bandwidth ``B``::
 ``compute`` and ``bandwidth`` are the fractions of the peaks the pass kind achieves on its
 marginal work; ``floor`` is the time a pass of that kind takes whatever its work (kernel
 latencies and synchronisation), which does not scale with the peaks. The three are fitted by
-non-negative least squares on relative errors over the kind's passes on every shipped GPU at
-once, each pass with its own GPU's peaks, so the GPUs' different bandwidths tell the floor from
-the bytes' time. A fraction the fit leaves at zero cost is work hidden under the rest over the
-measured passes (a prefill's weight reads under its FLOPs). ``ratio`` is what that line
+least squares on relative errors over the kind's passes on every shipped GPU at once, each pass
+with its own GPU's peaks, so the GPUs' different bandwidths tell the floor from the bytes'
+time. Each fraction is at most 1 (no kernel runs above the peak), or its work costs nothing: it
+is hidden under the rest over the measured passes (a prefill's weight reads under its FLOPs). ``ratio`` is what that line
 leaves at each measured shape (measured over fitted time, the geometric mean over the GPUs
 that measured it), linear in log batch and log length between measured shapes and the nearest
 measured shape's outside them. A catalogue GPU then gets each pass's cost from its own peaks.
@@ -350,7 +350,7 @@ def transfer_errors(gpus=None) -> pd.DataFrame:
                     hardware(target), model_arch(model), *(g[f].to_numpy(float) for f in STEP_FEATURES),
                     n_prefill_seqs=np.where(prefill, g["batch"], 0), prefill_pairs=g[PREFILL_PAIRS].to_numpy(float))
                 out.append(g[key + ["time_s"]].assign(predicted_s=predicted, rule=RULES[0], source=source, target=target))
-            both = rows.join(src[["time_s", "roofline_s"]], on=key, rsuffix="_source", how="inner")
+            both = rows.merge(src[["time_s", "roofline_s"]].reset_index(), on=key, suffixes=("", "_source"))
             out.append(both[key + ["time_s"]].assign(
                 predicted_s=both["time_s_source"] * both["roofline_s"] / both["roofline_s_source"], rule=RULES[1],
                 source=source, target=target))
