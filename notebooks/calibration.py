@@ -670,13 +670,15 @@ print("A share of inf is work hidden under the rest of the pass over the measure
 transfer = transfer_errors()
 transfer_table = transfer_summary(transfer)
 display(transfer_table.round(3))
-fig, axes = plt.subplots(1, len(RULES), figsize=(11, 4), sharey=True)
+fig, axes = plt.subplots(1, len(RULES), figsize=(12, 4), sharey=True)
 for ax, rule in zip(axes, RULES):
     d = transfer[transfer["rule"] == rule]
-    sns.scatterplot(data=d.assign(ms=d["measured_s"] * 1e3, ratio=d["predicted_s"] / d["measured_s"]), x="ms", y="ratio",
-                    hue="phase", style="target", s=18, ax=ax)
+    d = d.assign(ms=d["measured_s"] * 1e3, ratio=d["predicted_s"] / d["measured_s"]).rename(
+        columns={"phase": "pass kind", "target": "GPU priced"})
+    sns.scatterplot(data=d, x="ms", y="ratio", hue="pass kind", style="GPU priced", s=18, ax=ax, legend=ax is axes[-1])
     ax.axhline(1, color="grey", lw=0.8)
-    ax.set(xscale="log", xlabel="measured pass (ms)", ylabel="priced / measured", title=f"{rule}: each GPU from the other")
+    ax.set(xscale="log", xlabel="measured pass (ms)", ylabel="priced over measured time", title=f"{rule}: each GPU from the other")
+axes[-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
 save_figure(fig, figures_dir, "gpu_transfer")
 plt.show()
 ours_t = transfer_table[transfer_table["rule"] == RULES[0]].set_index("phase")
@@ -784,13 +786,24 @@ display(count_table)
 # %%
 said = []
 for paper in sorted({p for p, _ in tables}):
-    c_r, c_m = counts(tables[(paper, "roofline")]), counts(tables[(paper, "measured")])
-    judged = lambda c: c["predicted"][0] + c["changes"][0]
-    of = lambda c: c["predicted"][2] + c["changes"][1]
-    said.append(f"paper {paper}: {free.loc[paper, 'roofline']} free factors on the roofline, {free.loc[paper, 'measured']} on "
-                f"the measured costs; predicted numbers within 15 % or changes inside our band {judged(c_r)} of {of(c_r)} "
-                f"against {judged(c_m)} of {of(c_m)}")
-print("; ".join(said) + ".")
+    c = {s: counts(tables[(paper, s)]) for s in SOURCES}
+    n_free = {s: int(free.loc[paper, s]) for s in SOURCES}
+    said.append(f"paper {paper}: " + ", ".join(f"{n_free[s]} free factor{'s' * (n_free[s] != 1)} on the {s} costs" for s in SOURCES)
+                + "; predicted within 15 % " + " against ".join(f"{c[s]['predicted'][0]} of {c[s]['predicted'][2]}" for s in SOURCES)
+                + ("; changes inside our band " + " against ".join(f"{c[s]['changes'][0]} of {c[s]['changes'][1]}" for s in SOURCES)
+                   if c["roofline"]["changes"][1] else ""))
+print("; ".join(said) + " (each pair: the roofline's first).")
+# A factor on the measured costs whose interval holds 1 is what the GPU's measured passes explain.
+dimensionless = factors[(factors["steps from"] == "measured") & ~factors["free factor"].str.endswith("(s)")
+                        & (factors["free factor"] != "frontend_s")]
+held = dimensionless[(dimensionless["low"] <= 1) & (1 <= dimensionless["high"])]
+left = dimensionless.drop(held.index)
+print("On the measured costs, " + "; ".join(
+    [f"paper {r.paper}'s {r['free factor']} factor's interval {r.low:.2f}-{r.high:.2f} holds 1: the measured passes explain it"
+     for _, r in held.iterrows()]
+    + [f"paper {r.paper}'s {r['free factor']} factor is {r.value:.2f} ({r.low:.2f}-{r.high:.2f}): what the paper's engine "
+       "takes beyond the GPU's measured passes (its serving system; on a tensor-parallel GPU, the communication too)"
+       for _, r in left.iterrows()]) + ".")
 for source in SOURCES:
     rec = calibrations["A"][source]
     print(f"Paper A on the {source} costs: compute {rec['compute']:.2f}, memory {rec['memory']:.2f}, front end "
@@ -798,10 +811,9 @@ for source in SOURCES:
           + "".join(f"; its {name} factor is held at 1" for name in rec.get("at_peak", [])) + ".")
 chunks_m = tables[("C", "measured")]
 chunks_m = chunks_m[chunks_m["quantity"].str.startswith("batch time")]
-print("Paper C's chunk times predicted from the H100 and H200 passes on the RTX 6000 Ada: " + ", ".join(
-    f"{q.split()[4]} tokens {o:.1f} ms against the artifact's {p:.1f} ms ({e:+.0f} %)"
-    for q, o, p, e in zip(chunks_m["quantity"], chunks_m["ours"], chunks_m["paper"], chunks_m["error"])) + ".")
-
+print("Paper C's chunk times predicted on the RTX 6000 Ada from the H100 and H200 passes: " + ", ".join(
+    f"{c} tokens {o:.1f} ms against the artifact's {p:.1f} ms ({e:+.0f} %)"
+    for c, o, p, e in zip(MEASURED_CHUNKS, chunks_m["ours"], chunks_m["paper"], chunks_m["error"])) + ".")
 
 # %% [markdown]
 # ## sim against transformers' engine on a GPU
