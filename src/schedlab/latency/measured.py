@@ -86,7 +86,7 @@ def _shape(batch, length) -> np.ndarray:
     return np.column_stack([np.log(np.maximum(batch, 1.0)), np.log(np.maximum(length, 1.0))])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PassCost:
     """One model's cost of one pass kind, fitted on measured passes (module docstring):
     ``floor_s`` seconds, and the factors on the roofline's compute and memory times at the
@@ -200,7 +200,7 @@ def measured_model(model: str, gpus=None) -> str:
     return min(same, key=lambda m: abs(np.log(model_arch(m).decoder_params / arch.decoder_params)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MeasuredCosts:
     """The pass costs that price ``model``: the :class:`PassCost` of each kind measured for
     ``measured`` (the model itself or the nearest measured one), floors scaled per kind."""
@@ -228,6 +228,13 @@ class MeasuredCosts:
         cost, scale = self.kind(name)
         return cost.line(hw, flops, nbytes, scale) * cost.ratio(batch, length)
 
+    def _where(self, present: np.ndarray, name: str, hw: Hardware, flops, nbytes, batch, length) -> np.ndarray:
+        """:meth:`pass_time` where a step holds a pass of kind ``name`` (``present``), 0 elsewhere;
+        a kind no step holds is not priced (a decoder-only model has no encoder to price)."""
+        if not present.any():
+            return np.zeros(present.shape)
+        return np.where(present, self.pass_time(name, hw, flops, nbytes, batch, length), 0.0)
+
     def marginal(self, name: str, hw: Hardware, flops, nbytes) -> np.ndarray:
         """What work of ``flops`` and ``nbytes`` adds to a pass of kind ``name`` beyond its
         floor (no shape ratio): the part a mixed step's other part rides on."""
@@ -247,12 +254,9 @@ class MeasuredCosts:
         pre = roofline.work(arch, 0, n_pre, 0, 0, n_prefill_seqs=seqs, prefill_pairs=pairs)
         dec = roofline.work(arch, 0, 0, n_dec, ctx)
         weights = arch.decoder_params * FP16_BYTES
-        t_enc = np.where(n_enc > 0, self.pass_time("encoder", hw, enc["enc_flops"], enc["enc_bytes"], n_enc, 0), 0.0) \
-            if (n_enc > 0).any() else np.zeros(n_enc.shape)
-        t_pre = np.where(n_pre > 0, self.pass_time("prefill", hw, pre["dec_flops"], pre["dec_bytes"], seqs,
-                                                    n_pre / seqs), 0.0) if (n_pre > 0).any() else np.zeros(n_pre.shape)
-        t_dec = np.where(n_dec > 0, self.pass_time("decode", hw, dec["dec_flops"], dec["dec_bytes"], n_dec,
-                                                    ctx / np.maximum(n_dec, 1)), 0.0) if (n_dec > 0).any() else np.zeros(n_dec.shape)
+        t_enc = self._where(n_enc > 0, "encoder", hw, enc["enc_flops"], enc["enc_bytes"], n_enc, 0)
+        t_pre = self._where(n_pre > 0, "prefill", hw, pre["dec_flops"], pre["dec_bytes"], seqs, n_pre / seqs)
+        t_dec = self._where(n_dec > 0, "decode", hw, dec["dec_flops"], dec["dec_bytes"], n_dec, ctx / np.maximum(n_dec, 1))
         mixed = (n_pre > 0) & (n_dec > 0)
         if mixed.any():
             ride_dec = self.marginal("decode", hw, dec["dec_flops"], dec["dec_bytes"] - weights)
