@@ -632,8 +632,9 @@ if gpu_tables:
                     "too high for these passes and the model fails there")
         rest = r["left for serving"]
         tail = (f"{rest:.1f}x is left for the serving system" if rest >= 1.05 else
-                f"the calibrated cost is {1 / rest:.1f}x below what these passes take, so the calibration credits "
-                f"the paper's engine with faster kernels than the ones measured here (still below the peak)" if rest <= 0.95 else
+                f"the calibrated cost is {1 / rest:.1f}x below what these passes take: the calibration asks the paper's "
+                f"engine for kernels that much faster than the ones measured here, which these measurements do not "
+                f"support" if rest <= 0.95 else
                 "the GPU explains all of it")
         return (f"paper {paper}'s {cost.split(' ')[0]} factor of {r['calibrated factor']:.2f}x: the GPU explains "
                 f"{r['GPU factor']:.2f}x and {tail}")

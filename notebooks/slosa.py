@@ -250,7 +250,7 @@ for key in served.index:
 print("Served G is above predicted G in "
       f"{(served[methods] >= predicted[methods]).to_numpy().mean():.0%} of cases. "
       + ("The mappers' ranking by predicted G carries over to served G in every case."
-         if not broken else f"The ranking carries over except in {len(broken)} cases: " + "; ".join(broken) + "."))
+         if not broken else f"The ranking carries over except in {len(broken)} case{'s' if len(broken) > 1 else ''}: " + "; ".join(broken) + "."))
 served.round(4)
 
 # %% [markdown]

@@ -139,9 +139,9 @@ def test_seed_changes_are_each_seeds_own_change_vs_fcfs():
                                (1, 20.0, "sjf", 150.0), (0, 25.0, "fcfs", 400.0), (0, 25.0, "sjf", 100.0),
                                (1, 25.0, "fcfs", 400.0), (1, 25.0, "sjf", 300.0)]]
     out = seed_changes(runs)
-    assert out.loc[("sjf", "p50_e2el_ms", 20.0)].tolist() == [-50.0, -37.5, -25.0, 2]
-    assert out.loc[("sjf", "p90_e2el_ms", 25.0), ["min", "max"]].tolist() == [-75.0, -25.0]
-    assert set(out.index.get_level_values("policy")) == {"sjf"}
+    assert out.loc[(20.0, "sjf"), "p50_e2el_ms"].tolist() == [-50.0, -25.0]
+    assert out.loc[(25.0, "sjf"), "p90_e2el_ms"].tolist() == [-75.0, -25.0]
+    assert out.index.names == ["rate", "policy", "seed"] and set(out.index.get_level_values("policy")) == {"sjf"}
 
 
 def test_save_figure_refuses_seaborn_default_facet_titles(tmp_path):
