@@ -656,6 +656,8 @@ if gpu_tables:
 # rule and by carrying each pass's measured fraction of the roofline to the other GPU as it is.
 
 # %%
+from schedlab.latency import shipped
+from schedlab.latency.efficiency import phase
 from schedlab.latency.measured import RULES, measured_costs, measured_passes, transfer_errors, transfer_summary
 
 passes = measured_passes()
@@ -665,7 +667,12 @@ lines = pd.DataFrame([{"model": m, "pass": k, "floor (ms)": c.floor_s * 1e3, "sh
                        "share of peak bandwidth": c.bandwidth, "passes": c.passes, "GPUs": ", ".join(c.gpus)}
                       for m in sorted(passes["model"].unique()) for k, c in measured_costs(m).costs.items()])
 display(lines.round(3))
-print("A share of inf is work hidden under the rest of the pass over the measured passes.")
+mixed_measured = sum(int((phase(shipped.read_shipped(h, m)) == "mixed").sum())
+                     for h in shipped.shipped_hardware() for m in shipped.shipped_models(h))
+print(f"A share of inf is work hidden under the rest of the pass over the measured passes. The shipped tables hold "
+      f"{len(passes)} encoder passes, prefills and decode steps and {mixed_measured} mixed steps: "
+      + ("a mixed step is priced from its parts (docs/calibration.md), not measured." if not mixed_measured else
+         "mixed steps are priced from their parts (docs/calibration.md), not fitted on them."))
 
 # %%
 transfer = transfer_errors()
