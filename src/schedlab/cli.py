@@ -140,6 +140,10 @@ def cmd_profile(args) -> None:
         from schedlab.latency.roofline import profile
 
         table = profile(hardware(args.hardware), model_arch(args.model))
+    elif args.source == "measured":
+        from schedlab.latency.measured import profile
+
+        table = profile(hardware(args.hardware), model_arch(args.model))
     elif args.source == "vllm":
         from schedlab.backends.vllm_profile import profile
 
@@ -500,10 +504,10 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--out", type=OutputPath, nargs="+", required=True, help="one parquet per rate")
     w.set_defaults(func=cmd_workload)
 
-    pr = sub.add_parser("profile", help="a latency profile table (roofline, timed torch passes or vLLM steps, "
-                                         "or a GPU profile shipped with the package)")
-    pr.add_argument("--source", choices=("roofline", "torch", "vllm", "shipped"), required=True)
-    pr.add_argument("--hardware", default="A100-40GB", help="catalogue device (roofline, shipped)")
+    pr = sub.add_parser("profile", help="a latency profile table (roofline, the passes measured on the shipped GPUs, "
+                                         "timed torch passes or vLLM steps, or a GPU profile shipped with the package)")
+    pr.add_argument("--source", choices=("roofline", "measured", "torch", "vllm", "shipped"), required=True)
+    pr.add_argument("--hardware", default="A100-40GB", help="catalogue device (roofline, measured, shipped)")
     pr.add_argument("--model", required=True)
     pr.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per point (torch)")
     pr.add_argument("--device", default="cpu", help="device, e.g. cpu or cuda:0 (torch, vllm)")

@@ -23,7 +23,7 @@ rule fit_steptime:
     log:
         f"{RESULTS}/logs/fit/steptime/{{source}}/{{hardware}}/{{model}}.log",
     wildcard_constraints:
-        source="roofline|torch|vllm",
+        source="roofline|measured|torch|vllm",
     conda:
         SIM_ENV
     shell:

@@ -50,9 +50,10 @@ def cmd_pools(args) -> None:
 
 def cmd_steptime(args) -> None:
     from schedlab.latency.catalogue import hardware, model_arch
-    from schedlab.fit.steptime import roofline_grid_steptime
+    from schedlab.fit.steptime import measured_grid_steptime, roofline_grid_steptime
 
-    roofline_grid_steptime(hardware(args.hardware), model_arch(args.model)).save(args.out)
+    fit = measured_grid_steptime if args.source == "measured" else roofline_grid_steptime
+    fit(hardware(args.hardware), model_arch(args.model)).save(args.out)
 
 
 def cmd_calibrate(args) -> None:
@@ -153,8 +154,11 @@ def add_commands(sub) -> None:
     p.add_argument("--long", type=OutputPath, required=True, help="parquet out, same columns")
     p.set_defaults(func=cmd_pools)
 
-    s = esub.add_parser("steptime", help="the engine's step-time model fitted to the roofline")
+    s = esub.add_parser("steptime", help="the engine's step-time model fitted to the roofline or to the passes "
+                                         "measured on the shipped GPUs")
     _engine_args(s)
+    s.add_argument("--source", choices=("roofline", "measured"), default="roofline",
+                   help="the step costs: the roofline's ideal curves, or the GPU's peaks at the measured fractions")
     s.add_argument("--out", type=OutputPath, required=True)
     s.set_defaults(func=cmd_steptime)
 

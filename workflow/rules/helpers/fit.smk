@@ -65,6 +65,8 @@ def calibration_notebook_inputs():
         "gpu_profiles": [str(shipped_path(h, m)) for h in config["profile"]["gpu"] for m in shipped_models(h)],
         "gpu_fits": [gpu_fit(h, m) for h in config["profile"]["gpu"] for m in shipped_models(h)],
         "slai_calibrated": f"{SLAI_DIR}/fit/calibrated.json",
+        # Each paper's calibration on the step costs from the measured GPU tables (measured.smk).
+        **measured_notebook_inputs(),
         # Paper A's reduced sweep on the Whisper engine beside sim and vllm-sim (its
         # runs are made when the sweep's backend is the engine: `--config backend=vllm`).
         **({"engine_asr": rules.collect_engine_asr.output[0]} if config["backend"] == "vllm" else {}),
