@@ -122,7 +122,7 @@ def test_the_papers_policies_register_from_the_checkout_where_schedlab_is_not_in
     pyproject.toml names, and paper B's EWSJF is there."""
     code = ("import importlib.metadata as m; m.entry_points = lambda **kw: []; "
             "from pathlib import Path; from schedlab import registry; "
-            "from schedlab.backends.transformers_gpu import register_checkout_plugins; "
+            "from schedlab.backends.transformers_study import register_checkout_plugins; "
             f"added = register_checkout_plugins(Path({str(ROOT)!r})); "
             "assert 'ewsjf' in added and registry.entry('ewsjf').kind == 'queue', added; print(added)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -171,7 +171,7 @@ def test_a_policy_orders_admissions_in_transformers_real_engine(policy, admitted
 def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("transformers-run")
     done = subprocess.run(
-        [sys.executable, "-m", "schedlab.backends.transformers_gpu", "--device", "cpu", "--model", "tiny-llama",
+        [sys.executable, "-m", "schedlab.backends.transformers_study", "--device", "cpu", "--model", "tiny-llama",
          "--dtype", "float32", "--requests", "16", "--prompt-median", "40", "--output-median", "12",
          "--max-num-batched-tokens", "128", "--kv-capacity-blocks", "256", "--threads", "1", "--out", str(out)],
         capture_output=True, text=True, timeout=900)

@@ -1,5 +1,5 @@
 """``sim`` against transformers' real engine: a run folder of
-:mod:`schedlab.backends.transformers_gpu` (its traces, per-request results and steps), the
+:mod:`schedlab.backends.transformers_study` (its traces, per-request results and steps), the
 step-time model fitted on the fitted policy's steps, and ``sim`` (transformers' batching rules,
 :class:`~schedlab.builders.transformers_batching.TransformersBatching`) replaying every run of
 the held-out policies and loads with it: the errors per policy and load (P50 and P90 TTFT and
