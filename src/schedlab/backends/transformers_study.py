@@ -12,7 +12,8 @@ whose steps the step-time model is fitted, and the held-out policies (SJF, EWSJF
 two other loads. Written as each run finishes, in four files: ``traces.parquet`` (every run's
 trace), ``requests.parquet`` (per-request results), ``steps.parquet`` (every engine step: its
 composition and time, the profile columns) and ``provenance.json`` (device, versions, engine
-limits, loads, the probe's throughput, what a time budget left out). The run needs torch,
+limits, loads, the probe's throughput, each run's summary and the share of the machine's cores
+other processes kept busy meanwhile, what a time budget left out). The run needs torch,
 transformers, pandas, pyarrow, numba, scipy, statsmodels, PyYAML and pydantic
 (``PYTHONPATH=src`` on a machine without schedlab installed: the papers' policies are then
 registered from the checkout's ``pyproject.toml``).
@@ -26,6 +27,7 @@ import datetime as dt
 import importlib
 import importlib.metadata
 import json
+import os
 import platform
 import sys
 import time
@@ -35,6 +37,8 @@ import numpy as np
 import pandas as pd
 
 from schedlab import registry
+from schedlab.backends.host_counters import machine_busy_cpu_s
+from schedlab.builders.transformers_batching import FIFO, ORDERS
 from schedlab.cli_types import count, number, positive_number, seed
 from schedlab.errors import SchedlabError
 from schedlab.io import check_folder, write_outputs
@@ -98,9 +102,10 @@ def run(args, log=print) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     device_name = torch.cuda.get_device_name(args.device) if cuda else platform.processor() or "cpu"
-    spec = TransformersSpec(model=args.model, device=args.device, dtype=args.dtype, block_size=args.block_size,
-                            kv_capacity_blocks=args.kv_capacity_blocks, max_num_batched_tokens=args.max_num_batched_tokens,
-                            max_num_seqs=args.max_num_seqs, seed=args.seed, threads=args.threads)
+    spec = TransformersSpec(model=args.model, device=args.device, dtype=args.dtype, order=args.order,
+                            block_size=args.block_size, kv_capacity_blocks=args.kv_capacity_blocks,
+                            max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+                            seed=args.seed, threads=args.threads)
     max_tokens = min(model_arch(args.model).max_target_positions, spec.kv_capacity_blocks * spec.block_size)
     provenance = {
         "device": args.device, "device_name": device_name,
@@ -120,14 +125,19 @@ def run(args, log=print) -> dict:
 
     def one(policy: str, load: float, rate: float, trace: pd.DataFrame) -> dict:
         engine = Engine(spec, policy, net=net)
+        # other processes' share of the cores while the engine served: interference in its timings
+        wall, machine, own = time.monotonic(), machine_busy_cpu_s(), sum(os.times()[:2])
         result, summary, steps = run_summary(engine, trace, {"workload": "llm-lognormal", "rate": rate, "seed": args.seed})
+        foreign = (machine_busy_cpu_s() - machine) - (sum(os.times()[:2]) - own)
+        foreign_share = max(0.0, foreign) / ((time.monotonic() - wall) * (os.cpu_count() or 1))
         ident = {"policy": policy, "load": load, "rate": rate}
         tables["traces"].append(trace.assign(**ident))
         tables["requests"].append(result.requests.assign(**ident))
         tables["steps"].append(steps.assign(load=load))
         entry = {**ident, "requests": len(trace), "steps": int(result.steps), "wall_s": round(result.wall_s, 1),
                  "throughput_rps": summary["throughput_rps"], "p50_ttft_ms": summary["p50_ttft_ms"],
-                 "p50_e2el_ms": summary["p50_e2el_ms"], "preemptions": summary["preemptions"]}
+                 "p50_e2el_ms": summary["p50_e2el_ms"], "preemptions": summary["preemptions"],
+                 "foreign_cpu_share": round(foreign_share, 4)}
         provenance["runs"].append(entry)
         log(f"{policy} at load {load:g} ({rate:.2f} req/s): {entry}")
         _write(out, tables, provenance, started)
@@ -175,6 +185,8 @@ def main(argv=None) -> int:
     p.add_argument("--fit-loads", type=share, nargs="+", default=list(FIT_LOADS))
     p.add_argument("--held-out", nargs="+", default=list(HELD_OUT), help="queue policies held out of the fit")
     p.add_argument("--held-out-loads", type=share, nargs="+", default=list(HELD_OUT_LOADS))
+    p.add_argument("--order", choices=ORDERS, default=FIFO,
+                   help="transformers' scheduler class the policies' waiting queues sit in")
     p.add_argument("--block-size", type=positive, default=16)
     p.add_argument("--kv-capacity-blocks", type=positive, default=8192)
     p.add_argument("--max-num-batched-tokens", type=positive, default=2048)
