@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 from schedlab import registry  # noqa: E402
 from schedlab.backends.transformers_sim import run_transformers_sim  # noqa: E402
 from schedlab.builders.transformers_batching import (  # noqa: E402
-    ORDERS, ArrivalOrder, PolicyWaiting, TransformersBatching,
+    ORDERS, ArrivalOrder, PolicyWaiting, TransformersBatching, release_of,
 )
 from schedlab.engine import Arena, EngineConfig, run  # noqa: E402
 from schedlab.engine.steptime import StepTimeModel  # noqa: E402
@@ -29,6 +29,8 @@ from schedlab.simulate import serve  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 STEP = StepTimeModel(intercept=0.01, n_prefill_tokens=5e-5, n_decode=2e-4, ctx_tokens=1e-7, prefill_pairs=1e-9)
 QUEUE_POLICIES = registry.names(registry.QUEUE)
+#: The rules of the transformers release installed (`make test-compat` puts 5.17 first on the path).
+INSTALLED = release_of(__import__("transformers").__version__)
 
 
 def llm_trace(n: int = 80, seed: int = 0) -> pd.DataFrame:
@@ -52,7 +54,7 @@ def test_sim_equals_transformers_own_scheduler_on_a_virtual_clock(policy, order,
     arena = Arena(STEP, EngineConfig(kv_capacity_blocks=capacity, max_num_seqs=max_num_seqs,
                                      max_num_batched_tokens=256, block_size=16))
     made = None if policy is None else registry.make(policy, registry.Context(trace, arena), registry.QUEUE)
-    sim = run(trace, TransformersBatching(made, order), arena)
+    sim = run(trace, TransformersBatching(made, order, release=INSTALLED), arena)
     real = run_transformers_sim(trace, arena, policy=policy, order=order)
     for col in ("first_scheduled_s", "first_token_s", "finish_s", "max_gap_s"):
         np.testing.assert_allclose(real.requests[col], sim.requests[col], rtol=1e-9, atol=1e-9, err_msg=col)
@@ -61,6 +63,19 @@ def test_sim_equals_transformers_own_scheduler_on_a_virtual_clock(policy, order,
     if capacity < 1000:
         assert sim.requests["preemptions"].sum() > 0
         assert sim.peak_kv_blocks <= capacity and real.peak_kv_blocks <= capacity
+
+
+def test_the_expected_transformers_release_is_the_one_imported():
+    """`make test-compat` puts transformers 5.17 first on the path and says so
+    (SCHEDLAB_EXPECT_TRANSFORMERS); the equality tests above ran on it only if this passes."""
+    import os
+
+    import transformers
+
+    expected = os.environ.get("SCHEDLAB_EXPECT_TRANSFORMERS")
+    if expected is None:
+        pytest.skip("not a compatibility run (SCHEDLAB_EXPECT_TRANSFORMERS unset)")
+    assert transformers.__version__ == expected and INSTALLED == release_of(expected)
 
 
 def test_a_step_budget_splits_prompts_as_transformers_does():
@@ -219,3 +234,4 @@ def test_sim_fitted_on_fcfs_steps_follows_the_real_engine_on_held_out_policies(d
     err = errors[[c for c in errors if c.endswith("_err_pct")]].abs().to_numpy()
     assert np.median(err) < 35, reading(errors) + "\n" + spread(ratios).to_string()
     assert (errors["throughput_rps_err_pct"].abs() < 40).all(), errors.to_string()
+

@@ -125,6 +125,7 @@ def run(args, log=print) -> dict:
 
     def one(policy: str, load: float, rate: float, trace: pd.DataFrame) -> dict:
         engine = Engine(spec, policy, net=net)
+        provenance["engine"]["blocks_per_sector"] = engine.blocks_per_sector
         # other processes' share of the cores while the engine served: interference in its timings
         wall, machine, own = time.monotonic(), machine_busy_cpu_s(), sum(os.times()[:2])
         result, summary, steps = run_summary(engine, trace, {"workload": "llm-lognormal", "rate": rate, "seed": args.seed})

@@ -60,9 +60,10 @@ def sim_against_engine(runs: dict, step_time=None) -> tuple[pd.DataFrame, pd.Dat
     metric (one row a run, columns ``<metric>_engine``, ``<metric>_sim``, ``<metric>_err_pct``,
     and the run's ``foreign_cpu_share`` where the study recorded it); and per request, ``sim``'s
     E2E over the engine's (``e2e_ratio``). ``sim`` runs the queue policy inside transformers'
-    scheduler class of the engine's order, with the engine's limits."""
+    scheduler class of the engine's order, with the engine's limits, by the rules of the
+    transformers release the engine ran."""
     from schedlab import registry
-    from schedlab.builders.transformers_batching import TransformersBatching
+    from schedlab.builders.transformers_batching import TransformersBatching, release_of
     from schedlab.engine import Arena, EngineConfig, run
     from schedlab.engine.gaps import GapHistogram
     from schedlab.metrics import summarize
@@ -70,6 +71,7 @@ def sim_against_engine(runs: dict, step_time=None) -> tuple[pd.DataFrame, pd.Dat
     prov = runs["provenance"]
     step_time = step_time or fitted_steps(runs)
     eng = prov["engine"]
+    release = release_of(prov["versions"]["transformers"])  # sim schedules as the engine's release did
     limits = EngineConfig(max_num_seqs=eng["max_num_seqs"], max_num_batched_tokens=eng["max_num_batched_tokens"],
                           block_size=eng["block_size"], kv_capacity_blocks=eng["kv_capacity_blocks"])
     arena = Arena(step_time, limits)
@@ -79,7 +81,8 @@ def sim_against_engine(runs: dict, step_time=None) -> tuple[pd.DataFrame, pd.Dat
     for (policy, load), trace in held.groupby(["policy", "load"], sort=False):
         trace = trace.drop(columns=["policy", "load", "rate"]).reset_index(drop=True)
         made = registry.make(policy, registry.Context(trace, arena), registry.QUEUE)
-        batching = TransformersBatching(made, eng["order"], max_blocks_per_request=eng["max_blocks_per_request"])
+        batching = TransformersBatching(made, eng["order"], max_blocks_per_request=eng["max_blocks_per_request"],
+                                        release=release)
         sim = run(trace, batching, arena).requests
         real = runs["requests"]
         real = real[(real["policy"] == policy) & (real["load"] == load)].reset_index(drop=True)
