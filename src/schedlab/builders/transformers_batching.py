@@ -61,6 +61,18 @@ RELEASES = ("5.19", "5.17")
 SAFETY_MARGIN = {FIFO: 0.15, PREFILL_FIRST: 0.0}
 
 
+def check_order(order: str) -> None:
+    """Refuse an ``order`` that names no scheduler class of transformers'."""
+    if order not in ORDERS:
+        raise SchedlabError(f"unknown transformers scheduler order {order!r}; choose {' or '.join(ORDERS)}")
+
+
+def order_of(batching: str) -> str:
+    """The scheduler class that a ``--batching`` of transformers' names: ``transformers`` its
+    FIFO class, ``transformers-prefill-first`` its prefill-first one."""
+    return PREFILL_FIRST if batching == f"transformers-{PREFILL_FIRST}" else FIFO
+
+
 class ArrivalOrder(Policy):
     """transformers' own waiting order: requests in the order they are added (arrivals, and a
     soft-reset request when it comes back); the engine picks its victims itself."""
@@ -131,8 +143,7 @@ class TransformersBatching(Scheduler):
     def __init__(self, policy: Policy | None = None, order: str = FIFO, safety_margin: float | None = None,
                  max_requests_per_batch: int | None = None, max_blocks_per_request: int = 0,
                  release: str = RELEASES[0]) -> None:
-        if order not in ORDERS:
-            raise SchedlabError(f"unknown transformers scheduler order {order!r}; choose {' or '.join(ORDERS)}")
+        check_order(order)
         if release not in RELEASES:
             raise SchedlabError(f"transformers {release}'s scheduling is not modelled; choose {' or '.join(RELEASES)}")
         self.release = release
