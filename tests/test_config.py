@@ -274,6 +274,7 @@ def test_the_schema_names_no_scheduler():
     (("tournament", "entrants"), "lifo", "tournament: entrants: unknown scheduler 'lifo'"),
     (("slai", "routing", "routers"), "nearest", "slai: routing.routers: unknown router 'nearest'; known: random"),
     (("transformers", "held_out"), "sarathi-fcfs", "transformers: held_out: scheduler 'sarathi-fcfs' is a batch builder"),
+    (("transformers", "held_out"), "slo-sa", "transformers: held_out: 'slo-sa' plans with a step-time model"),
 ])
 def test_dry_run_checks_scheduler_names_against_the_registry(config, tmp_path, section, name, message):
     bad = copy.deepcopy(config)

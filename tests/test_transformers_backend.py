@@ -145,6 +145,16 @@ def test_the_papers_policies_register_from_the_checkout_where_schedlab_is_not_in
 
 
 # -- the real engine on the CPU ----------------------------------------------------------------
+def test_the_real_engine_refuses_a_policy_that_plans_with_a_step_time_model():
+    """slo-sa plans with the engine's step-time model, which a real engine does not have: one
+    clear error, before any model is made."""
+    from schedlab.backends.transformers_engine import Engine, TransformersSpec
+
+    with pytest.raises(SchedlabError, match="'slo-sa' needs the engine's step-time model"):
+        Engine(TransformersSpec(model="no-such-model"), "slo-sa")
+
+
+
 def _burst_then_stream() -> pd.DataFrame:
     """Four requests at once, then three arriving one by one."""
     return pd.DataFrame({"request_id": range(7), "arrival_s": [0, 0, 0, 0, 0.5, 0.6, 0.7],
@@ -179,6 +189,17 @@ def test_a_policy_orders_admissions_in_transformers_real_engine(policy, admitted
     assert raw["n_decode"].sum() == (trace["output_tokens"] - 1).sum()
     assert (raw["n_prefill_tokens"] <= 64).all() and (raw["t_update"] >= raw["t_schedule"]).all()
     assert raw["t_schedule"].is_monotonic_increasing and not raw["busy_after"].iloc[-1]
+
+
+def test_the_study_refuses_a_policy_the_engine_cannot_run_before_any_run(tmp_path, capsys):
+    """One line and exit 2, before a model is made or a file written."""
+    from schedlab.backends.transformers_study import main
+
+    out = tmp_path / "run"
+    assert main(["--device", "cpu", "--out", str(out), "--held-out", "sjf", "slo-sa"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: queue policy 'slo-sa' needs the engine's step-time model and "
+                                               "limits, which transformers' real engine does not give it")
+    assert not out.exists()
 
 
 # -- the prepared GPU run, dry-run on the CPU --------------------------------------------------

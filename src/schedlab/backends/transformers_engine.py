@@ -98,6 +98,14 @@ def load_model(spec: TransformersSpec):
     return net.eval()
 
 
+def check_policy(name: str) -> None:
+    """Refuse ``name`` unless it is a registered queue policy that the real engine can run: one
+    that plans with the engine's step-time model and limits (its arena) cannot."""
+    if "arena" in registry.entry(name, registry.QUEUE).needs:
+        raise SchedlabError(f"queue policy {name!r} needs the engine's step-time model and limits, which "
+                            "transformers' real engine does not give it")
+
+
 class Engine:
     """A started engine of ``spec`` whose scheduler runs the registered queue ``policy`` (or,
     without one, transformers' own class of ``spec.order``); :meth:`replay` serves one trace."""
@@ -107,7 +115,7 @@ class Engine:
         from transformers import GenerationConfig
 
         if policy is not None:
-            registry.entry(policy, registry.QUEUE)  # fails early on an unknown name
+            check_policy(policy)
         self.spec, self.policy_name, self.kappa = spec, policy, kappa or {}
         self.net = net if net is not None else load_model(spec)
         self.generation = GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0, max_new_tokens=16)

@@ -199,8 +199,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         args.plugins = register_checkout_plugins(Path(__file__).resolve().parents[3])
+        from schedlab.backends.transformers_engine import check_policy
+
         for name in ("fcfs", *args.held_out):
-            registry.entry(name, registry.QUEUE)  # fail early on an unknown name
+            check_policy(name)  # fail before any run
         check_folder(args.out)
         run(args, log=lambda s: print(s, flush=True))
     except SchedlabError as e:
