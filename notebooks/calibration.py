@@ -656,6 +656,7 @@ if not transformers_runs:
 for folder in transformers_runs:
     runs = read_runs(folder)
     prov = runs["provenance"]
+    device = prov["device_name"] if prov["hardware"] is None else f"{prov['device_name']} ({prov['hardware']})"
     errors, ratios = sim_against_engine(runs)
     by_run = errors.set_index(["policy", "load"])
     display(pd.concat({METRIC_WORDS[m]: by_run[[f"{m}_engine", f"{m}_sim", f"{m}_err_pct"]].set_axis(
@@ -674,11 +675,11 @@ for folder in transformers_runs:
     box.set_xticks(range(1, len(groups) + 1), [f"{p}\n{load:g}" for (p, load), _ in groups], fontsize=7)
     box.axhline(1, color="grey", lw=0.8)
     box.set(title="each request's E2E", ylabel="sim / engine")
-    fig.suptitle(f"transformers' engine on {prov['device_name']} ({folder.name}): held-out policies and loads")
+    fig.suptitle(f"transformers' engine on {device}: held-out policies and loads")
     fig.tight_layout()
     save_figure(fig, figures_dir, f"transformers_vs_sim_{folder.name}")
     plt.show()
-    print(f"{folder.name} ({prov['device_name']}, transformers {prov['versions']['transformers']}): " + reading(errors))
+    print(f"{device}, transformers {prov['versions']['transformers']}: " + reading(errors))
 
 
 # %% [markdown]

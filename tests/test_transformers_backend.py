@@ -256,3 +256,47 @@ def test_sim_fitted_on_fcfs_steps_follows_the_real_engine_on_held_out_policies(d
     assert np.median(err) < 35, reading(errors) + "\n" + spread(ratios).to_string()
     assert (errors["throughput_rps_err_pct"].abs() < 40).all(), errors.to_string()
 
+
+# -- the pipeline's transformers option ------------------------------------------------------
+@pytest.mark.slow
+def test_the_tiny_configuration_with_the_transformers_option_renders_the_calibration_notebook(tmp_path):
+    """The tiny configuration with `transformers.enabled`: the study runs on the CPU (a probe,
+    FCFS at the fit's loads, the held-out policies at theirs, the same trace for every policy at
+    a load), and the calibration notebook renders sim against it, with its figure and its
+    reading of the held-out runs."""
+    import yaml
+    from test_pipeline import workflow_copy
+
+    work, env = workflow_copy(tmp_path)
+    config = yaml.safe_load((work / ".test" / "config.yaml").read_text())
+    config["transformers"]["enabled"] = True
+    (work / ".test" / "transformers.yaml").write_text(yaml.safe_dump(config))
+    results = work / config["results"]
+    done = subprocess.run(["snakemake", "--cores", "2", "--configfile", ".test/transformers.yaml", "--quiet", "rules",
+                           "--", f"{config['results']}/notebooks/calibration.html"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=2400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    t = config["transformers"]
+    from schedlab.fit.engine_runs import read_runs
+
+    runs = read_runs(results / "runs" / "transformers" / "cpu")
+    plan = [("fcfs", float("inf")), *[("fcfs", x) for x in t["fit_loads"]],
+            *[(p, x) for p in t["held_out"] for x in t["held_out_loads"]]]
+    assert [(r["policy"], r["load"]) for r in runs["provenance"]["runs"]] == plan
+    assert all(0 <= r["foreign_cpu_share"] <= 1 for r in runs["provenance"]["runs"])
+    assert len(runs["requests"]) == len(plan) * t["requests"] and runs["requests"]["finish_s"].notna().all()
+    held = runs["traces"][runs["traces"]["policy"].isin(t["held_out"])]
+    cols = ["arrival_s", "prompt_tokens", "output_tokens"]
+    for _, at_load in held.groupby("load"):
+        per_policy = [g[cols].reset_index(drop=True) for _, g in at_load.groupby("policy")]
+        assert len(per_policy) == len(t["held_out"])
+        for other in per_policy[1:]:
+            pd.testing.assert_frame_equal(other, per_policy[0])
+    nb = json.loads((results / "notebooks" / "calibration.ipynb").read_text())
+    assert not [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    text = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+    n_held = len(t["held_out"]) * len(t["held_out_loads"])
+    version = runs["provenance"]["versions"]["transformers"]
+    assert f"cpu, transformers {version}: Over {n_held} held-out runs, sim's median absolute error of P50 and" in text
+    assert (results / "figures" / "calibration" / "transformers_vs_sim_cpu.png").stat().st_size > 10_000
