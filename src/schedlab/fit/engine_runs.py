@@ -32,9 +32,10 @@ def shipped_runs() -> dict[str, Path]:
 
 def read_runs(folder: str | Path) -> dict:
     """A run folder's tables and provenance."""
+    from schedlab.backends.transformers_study import FILES
+
     folder = Path(folder)
-    missing = [f for f in ("traces.parquet", "requests.parquet", "steps.parquet", "provenance.json")
-               if not (folder / f).exists()]
+    missing = [f for f in FILES if not (folder / f).exists()]
     if missing:
         raise SchedlabError(f"{folder}: not a transformers run folder (missing {', '.join(missing)})")
     return {"traces": pd.read_parquet(folder / "traces.parquet"), "requests": pd.read_parquet(folder / "requests.parquet"),
