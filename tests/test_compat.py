@@ -209,22 +209,24 @@ def test_the_client_heap_is_frozen_during_a_replay():
 
 
 # -- transformers ---------------------------------------------------------------------------
-def test_transformers_batching_config_still_has_the_fields_schedlab_sets():
-    """Every field the transformers backends set exists in the installed release under its own
-    name or a known rename (5.17's block_size for 5.19's page_size), and the shim sets it."""
+def test_transformers_continuous_batching_still_takes_what_schedlab_sets():
+    """On the installed release: the real engine's batching config holds every field schedlab
+    sets, under that release's names; the stand-in cache of transformers-sim holds the blocks,
+    pages and token budget asked for, and the shims read its free blocks and its cache-read
+    budget; a field no release has is refused, not dropped."""
     pytest.importorskip("transformers")
-    import dataclasses
+    from schedlab.backends.transformers_engine import TransformersSpec, engine_batching
+    from schedlab.backends.transformers_sim import stand_in_cache
+    from schedlab.compat.transformers import batching_config, free_blocks, read_budget
+    from schedlab.errors import SchedlabError
 
-    from transformers.generation.configuration_utils import ContinuousBatchingConfig
-
-    from schedlab.compat.transformers import RENAMED, batching_config
-
-    known = {f.name for f in dataclasses.fields(ContinuousBatchingConfig)}
-    used = {"page_size": 16, "num_blocks": 64, "max_batch_tokens": 128, "max_requests_per_batch": 8,
-            "max_blocks_per_request": 0, "allow_block_sharing": False, "use_async_batching": False,
-            "use_cuda_graph": False, "cpu_offload_space": 0.0, "scheduler_type": "schedlab", "seed": 0}
-    missing = [n for n in used if n not in known and RENAMED.get(n) not in known]
-    assert not missing, missing
-    made = batching_config(**used)
-    assert getattr(made, "page_size", None) == 16 or getattr(made, "block_size", None) == 16
-    assert made.num_blocks == 64 and made.scheduler_type == "schedlab" and made.allow_block_sharing is False
+    spec = TransformersSpec(block_size=16, kv_capacity_blocks=64, max_num_batched_tokens=128, max_num_seqs=8)
+    made = batching_config(scheduler_type="schedlab", **engine_batching(spec))
+    assert (made.page_size if hasattr(made, "page_size") else made.block_size) == 16
+    assert (made.num_blocks, made.max_batch_tokens, made.max_requests_per_batch) == (64, 128, 8)
+    assert made.scheduler_type == "schedlab" and made.allow_block_sharing is False and made.use_async_batching is False
+    cache, _, _ = stand_in_cache(spec.limits)
+    assert cache.num_blocks == free_blocks(cache) == 64 and cache.max_batch_tokens == 128
+    assert read_budget(cache) == 64 * 16
+    with pytest.raises(SchedlabError, match="has no field 'pages'"):
+        batching_config(pages=16)

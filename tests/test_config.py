@@ -275,6 +275,8 @@ def test_the_schema_names_no_scheduler():
     (("vllm", "asr", "policies"), "sarathi-fcfs", "vllm.asr.policies: scheduler 'sarathi-fcfs' is a batch builder, not a queue"),
     (("tournament", "entrants"), "lifo", "tournament: entrants: unknown scheduler 'lifo'"),
     (("slai", "routing", "routers"), "nearest", "slai: routing.routers: unknown router 'nearest'; known: random"),
+    (("transformers", "held_out"), "sarathi-fcfs", "transformers: held_out: scheduler 'sarathi-fcfs' is a batch builder"),
+    (("transformers", "held_out"), "slo-sa", "transformers: held_out: 'slo-sa' plans with a step-time model"),
 ])
 def test_dry_run_checks_scheduler_names_against_the_registry(config, tmp_path, section, name, message):
     bad = copy.deepcopy(config)
@@ -404,3 +406,41 @@ def test_the_readmes_paper_c_on_vllm_sim_line_plans_paper_cs_jobs_on_vllm_sim(tm
     stats = out[out.index("Job stats"):]
     assert int(re.search(r"^total\s+(\d+)", stats, re.M).group(1)) == 16
     assert re.search(r"schedlab slai sweep .*--backend vllm-sim", out)
+
+
+# -- transformers' engine on the CPU (the `transformers` option) ------------------------------
+def test_the_transformers_option_plans_one_cpu_run_that_the_calibration_notebook_reads(config, tmp_path):
+    """Off (as shipped), no job starts transformers' engine and the calibration notebook reads no
+    run of it; on, one job runs the held-out study on the CPU with the section's settings, on the
+    whole machine, and the notebook reads its folder; an encoder-decoder model is refused in one
+    line before any job."""
+    import shlex
+
+    for name in ("off", "on", "bad"):
+        (tmp_path / name).mkdir()
+    off = _dry_run("--configfile", _write(tmp_path / "off", config), "-p")
+    assert off.returncode == 0, off.output[-3000:]
+    assert "transformers_study" not in off.output and "runs/transformers" not in off.output
+
+    on = copy.deepcopy(config)
+    on["transformers"]["enabled"] = True
+    results = tmp_path / "on" / "results"
+    r = _dry_run("--configfile", _write(tmp_path / "on", on), "-p", "--cores", "2")
+    assert r.returncode == 0, r.output[-3000:]
+    assert re.search(r"^transformers_study\s+1\s*$", r.output, re.M), r.output[-3000:]
+    (line,) = [ln for ln in r.output.splitlines() if "schedlab.backends.transformers_study" in ln]
+    words = shlex.split(line.removeprefix("Shell command: ").split(">")[0])
+    flag = lambda name, n=1: words[words.index(name) + 1: words.index(name) + 1 + n]  # noqa: E731
+    t = config["transformers"]
+    assert flag("--device") == ["cpu"] and flag("--model") == [t["model"]] and flag("--budget-s") == ["inf"]
+    assert flag("--held-out", len(t["held_out"])) == t["held_out"] and flag("--threads") == ["2"]
+    assert flag("--requests") == [str(t["requests"])] and flag("--order") == [t["engine"]["order"]]
+    assert flag("--out") == [str(results / "runs" / "transformers" / "cpu")]
+    (notebook,) = [b for b in r.output.split("\n\n") if "rule notebook:" in b and "calibration.html" in b]
+    assert str(results / "runs" / "transformers" / "cpu") in notebook
+
+    bad = copy.deepcopy(on)
+    bad["transformers"]["model"] = "whisper-tiny"
+    r = _dry_run("--configfile", _write(tmp_path / "bad", bad))
+    assert r.returncode == 2
+    assert "config: transformers: model 'whisper-tiny' is an encoder-decoder model" in r.output, r.output[-2000:]

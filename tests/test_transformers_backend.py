@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 from schedlab import registry  # noqa: E402
 from schedlab.backends.transformers_sim import run_transformers_sim  # noqa: E402
 from schedlab.builders.transformers_batching import (  # noqa: E402
-    ORDERS, ArrivalOrder, PolicyWaiting, TransformersBatching,
+    ORDERS, ArrivalOrder, PolicyWaiting, TransformersBatching, release_of,
 )
 from schedlab.engine import Arena, EngineConfig, run  # noqa: E402
 from schedlab.engine.steptime import StepTimeModel  # noqa: E402
@@ -29,6 +29,8 @@ from schedlab.simulate import serve  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 STEP = StepTimeModel(intercept=0.01, n_prefill_tokens=5e-5, n_decode=2e-4, ctx_tokens=1e-7, prefill_pairs=1e-9)
 QUEUE_POLICIES = registry.names(registry.QUEUE)
+#: The rules of the transformers release installed (`make test-compat` puts 5.17 first on the path).
+INSTALLED = release_of(__import__("transformers").__version__)
 
 
 def llm_trace(n: int = 80, seed: int = 0) -> pd.DataFrame:
@@ -52,7 +54,7 @@ def test_sim_equals_transformers_own_scheduler_on_a_virtual_clock(policy, order,
     arena = Arena(STEP, EngineConfig(kv_capacity_blocks=capacity, max_num_seqs=max_num_seqs,
                                      max_num_batched_tokens=256, block_size=16))
     made = None if policy is None else registry.make(policy, registry.Context(trace, arena), registry.QUEUE)
-    sim = run(trace, TransformersBatching(made, order), arena)
+    sim = run(trace, TransformersBatching(made, order, release=INSTALLED), arena)
     real = run_transformers_sim(trace, arena, policy=policy, order=order)
     for col in ("first_scheduled_s", "first_token_s", "finish_s", "max_gap_s"):
         np.testing.assert_allclose(real.requests[col], sim.requests[col], rtol=1e-9, atol=1e-9, err_msg=col)
@@ -61,6 +63,19 @@ def test_sim_equals_transformers_own_scheduler_on_a_virtual_clock(policy, order,
     if capacity < 1000:
         assert sim.requests["preemptions"].sum() > 0
         assert sim.peak_kv_blocks <= capacity and real.peak_kv_blocks <= capacity
+
+
+def test_the_expected_transformers_release_is_the_one_imported():
+    """`make test-compat` puts transformers 5.17 first on the path and says so
+    (SCHEDLAB_EXPECT_TRANSFORMERS); the equality tests above ran on it only if this passes."""
+    import os
+
+    import transformers
+
+    expected = os.environ.get("SCHEDLAB_EXPECT_TRANSFORMERS")
+    if expected is None:
+        pytest.skip("not a compatibility run (SCHEDLAB_EXPECT_TRANSFORMERS unset)")
+    assert transformers.__version__ == expected and INSTALLED == release_of(expected)
 
 
 def test_a_step_budget_splits_prompts_as_transformers_does():
@@ -122,7 +137,7 @@ def test_the_papers_policies_register_from_the_checkout_where_schedlab_is_not_in
     pyproject.toml names, and paper B's EWSJF is there."""
     code = ("import importlib.metadata as m; m.entry_points = lambda **kw: []; "
             "from pathlib import Path; from schedlab import registry; "
-            "from schedlab.backends.transformers_gpu import register_checkout_plugins; "
+            "from schedlab.backends.transformers_study import register_checkout_plugins; "
             f"added = register_checkout_plugins(Path({str(ROOT)!r})); "
             "assert 'ewsjf' in added and registry.entry('ewsjf').kind == 'queue', added; print(added)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -130,6 +145,16 @@ def test_the_papers_policies_register_from_the_checkout_where_schedlab_is_not_in
 
 
 # -- the real engine on the CPU ----------------------------------------------------------------
+def test_the_real_engine_refuses_a_policy_that_plans_with_a_step_time_model():
+    """slo-sa plans with the engine's step-time model, which a real engine does not have: one
+    clear error, before any model is made."""
+    from schedlab.backends.transformers_engine import Engine, TransformersSpec
+
+    with pytest.raises(SchedlabError, match="'slo-sa' needs the engine's step-time model"):
+        Engine(TransformersSpec(model="no-such-model"), "slo-sa")
+
+
+
 def _burst_then_stream() -> pd.DataFrame:
     """Four requests at once, then three arriving one by one."""
     return pd.DataFrame({"request_id": range(7), "arrival_s": [0, 0, 0, 0, 0.5, 0.6, 0.7],
@@ -166,12 +191,23 @@ def test_a_policy_orders_admissions_in_transformers_real_engine(policy, admitted
     assert raw["t_schedule"].is_monotonic_increasing and not raw["busy_after"].iloc[-1]
 
 
+def test_the_study_refuses_a_policy_the_engine_cannot_run_before_any_run(tmp_path, capsys):
+    """One line and exit 2, before a model is made or a file written."""
+    from schedlab.backends.transformers_study import main
+
+    out = tmp_path / "run"
+    assert main(["--device", "cpu", "--out", str(out), "--held-out", "sjf", "slo-sa"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: queue policy 'slo-sa' needs the engine's step-time model and "
+                                               "limits, which transformers' real engine does not give it")
+    assert not out.exists()
+
+
 # -- the prepared GPU run, dry-run on the CPU --------------------------------------------------
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("transformers-run")
     done = subprocess.run(
-        [sys.executable, "-m", "schedlab.backends.transformers_gpu", "--device", "cpu", "--model", "tiny-llama",
+        [sys.executable, "-m", "schedlab.backends.transformers_study", "--device", "cpu", "--model", "tiny-llama",
          "--dtype", "float32", "--requests", "16", "--prompt-median", "40", "--output-median", "12",
          "--max-num-batched-tokens", "128", "--kv-capacity-blocks", "256", "--threads", "1", "--out", str(out)],
         capture_output=True, text=True, timeout=900)
@@ -219,3 +255,48 @@ def test_sim_fitted_on_fcfs_steps_follows_the_real_engine_on_held_out_policies(d
     err = errors[[c for c in errors if c.endswith("_err_pct")]].abs().to_numpy()
     assert np.median(err) < 35, reading(errors) + "\n" + spread(ratios).to_string()
     assert (errors["throughput_rps_err_pct"].abs() < 40).all(), errors.to_string()
+
+
+# -- the pipeline's transformers option ------------------------------------------------------
+@pytest.mark.slow
+def test_the_tiny_configuration_with_the_transformers_option_renders_the_calibration_notebook(tmp_path):
+    """The tiny configuration with `transformers.enabled`: the study runs on the CPU (a probe,
+    FCFS at the fit's loads, the held-out policies at theirs, the same trace for every policy at
+    a load), and the calibration notebook renders sim against it, with its figure and its
+    reading of the held-out runs."""
+    import yaml
+    from test_pipeline import workflow_copy
+
+    work, env = workflow_copy(tmp_path)
+    config = yaml.safe_load((work / ".test" / "config.yaml").read_text())
+    config["transformers"]["enabled"] = True
+    (work / ".test" / "transformers.yaml").write_text(yaml.safe_dump(config))
+    results = work / config["results"]
+    done = subprocess.run(["snakemake", "--cores", "2", "--configfile", ".test/transformers.yaml", "--quiet", "rules",
+                           "--", f"{config['results']}/notebooks/calibration.html"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=2400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    t = config["transformers"]
+    from schedlab.fit.engine_runs import read_runs
+
+    runs = read_runs(results / "runs" / "transformers" / "cpu")
+    plan = [("fcfs", float("inf")), *[("fcfs", x) for x in t["fit_loads"]],
+            *[(p, x) for p in t["held_out"] for x in t["held_out_loads"]]]
+    assert [(r["policy"], r["load"]) for r in runs["provenance"]["runs"]] == plan
+    assert all(0 <= r["foreign_cpu_share"] <= 1 for r in runs["provenance"]["runs"])
+    assert len(runs["requests"]) == len(plan) * t["requests"] and runs["requests"]["finish_s"].notna().all()
+    held = runs["traces"][runs["traces"]["policy"].isin(t["held_out"])]
+    cols = ["arrival_s", "prompt_tokens", "output_tokens"]
+    for _, at_load in held.groupby("load"):
+        per_policy = [g[cols].reset_index(drop=True) for _, g in at_load.groupby("policy")]
+        assert len(per_policy) == len(t["held_out"])
+        for other in per_policy[1:]:
+            pd.testing.assert_frame_equal(other, per_policy[0])
+    nb = json.loads((results / "notebooks" / "calibration.ipynb").read_text())
+    assert not [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    text = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []))
+    n_held = len(t["held_out"]) * len(t["held_out_loads"])
+    version = runs["provenance"]["versions"]["transformers"]
+    assert f"cpu, transformers {version}: Over {n_held} held-out runs, sim's median absolute error of P50 and" in text
+    assert (results / "figures" / "calibration" / "transformers_vs_sim_cpu.png").stat().st_size > 10_000

@@ -25,7 +25,7 @@ from schedlab.cli_types import (
     server_url,
     vllm_engine_args,
 )
-from schedlab.contracts import BATCHINGS, MAX_REPLICAS
+from schedlab.contracts import BATCHINGS, MAX_REPLICAS, SIMULATE_BACKENDS
 from schedlab.errors import SchedlabError
 from schedlab.io import check_paths, guard_inputs, read_json, write_json, write_outputs, write_parquet
 
@@ -569,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
     fa.set_defaults(func=cmd_fit_apply)
 
     s = sub.add_parser("simulate", help="simulated runs of one policy, one per trace (schedlab's engine, or vLLM's scheduler)")
-    s.add_argument("--backend", choices=("sim", "vllm-sim", "transformers-sim"), default="sim",
+    s.add_argument("--backend", choices=SIMULATE_BACKENDS, default="sim",
                    help="sim: schedlab's engine; vllm-sim, transformers-sim: vLLM's or transformers' real scheduler "
                         "on a virtual clock")
     s.add_argument("--batching", choices=BATCHINGS, default="vllm",

@@ -9,7 +9,7 @@ import time
 import pandas as pd
 
 from schedlab import registry
-from schedlab.contracts import BATCHINGS, SIM_BACKENDS
+from schedlab.contracts import BATCHINGS, SIMULATE_BACKENDS
 from schedlab.engine import Arena, ContinuousBatching, RunResult, run
 from schedlab.engine.scheduler import Scheduler
 from schedlab.errors import SchedlabError
@@ -34,9 +34,9 @@ def scheduler_for(name: str, trace: pd.DataFrame | None = None, arena: Arena | N
         return made
     if batching == "vllm":
         return ContinuousBatching(made)
-    from schedlab.builders.transformers_batching import PREFILL_FIRST, TransformersBatching
+    from schedlab.builders.transformers_batching import TransformersBatching, order_of
 
-    return TransformersBatching(made, PREFILL_FIRST if batching.endswith(PREFILL_FIRST) else "fifo")
+    return TransformersBatching(made, order_of(batching))
 
 
 def serve(
@@ -60,17 +60,17 @@ def serve(
     every ``sample_s``. ``max_in_flight`` caps the requests in flight at the client
     (:class:`~schedlab.workload.client.InFlightCap`, ``sim`` only); latencies then count from
     when each request is sent."""
-    if backend not in (*SIM_BACKENDS, "transformers-sim"):
-        raise SchedlabError(f"unknown simulation backend {backend!r}; choose sim, vllm-sim or transformers-sim")
+    if backend not in SIMULATE_BACKENDS:
+        raise SchedlabError(f"unknown simulation backend {backend!r}; choose {', '.join(SIMULATE_BACKENDS)}")
     if max_in_flight is not None and backend != "sim":
         raise SchedlabError("a cap on requests in flight runs on the sim backend only")
     if backend == "transformers-sim":
         from schedlab.backends.transformers_sim import run_transformers_sim
-        from schedlab.builders.transformers_batching import FIFO, PREFILL_FIRST
+        from schedlab.builders.transformers_batching import order_of
 
         registry.entry(scheduler, registry.QUEUE)  # transformers' engine takes a queue policy
-        order = PREFILL_FIRST if batching.endswith(PREFILL_FIRST) else FIFO
-        return run_transformers_sim(trace, arena, policy=scheduler, order=order, warmup_s=warmup_s, sample_s=sample_s)
+        return run_transformers_sim(trace, arena, policy=scheduler, order=order_of(batching), warmup_s=warmup_s,
+                                    sample_s=sample_s)
     if backend == "vllm-sim":
         from schedlab.backends.vllm_sim import run_vllm_sim
 

@@ -29,7 +29,7 @@ from schedlab.backends.step_log import RAW_COLUMNS
 from schedlab.backends.step_tables import step_table
 from schedlab.backends.transformers_scheduler import Recorder, installed, scheduler_factory
 from schedlab.builders.transformers_batching import FIFO
-from schedlab.compat.transformers import batching_config
+from schedlab.compat.transformers import batching_config, blocks_per_sector
 from schedlab.engine.arena import EngineConfig
 from schedlab.engine.core import RunResult
 from schedlab.engine.log import RequestLog
@@ -71,6 +71,18 @@ class TransformersSpec:
                             block_size=self.block_size, kv_capacity_blocks=self.kv_capacity_blocks)
 
 
+def engine_batching(spec: TransformersSpec) -> dict:
+    """The fields of transformers' continuous-batching config that ``spec`` sets (5.19's names,
+    :func:`~schedlab.compat.transformers.batching_config`): its limits, a synchronous engine
+    without block sharing or a CPU swap space, attention never switched."""
+    return dict(
+        page_size=spec.block_size, num_blocks=spec.kv_capacity_blocks, max_batch_tokens=spec.max_num_batched_tokens,
+        max_requests_per_batch=spec.max_num_seqs, max_blocks_per_request=spec.max_blocks_per_request,
+        allow_block_sharing=False, use_async_batching=False, use_cuda_graph=spec.cuda_graphs,
+        auto_switch_to_flash=False, cpu_offload_space=0.0, seed=spec.seed,
+    )
+
+
 def load_model(spec: TransformersSpec):
     """The spec's model with random weights made on its device (no copy on the host first)."""
     import torch
@@ -86,6 +98,14 @@ def load_model(spec: TransformersSpec):
     return net.eval()
 
 
+def check_policy(name: str) -> None:
+    """Refuse ``name`` unless it is a registered queue policy that the real engine can run: one
+    that plans with the engine's step-time model and limits (its arena) cannot."""
+    if "arena" in registry.entry(name, registry.QUEUE).needs:
+        raise SchedlabError(f"queue policy {name!r} needs the engine's step-time model and limits, which "
+                            "transformers' real engine does not give it")
+
+
 class Engine:
     """A started engine of ``spec`` whose scheduler runs the registered queue ``policy`` (or,
     without one, transformers' own class of ``spec.order``); :meth:`replay` serves one trace."""
@@ -95,16 +115,10 @@ class Engine:
         from transformers import GenerationConfig
 
         if policy is not None:
-            registry.entry(policy, registry.QUEUE)  # fails early on an unknown name
+            check_policy(policy)
         self.spec, self.policy_name, self.kappa = spec, policy, kappa or {}
         self.net = net if net is not None else load_model(spec)
         self.generation = GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0, max_new_tokens=16)
-        self.batching = dict(
-            page_size=spec.block_size, num_blocks=spec.kv_capacity_blocks, max_batch_tokens=spec.max_num_batched_tokens,
-            max_requests_per_batch=spec.max_num_seqs, max_blocks_per_request=spec.max_blocks_per_request,
-            allow_block_sharing=False, use_async_batching=False, use_cuda_graph=spec.cuda_graphs,
-            auto_switch_to_flash=False, cpu_offload_space=0.0, seed=spec.seed,
-        )
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -134,10 +148,15 @@ class Engine:
             return int(rid[i]), float(arrival[i]), float(sizes[i]), int(prompt[i])
 
         with installed(scheduler_factory(self.spec.order, recorder, policy, job)) as name:
-            config = batching_config(scheduler_type=name, **self.batching)
+            config = batching_config(scheduler_type=name, **engine_batching(self.spec))
             manager = self.net.init_continuous_batching(self.generation, config)
             manager.warmup()  # the batch processor, and its CUDA graphs where they are on, before the clock starts
         processor = manager.batch_processor
+        if processor.cache.num_blocks != self.spec.kv_capacity_blocks:  # sim is given the spec's limits
+            raise SchedlabError(f"transformers' engine made a cache of {processor.cache.num_blocks} blocks, not the "
+                                f"{self.spec.kv_capacity_blocks} asked for")
+        #: Blocks a sector of the engine's cache holds (sim counts blocks: one a sector is exact).
+        self.blocks_per_sector = sorted(blocks_per_sector(processor.cache))
         update = processor.update_batch
 
         def update_timed() -> None:
@@ -184,10 +203,11 @@ class Engine:
         if (seen != output).any():
             raise SchedlabError("transformers' engine returned another output length than the trace's")
         raw = pd.DataFrame(recorder.steps, columns=list(RAW_COLUMNS))
+        busy_s = float(step_table(raw, hardware=self.spec.device, model=self.spec.model)["time_s"].sum())
         result = RunResult(
-            requests=log.frame(), gaps=log.gaps, class_gaps=log.class_gaps, steps=len(raw),
-            busy_s=float(step_table(raw, hardware=self.spec.device, model=self.spec.model)["time_s"].sum()), peak_kv_blocks=-1, kv_capacity_blocks=self.spec.kv_capacity_blocks,
-            sched_overhead_s=float("nan"), wall_s=recorder.clock(),
+            requests=log.frame(), gaps=log.gaps, class_gaps=log.class_gaps, steps=len(raw), busy_s=busy_s,
+            peak_kv_blocks=-1, kv_capacity_blocks=self.spec.kv_capacity_blocks, sched_overhead_s=float("nan"),
+            wall_s=recorder.clock(),
         )
         return result, raw
 

@@ -19,6 +19,7 @@ request was added and first scheduled, and how often it was soft-reset (preempte
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
@@ -31,8 +32,7 @@ from transformers.generation.continuous_batching.scheduler import (
     Scheduler,
 )
 
-from schedlab.builders.transformers_batching import FIFO, ORDERS, PREFILL_FIRST, SAFETY_MARGIN, PolicyWaiting
-from schedlab.errors import SchedlabError
+from schedlab.builders.transformers_batching import FIFO, PREFILL_FIRST, SAFETY_MARGIN, PolicyWaiting, check_order
 from schedlab.policies.base import Job, Policy
 
 #: The name schedlab's scheduler classes are built under in transformers' ``SCHEDULER_MAPPING``.
@@ -88,7 +88,7 @@ class Recorder:
 
     def updated(self, busy_after: bool) -> None:
         """The last scheduled step's outputs are handled (transformers' ``update_batch``)."""
-        if self.steps and self.steps[-1][1] != self.steps[-1][1]:
+        if self.steps and math.isnan(self.steps[-1][1]):  # not updated yet
             self.steps[-1][1] = self.clock()
             self.steps[-1][-1] = busy_after
 
@@ -168,8 +168,7 @@ def scheduler_factory(order: str, recorder: Recorder, policy: Policy | None = No
     """The callable transformers' engine builds its scheduler with (``cache``,
     ``safety_margin``, ``max_requests_per_batch``): its own class of ``order``, or
     :class:`PolicyScheduler` around ``policy``, reporting to ``recorder``."""
-    if order not in ORDERS:
-        raise SchedlabError(f"unknown transformers scheduler order {order!r}; choose {' or '.join(ORDERS)}")
+    check_order(order)
 
     def make(cache, safety_margin, max_requests_per_batch):
         if policy is None:

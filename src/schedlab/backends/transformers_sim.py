@@ -23,6 +23,7 @@ from schedlab import registry
 from schedlab.backends import placeholder_prompt
 from schedlab.backends.transformers_scheduler import Recorder, composition, scheduler_factory
 from schedlab.builders.transformers_batching import FIFO
+from schedlab.compat.transformers import batching_config, blocks_per_sector, free_blocks, paged_cache, read_budget
 from schedlab.engine import Arena, RunResult, check_servable
 from schedlab.engine.core import TIMELINE_COLUMNS
 from schedlab.engine.log import RequestLog
@@ -35,10 +36,7 @@ def stand_in_cache(limits, max_blocks_per_request: int = 0):
     sharing."""
     import torch
     from transformers import LlamaConfig
-    from transformers.generation.continuous_batching.cache import PagedAttentionCache
     from transformers.generation.continuous_batching.distributed import DistributedHelper
-
-    from schedlab.compat.transformers import batching_config
 
     config = LlamaConfig(hidden_size=8, intermediate_size=8, num_hidden_layers=1, num_attention_heads=1,
                          num_key_value_heads=1, head_dim=8, vocab_size=64)
@@ -50,16 +48,10 @@ def stand_in_cache(limits, max_blocks_per_request: int = 0):
         cpu_offload_space=0.0,
     )
     helper = DistributedHelper(device_mesh=None, cpu_group_timeout=None)
-    cache = PagedAttentionCache(config, cb, "cpu", helper, dtype=torch.float16)
-    if cache.num_blocks != limits.kv_capacity_blocks or any(a.blocks_per_sector != 1 for a in cache.cache_allocators.values()):
+    cache = paged_cache(config, cb, helper, torch.float16)
+    if cache.num_blocks != limits.kv_capacity_blocks or blocks_per_sector(cache) != {1}:
         raise SchedlabError(f"transformers' stand-in cache holds {cache.num_blocks} blocks, not {limits.kv_capacity_blocks}")
     return cache, cb, helper
-
-
-def free_blocks(cache) -> int:
-    """The cache's free blocks: free sectors, and blocks freed back to their allocator since
-    the scheduler last returned whole sectors (one block a sector)."""
-    return cache.pool.num_free_sectors + sum(cache.pool.count_free_blocks(a.index) for a in cache.cache_allocators.values())
 
 
 def run_transformers_sim(trace: pd.DataFrame, arena: Arena, *, policy: str | None = None, order: str = FIFO,
@@ -167,11 +159,11 @@ def _schedule(sched, offload, cache) -> list:
     """One step's batch as transformers' ``prepare_next_batch`` schedules it: when nothing can
     be scheduled for want of blocks, soft resets until something can; after a step that
     starved running requests, soft resets for the next."""
-    batch, *_ = sched.schedule_batch(cache.max_batch_tokens, cache.max_tokens_read)
+    batch, *_ = sched.schedule_batch(cache.max_batch_tokens, read_budget(cache))
     while batch is None:
         if not offload.offload_requests():
             raise SchedlabError("transformers' scheduler: no request can be scheduled and none can be offloaded")
-        batch, *_ = sched.schedule_batch(cache.max_batch_tokens, cache.max_tokens_read)
+        batch, *_ = sched.schedule_batch(cache.max_batch_tokens, read_budget(cache))
     if batch and sched.starved_requests:
         offload.offload_requests()
     return batch

@@ -1,6 +1,7 @@
 """transformers' continuous batching (the engine behind ``transformers serve``) as a batch
-builder: the rules of its ``FIFOScheduler`` and ``PrefillFirstScheduler`` (transformers 5.19),
-with its own waiting order or a queue policy's.
+builder: the rules of its ``FIFOScheduler`` and ``PrefillFirstScheduler`` (transformers 5.19,
+the pinned release, or 5.17, which GPU machines hold), with its own waiting order or a queue
+policy's.
 
 Each step, as transformers schedules it:
 
@@ -9,7 +10,8 @@ Each step, as transformers schedules it:
   then the waiting requests; prefill-first takes the split prefills before the decoding ones.
   No waiting request is a candidate while new requests are blocked (below).
 - **safety margin**: when fewer than ``safety_margin`` of the KV blocks are free as the step
-  begins, the first request scheduled may be anything, the ones after it only decodes.
+  begins (5.17: as each candidate comes), the first request scheduled may be anything, the ones
+  after it only decodes.
 - **prefill splitting**: each candidate takes the tokens it needs, at most the token budget
   left; a waiting request whose prompt exceeds it starts with a chunk.
 - **cache budget and decode fast path**: a batch of single-token decodes of requests shorter
@@ -18,14 +20,16 @@ Each step, as transformers schedules it:
   tokens it reads.
 - **KV blocks**: a candidate whose new blocks (its tokens so far plus this step's, in whole
   blocks, less those it holds) are not free is passed over, not ending the pass; a running
-  one is then starved.
+  one is then starved. 5.17 allocates when the room left in a request's blocks is short of its
+  new tokens, one block more than they fill (``(tokens - room + 1) // block_size + 1``), and a
+  waiting request that finds no block free ends the pass.
 - the pass ends when the token budget is spent, when the cache budget is spent off the fast
   path, or when ``max_requests_per_batch`` requests are scheduled.
 - **soft reset**: when nothing was scheduled and a candidate did not fit (the pass runs again
   after it), or after a step that starved running requests, the newest starved requests are
-  preempted (recompute of their prompt and generated tokens) until the others fit or one
-  running request is left; they wait again at the back of the queue, and no new request is
-  admitted until a request finishes.
+  preempted (recompute of their prompt and generated tokens) until the others fit (5.19: one
+  after the other; 5.17: their sum) or one running request is left; they wait again at the
+  back of the queue, and no new request is admitted until a request finishes.
 
 Waiting requests are transformers' own order (arrivals, then soft-reset requests as they come
 back) or a queue policy's (:class:`PolicyWaiting`): the policy pops the next request only when
@@ -51,8 +55,22 @@ from schedlab.policies.base import Job, Policy
 
 FIFO, PREFILL_FIRST = "fifo", "prefill-first"
 ORDERS = (FIFO, PREFILL_FIRST)
+#: The transformers releases whose rules are modelled: the pinned one first.
+RELEASES = ("5.19", "5.17")
 #: transformers' default safety margin of each scheduler class.
 SAFETY_MARGIN = {FIFO: 0.15, PREFILL_FIRST: 0.0}
+
+
+def check_order(order: str) -> None:
+    """Refuse an ``order`` that names no scheduler class of transformers'."""
+    if order not in ORDERS:
+        raise SchedlabError(f"unknown transformers scheduler order {order!r}; choose {' or '.join(ORDERS)}")
+
+
+def order_of(batching: str) -> str:
+    """The scheduler class that a ``--batching`` of transformers' names: ``transformers`` its
+    FIFO class, ``transformers-prefill-first`` its prefill-first one."""
+    return PREFILL_FIRST if batching == f"transformers-{PREFILL_FIRST}" else FIFO
 
 
 class ArrivalOrder(Policy):
@@ -118,13 +136,17 @@ class PolicyWaiting:
 
 class TransformersBatching(Scheduler):
     """transformers' scheduler class of ``order`` around ``policy`` (default: its own arrival
-    order); ``safety_margin`` defaults to the class's own, ``max_requests_per_batch`` to the
-    engine's ``max_num_seqs``; ``max_blocks_per_request`` > 0 turns the decode fast path on."""
+    order), as ``release`` schedules (see :func:`release_of`); ``safety_margin`` defaults to the
+    class's own, ``max_requests_per_batch`` to the engine's ``max_num_seqs``;
+    ``max_blocks_per_request`` > 0 turns the decode fast path on."""
 
     def __init__(self, policy: Policy | None = None, order: str = FIFO, safety_margin: float | None = None,
-                 max_requests_per_batch: int | None = None, max_blocks_per_request: int = 0) -> None:
-        if order not in ORDERS:
-            raise SchedlabError(f"unknown transformers scheduler order {order!r}; choose {' or '.join(ORDERS)}")
+                 max_requests_per_batch: int | None = None, max_blocks_per_request: int = 0,
+                 release: str = RELEASES[0]) -> None:
+        check_order(order)
+        if release not in RELEASES:
+            raise SchedlabError(f"transformers {release}'s scheduling is not modelled; choose {' or '.join(RELEASES)}")
+        self.release = release
         self.policy = policy if policy is not None else ArrivalOrder()
         self.order = order
         self.safety_margin = SAFETY_MARGIN[order] if safety_margin is None else safety_margin
@@ -152,6 +174,9 @@ class TransformersBatching(Scheduler):
         self.decoding: set[int] = set()  # running requests whose prefill is scheduled in full
         self.block_new = False
         self._done = 0
+        # 5.17's own count of each request's blocks (it allocates some ahead), and of the free ones
+        self.held: dict[int, int] = {}
+        self.free_held = self.num_blocks
 
     def arrive(self, i: int) -> None:
         e = self.engine
@@ -172,6 +197,9 @@ class TransformersBatching(Scheduler):
         e = self.engine
         if e.done != self._done:  # a request finished in the last step: new requests may start again
             self._done, self.block_new = e.done, False
+            running = set(e.running)
+            for r in [r for r in self.held if r not in running]:  # finished: its blocks return
+                self.free_held += self.held.pop(r)
         plan = Planner(e, self, self.token_budget)
         scheduled, starved, failed = self._pass(plan)
         while not scheduled and failed:
@@ -184,10 +212,11 @@ class TransformersBatching(Scheduler):
 
     def _pass(self, plan: Planner) -> tuple[int, list[tuple[int, int]], bool]:
         """One scheduling pass (transformers' ``schedule_batch``): the requests scheduled, the
-        running ones starved (with the tokens they asked for) and whether one did not fit."""
+        running ones starved (with the blocks they asked for) and whether one did not fit."""
         e = self.engine
         seq, computed, blocks, bs = e.seq, e.computed, e.blocks, e.limits.block_size
-        in_margin = plan.free / self.num_blocks >= self.safety_margin
+        latest = self.release == RELEASES[0]
+        in_margin = plan.free / self.num_blocks >= self.safety_margin  # 5.19: once, as the step begins
         alive = set(plan.alive)
         decoding = [r for r in plan.alive if r in self.decoding]
         prefilling = [r for r in plan.alive if r not in self.decoding]
@@ -199,6 +228,8 @@ class TransformersBatching(Scheduler):
         admitted: set[int] = set()
         for r in chain(running, waiting):
             is_decoding = r in self.decoding
+            if not latest:  # 5.17: before each candidate, on the blocks free then
+                in_margin = self.free_held >= self.safety_margin * self.num_blocks
             if not in_margin and scheduled and not is_decoding:
                 break
             c = int(computed[r])
@@ -207,12 +238,24 @@ class TransformersBatching(Scheduler):
             eligible = n == 1 and c < self.fast_length
             if not (fast and eligible) and cache < c:
                 continue
-            grow = -(-(c + n) // bs) - int(blocks[r])
-            if grow > plan.free:
+            if latest:  # the blocks its tokens so far and this step's fill, less those it holds
+                grow = -(-(c + n) // bs) - int(blocks[r])
+                fits = grow <= plan.free
+            else:  # 5.17: when its blocks' room is short, one block more than the new tokens fill
+                held = self.held.get(r, 0)
+                room = held * bs - c
+                grow = (n - room + 1) // bs + 1 if room < n or held == 0 else 0
+                fits = grow <= self.free_held
+            if not fits:
                 failed = True
                 if r in alive:
-                    starved.append((r, n))
+                    starved.append((r, grow))
+                elif not latest and self.free_held == 0:
+                    break  # 5.17: a waiting request finds the cache full, and so would every later one
                 continue
+            if not latest:
+                self.held[r] = self.held.get(r, 0) + grow
+                self.free_held -= grow
             if r in alive:
                 plan.take(r, n)
             else:
@@ -228,32 +271,42 @@ class TransformersBatching(Scheduler):
         return scheduled, starved, failed
 
     def _soft_reset(self, plan: Planner, starved: list[tuple[int, int]]) -> bool:
-        """Preempt the newest starved requests until the others' new blocks fit, one after the
-        other, or one running request is left (transformers' ``offload_requests`` without a
-        CPU swap space); they wait again oldest first. False when none was preempted."""
-        e, bs = self.engine, self.engine.limits.block_size
-        needs = [-(-(int(e.computed[r]) + n) // bs) - int(e.blocks[r]) for r, n in starved]
+        """Preempt the newest starved requests (transformers' ``offload_requests`` without a CPU
+        swap space) while one running request is left besides them and the others' new blocks
+        do not fit: 5.19 counts whether they fit one after the other, 5.17 whether their sum
+        does. They wait again oldest first. False when none was preempted."""
+        latest = self.release == RELEASES[0]
+        needs = [n for _, n in starved]
         n_active = len(plan.alive) + len(plan.admitted)
-        free, victims = plan.free, []
+        free = plan.free if latest else self.free_held
+        victims = []
         while starved and n_active - len(victims) > 1:
-            left, fit = free, 0
-            for need in needs:
-                if need > left:
+            if latest:
+                left, fit = free, 0
+                for need in needs:
+                    if need > left:
+                        break
+                    left, fit = left - need, fit + 1
+                if fit == len(starved):
                     break
-                left, fit = left - need, fit + 1
-            if fit == len(starved):
+            elif sum(needs) <= free:
                 break
             r, _ = starved.pop()
             needs.pop()
             victims.append(r)
-            free += int(e.blocks[r])
+            free += int(self.engine.blocks[r]) if latest else self.held.get(r, 0)
         for r in reversed(victims):
             plan.preempt(r)
+            if not latest:
+                self.free_held += self.held.pop(r, 0)
         if victims:
             self.block_new = True
         return bool(victims)
 
 
-def transformers_batching(policy: Policy | None = None, order: str = FIFO, **options) -> TransformersBatching:
-    """transformers' batching of ``order`` around ``policy`` (see :class:`TransformersBatching`)."""
-    return TransformersBatching(policy, order, **options)
+def release_of(version: str) -> str:
+    """The modelled release (:data:`RELEASES`) that transformers ``version`` schedules as."""
+    release = ".".join(version.split(".")[:2])
+    if release not in RELEASES:
+        raise SchedlabError(f"transformers {version}'s scheduling is not modelled; modelled: {', '.join(RELEASES)}")
+    return release

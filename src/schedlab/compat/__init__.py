@@ -74,9 +74,17 @@ WORKAROUNDS = (
     Workaround("transformers' batching config across releases", "schedlab.compat.transformers.batching_config",
                "schedlab.backends.transformers_engine, schedlab.backends.transformers_sim",
                "transformers' continuous-batching configuration is built with 5.19's field names, renamed where "
-               "5.17 calls them otherwise (page_size is 5.17's block_size) and without the fields 5.17 lacks",
-               "transformers 5.17.0, 5.19.0", "ContinuousBatchingConfig's fields",
-               "tests/test_compat.py::test_transformers_batching_config_still_has_the_fields_schedlab_sets"),
+               "5.17 calls them otherwise (page_size is 5.17's block_size) and without auto_switch_to_flash, which "
+               "5.17 lacks; any other field a release lacks is refused", "transformers 5.17.0, 5.19.0",
+               "ContinuousBatchingConfig's fields",
+               "tests/test_compat.py::test_transformers_continuous_batching_still_takes_what_schedlab_sets"),
+    Workaround("transformers' paged cache across releases", "schedlab.compat.transformers.paged_cache",
+               "schedlab.backends.transformers_sim, schedlab.backends.transformers_engine",
+               "transformers-sim's stand-in paged cache is built with 5.17's tensor-parallel plan where the "
+               "constructor takes one; its free blocks, blocks per sector and cache-read budget are read from "
+               "5.19's sectors or 5.17's block manager (free_blocks, blocks_per_sector, read_budget)",
+               "transformers 5.17.0, 5.19.0", "PagedAttentionCache's constructor, pool and num_pages/max_tokens_read",
+               "tests/test_compat.py::test_transformers_continuous_batching_still_takes_what_schedlab_sets"),
     Workaround("the client's heap frozen", "schedlab.backends.http_client.frozen_heap",
                "schedlab.backends.http_client", "gc.freeze during a replay, as vllm bench serve does, so a full "
                "collection of the client's heap does not hold its event loop mid-replay", "CPython 3.11",

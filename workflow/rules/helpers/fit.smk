@@ -70,6 +70,8 @@ def calibration_notebook_inputs():
         # Paper A's reduced sweep on the Whisper engine beside sim and vllm-sim (its
         # runs are made when the sweep's backend is the engine: `--config backend=vllm`).
         **({"engine_asr": rules.collect_engine_asr.output[0]} if config["backend"] == "vllm" else {}),
+        # transformers' engine beside sim: the CPU run (`transformers.enabled`) and the shipped GPU runs.
+        **transformers_runs(),
     }
 
 

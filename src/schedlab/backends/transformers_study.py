@@ -1,17 +1,19 @@
-"""The papers' queue policies in transformers' continuous-batching engine on one GPU: the run
-whose files are shipped under ``assets/transformers-runs/<hardware>/`` and set beside ``sim``
-by the calibration notebook (:mod:`schedlab.fit.engine_runs`).
+"""The papers' queue policies in transformers' continuous-batching engine, held out from the
+step-time fit: the study whose GPU run is shipped under ``assets/transformers-runs/<hardware>/``
+and whose CPU run is the pipeline's ``transformers`` option; the calibration notebook sets
+``sim`` beside either (:mod:`schedlab.fit.engine_runs`).
 
-    python -m schedlab.backends.transformers_gpu --device cuda:0 --out DIR   # or: make gpu-transformers
+    python -m schedlab.backends.transformers_study --device cuda:0 --out DIR   # or: make gpu-transformers
 
-A random-initialised decoder of a paper's shape (Mistral-7B by default, bfloat16) serves
-LLM-like requests (log-normal prompt and output lengths) replayed on the wall clock. A burst
-first measures the engine's throughput; FCFS then runs at three loads (shares of it), from
+A random-initialised decoder (on a GPU, of a paper's shape: Mistral-7B by default, bfloat16)
+serves LLM-like requests (log-normal prompt and output lengths) replayed on the wall clock. A
+burst first measures the engine's throughput; FCFS then runs at three loads (shares of it), from
 whose steps the step-time model is fitted, and the held-out policies (SJF, EWSJF, HRRN) at
 two other loads. Written as each run finishes, in four files: ``traces.parquet`` (every run's
 trace), ``requests.parquet`` (per-request results), ``steps.parquet`` (every engine step: its
 composition and time, the profile columns) and ``provenance.json`` (device, versions, engine
-limits, loads, the probe's throughput, what a time budget left out). The run needs torch,
+limits, loads, the probe's throughput, each run's summary and the share of the machine's cores
+other processes kept busy meanwhile, what a time budget left out). The run needs torch,
 transformers, pandas, pyarrow, numba, scipy, statsmodels, PyYAML and pydantic
 (``PYTHONPATH=src`` on a machine without schedlab installed: the papers' policies are then
 registered from the checkout's ``pyproject.toml``).
@@ -20,10 +22,12 @@ registered from the checkout's ``pyproject.toml``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import importlib
 import importlib.metadata
 import json
+import os
 import platform
 import sys
 import time
@@ -33,6 +37,9 @@ import numpy as np
 import pandas as pd
 
 from schedlab import registry
+from schedlab.backends.host_counters import machine_busy_cpu_s
+from schedlab.builders.transformers_batching import FIFO, ORDERS
+from schedlab.cli_types import count, number, positive_number, seed
 from schedlab.errors import SchedlabError
 from schedlab.io import check_folder, write_outputs
 from schedlab.workload.arrivals import arrival_times
@@ -95,14 +102,15 @@ def run(args, log=print) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     device_name = torch.cuda.get_device_name(args.device) if cuda else platform.processor() or "cpu"
-    spec = TransformersSpec(model=args.model, device=args.device, dtype=args.dtype, block_size=args.block_size,
-                            kv_capacity_blocks=args.kv_capacity_blocks, max_num_batched_tokens=args.max_num_batched_tokens,
-                            max_num_seqs=args.max_num_seqs, seed=args.seed, threads=args.threads)
+    spec = TransformersSpec(model=args.model, device=args.device, dtype=args.dtype, order=args.order,
+                            block_size=args.block_size, kv_capacity_blocks=args.kv_capacity_blocks,
+                            max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+                            seed=args.seed, threads=args.threads)
     max_tokens = min(model_arch(args.model).max_target_positions, spec.kv_capacity_blocks * spec.block_size)
     provenance = {
         "device": args.device, "device_name": device_name,
         "hardware": hardware_for_device(device_name) if cuda else None, "versions": _versions(),
-        "engine": {**spec.__dict__, "batching": "synchronous, no CUDA graphs, no block sharing, no CPU swap space"},
+        "engine": {**dataclasses.asdict(spec), "batching": "synchronous, no CUDA graphs, no block sharing, no CPU swap space"},
         "workload": {"requests_per_run": args.requests, "prompt_median": args.prompt_median,
                      "output_median": args.output_median, "seed": args.seed},
         "fit_policy": "fcfs", "fit_loads": list(args.fit_loads), "held_out": list(args.held_out),
@@ -117,14 +125,20 @@ def run(args, log=print) -> dict:
 
     def one(policy: str, load: float, rate: float, trace: pd.DataFrame) -> dict:
         engine = Engine(spec, policy, net=net)
+        provenance["engine"]["blocks_per_sector"] = engine.blocks_per_sector
+        # other processes' share of the cores while the engine served: interference in its timings
+        wall, machine, own = time.monotonic(), machine_busy_cpu_s(), sum(os.times()[:2])
         result, summary, steps = run_summary(engine, trace, {"workload": "llm-lognormal", "rate": rate, "seed": args.seed})
+        foreign = (machine_busy_cpu_s() - machine) - (sum(os.times()[:2]) - own)
+        foreign_share = max(0.0, foreign) / ((time.monotonic() - wall) * (os.cpu_count() or 1))
         ident = {"policy": policy, "load": load, "rate": rate}
         tables["traces"].append(trace.assign(**ident))
         tables["requests"].append(result.requests.assign(**ident))
         tables["steps"].append(steps.assign(load=load))
         entry = {**ident, "requests": len(trace), "steps": int(result.steps), "wall_s": round(result.wall_s, 1),
                  "throughput_rps": summary["throughput_rps"], "p50_ttft_ms": summary["p50_ttft_ms"],
-                 "p50_e2el_ms": summary["p50_e2el_ms"], "preemptions": summary["preemptions"]}
+                 "p50_e2el_ms": summary["p50_e2el_ms"], "preemptions": summary["preemptions"],
+                 "foreign_cpu_share": round(foreign_share, 4)}
         provenance["runs"].append(entry)
         log(f"{policy} at load {load:g} ({rate:.2f} req/s): {entry}")
         _write(out, tables, provenance, started)
@@ -159,30 +173,36 @@ def _write(out: Path, tables: dict, provenance: dict, started: float) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m schedlab.backends.transformers_gpu",
+    positive, share = positive_number(int), positive_number(float)
+    p = argparse.ArgumentParser(prog="python -m schedlab.backends.transformers_study",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda:0", help="torch device (default cuda:0)")
     p.add_argument("--out", required=True, help=f"folder for {', '.join(FILES)}")
     p.add_argument("--model", default="mistral-7b", help="a bundled architecture (default mistral-7b)")
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
-    p.add_argument("--requests", type=int, default=160, help="requests of each run")
-    p.add_argument("--prompt-median", type=int, default=300)
-    p.add_argument("--output-median", type=int, default=120)
-    p.add_argument("--fit-loads", type=float, nargs="+", default=list(FIT_LOADS))
+    p.add_argument("--requests", type=count, default=160, help="requests of each run")
+    p.add_argument("--prompt-median", type=positive, default=300)
+    p.add_argument("--output-median", type=positive, default=120)
+    p.add_argument("--fit-loads", type=share, nargs="+", default=list(FIT_LOADS))
     p.add_argument("--held-out", nargs="+", default=list(HELD_OUT), help="queue policies held out of the fit")
-    p.add_argument("--held-out-loads", type=float, nargs="+", default=list(HELD_OUT_LOADS))
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--kv-capacity-blocks", type=int, default=8192)
-    p.add_argument("--max-num-batched-tokens", type=int, default=2048)
-    p.add_argument("--max-num-seqs", type=int, default=128)
-    p.add_argument("--threads", type=int, help="torch threads on the CPU")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget-s", type=float, default=420.0, help="start no run after this many seconds")
+    p.add_argument("--held-out-loads", type=share, nargs="+", default=list(HELD_OUT_LOADS))
+    p.add_argument("--order", choices=ORDERS, default=FIFO,
+                   help="transformers' scheduler class the policies' waiting queues sit in")
+    p.add_argument("--block-size", type=positive, default=16)
+    p.add_argument("--kv-capacity-blocks", type=positive, default=8192)
+    p.add_argument("--max-num-batched-tokens", type=positive, default=2048)
+    p.add_argument("--max-num-seqs", type=positive, default=128)
+    p.add_argument("--threads", type=positive, help="torch threads on the CPU")
+    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--budget-s", type=number(float, inf=True), default=420.0,
+                   help="start no run after this many seconds (inf: no budget)")
     args = p.parse_args(argv)
     try:
         args.plugins = register_checkout_plugins(Path(__file__).resolve().parents[3])
+        from schedlab.backends.transformers_engine import check_policy
+
         for name in ("fcfs", *args.held_out):
-            registry.entry(name, registry.QUEUE)  # fail early on an unknown name
+            check_policy(name)  # fail before any run
         check_folder(args.out)
         run(args, log=lambda s: print(s, flush=True))
     except SchedlabError as e:
