@@ -239,7 +239,7 @@ def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     assert int(m.group(1)) == len(fid["policies"])
     # Beside paper A's sweep on its seeds, the plan stays small.
     total = int(re.search(r"^total\s+(\d+)\s*$", r.output, re.M).group(1))
-    assert total - jobs("simulate_") - jobs("workload_") < 100
+    assert total - jobs("simulate_") - jobs("workload_") < 130
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
 
 
