@@ -5,7 +5,6 @@ fidelity against a real engine in :mod:`schedlab.fidelity`."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -39,18 +38,14 @@ def scheduler_palette(names=None) -> dict:
     return dict(zip(everyone, colours))
 
 
-#: A facet title of seaborn's default form, ``column = value`` (and ``a = x | b = y``).
-_DEFAULT_FACET_TITLE = re.compile(r"^[A-Za-z_][\w ]* = ")
-
-
 def save_figure(fig, figures_dir: str | Path, name: str) -> None:
-    """Write ``name``.png and ``name``.pdf atomically. A facet titled in seaborn's default
-    ``column = value`` form is refused: a reader needs words (``FacetGrid.set_titles``)."""
-    for ax in fig.axes:
-        title = ax.get_title()
-        if _DEFAULT_FACET_TITLE.match(title):
-            raise ValueError(f"figure {name!r}: facet title {title!r} is in the 'column = value' form; "
-                             "title the facets in words (FacetGrid.set_titles)")
+    """Write ``name``.png and ``name``.pdf atomically, once :func:`schedlab.figure_check.check`
+    finds the figure readable (no legend over data, no raw column names as labels, no facet
+    titled ``column = value``, no overlapping or cut text); else nothing is written and the
+    refusal names the figure and each fault."""
+    from schedlab.figure_check import check
+
+    check(fig, name)
     for ext in ("png", "pdf"):
         with atomic_path(Path(figures_dir) / f"{name}.{ext}") as tmp:
             fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
