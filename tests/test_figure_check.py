@@ -103,6 +103,21 @@ def test_raw_column_names_as_labels_and_legend_titles_are_refused():
     assert not is_raw_name("sjf-uncached") and not is_raw_name("G")
 
 
+def test_pandas_intervals_as_tick_labels_are_refused_and_put_in_words():
+    from schedlab.report import interval_words
+
+    bins = ["(-0.001, 512.0]", "(512.0, 1024.0]", "(1024.0, 8192.0]"]
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.bar(bins, [30, 20, 10])
+    ax.set(xlabel="prompt tokens", ylabel="requests served")
+    assert [f.rule for f in faults(fig)] == ["interval in pandas' notation"] * 3
+    assert [interval_words(b) for b in bins] == ["≤ 512", "513–1,024", "1,025–8,192"]
+    assert interval_words("(8192.0, inf]") == "> 8,192" and interval_words("[0, 10)") == "0–9"
+    assert interval_words("sjf") == "sjf"
+    ax.set_xticks(range(3), [interval_words(b) for b in bins])
+    assert faults(fig) == []
+
+
 def test_default_facet_titles_are_refused():
     data = pd.DataFrame({"x": [1, 2, 1, 2], "y": [1, 2, 2, 1], "workload": ["a", "a", "b", "b"]})
     g = sns.relplot(data=data, x="x", y="y", col="workload", kind="line", height=2.5)

@@ -1,5 +1,5 @@
 """What makes a saved figure unreadable, found from its drawn artists: a legend over plotted
-points, lines or bars; raw column names as labels; facets titled ``column = value``; texts
+points, lines or bars; raw column names as labels, pandas' intervals as tick labels; facets titled ``column = value``; texts
 that overlap (tick labels, titles, annotations, legends) or that a heatmap cell cannot hold;
 texts that run off the canvas or are clipped. :func:`faults` lists them, :func:`check` refuses
 a figure that has any (``schedlab.report.save_figure`` calls it on every figure it saves).
@@ -22,6 +22,8 @@ _SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)+")
 #: Names that data-frame plumbing gives a column (``melt``, ``assign(label=...)``): as a label
 #: they tell the reader nothing.
 PLACEHOLDERS = frozenset({"label", "value", "variable", "index", "hue", "level_0"})
+#: An interval as pandas prints it (``(-0.001, 512.0]``): a bin's code, not a range in words.
+INTERVAL = re.compile(r"([(\[])\s*(-?[\d.e+-]+|-?inf)\s*,\s*(-?[\d.e+-]+|inf)\s*([)\]])")
 #: A facet title of seaborn's default form, ``column = value`` (and ``a = x | b = y``).
 _DEFAULT_FACET_TITLE = re.compile(r"^[A-Za-z_][\w ]* = ")
 #: Boxes may touch: they overlap when they share more than this much in both directions (points).
@@ -212,6 +214,8 @@ def is_raw_name(text: str) -> bool:
 
 
 def _raw_names(axes, legends) -> list[Fault]:
+    """Column names as axis labels, titles, legend titles or entries; pandas' intervals as tick
+    labels or legend entries."""
     out = []
     for ax in axes:
         for what, text in (("x-axis label", ax.get_xlabel() if ax.xaxis.get_visible() else ""),
@@ -226,6 +230,13 @@ def _raw_names(axes, legends) -> list[Fault]:
         for t in leg.get_texts():
             if is_raw_name(t.get_text()):
                 out.append(Fault("raw column name", f"entry {t.get_text()!r} of {where}"))
+            if INTERVAL.fullmatch(t.get_text().strip()):
+                out.append(Fault("interval in pandas' notation", f"entry {t.get_text()!r} of {where}"))
+    for ax in axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for tick in _drawn_ticks(axis):
+                if tick.label1.get_visible() and INTERVAL.fullmatch(tick.label1.get_text().strip()):
+                    out.append(Fault("interval in pandas' notation", f"tick {tick.label1.get_text()!r} of {_panel(ax)}"))
     return out
 
 

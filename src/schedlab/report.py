@@ -51,6 +51,24 @@ def save_figure(fig, figures_dir: str | Path, name: str) -> None:
             fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
 
 
+def interval_words(label: str) -> str:
+    """A bin as pandas prints it (:data:`schedlab.figure_check.INTERVAL`: ``(-0.001, 512.0]``,
+    ``(512.0, 1024.0]``) in words, for a count such as tokens: ``≤ 512``, ``513–1,024``,
+    ``> 8,192``; a label of another form is returned as it is."""
+    from schedlab.figure_check import INTERVAL
+
+    match = INTERVAL.fullmatch(label.strip())
+    if not match:
+        return label
+    left, low, high, right = match[1], float(match[2]), float(match[3]), match[4]
+    if high == float("inf"):
+        return f"> {low:,.0f}" if left == "(" else f"≥ {low:,.0f}"
+    if low < 0:
+        return f"≤ {high:,.0f}" if right == "]" else f"< {high:,.0f}"
+    first, last = (low + 1 if left == "(" else low), (high if right == "]" else high - 1)
+    return f"{first:,.0f}–{last:,.0f}"
+
+
 def select(summary: pd.DataFrame, workload: str, model: str) -> pd.DataFrame:
     """One experiment's rows, averaged over seeds, indexed by (rate, policy)."""
     rows = summary[(summary["workload"] == workload) & (summary["model"] == model)]
