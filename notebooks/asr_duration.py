@@ -75,19 +75,27 @@ POLICY_ORDER = scheduler_order(summary["policy"].unique())
 palette = scheduler_palette(POLICY_ORDER)
 
 
-def by_rate(table, metrics, title, name, ylabel="ms", log=False):
-    """One panel per metric, one line per policy (skipped when the backend did not run it)."""
+from schedlab.report import legend_beside, plain_log_ticks
+
+
+def by_rate(table, metrics, title, name, ylabel="latency (ms)", log=False):
+    """One panel per metric, one line per policy (skipped when the backend did not run it);
+    each policy has its own marker and dashes, so lines that coincide stay visible."""
     if table.empty:
         print(f"{title}: not part of the {backend} sweep")
         return
     long = table[metrics].reset_index().melt(["rate", "policy"], var_name="metric")
-    g = sns.relplot(data=long, x="rate", y="value", hue="policy", col="metric", kind="line",
-                    marker="o", palette=palette, hue_order=POLICY_ORDER,
-                    facet_kws={"sharey": False}, height=3.2, aspect=1.2)
+    g = sns.relplot(data=long, x="rate", y="value", hue="policy", style="policy", col="metric", kind="line",
+                    markers=True, dashes=True, palette=palette, hue_order=POLICY_ORDER, style_order=POLICY_ORDER,
+                    facet_kws={"sharey": False}, height=3.2, aspect=1.2, alpha=0.85, markersize=7)
     g.set_axis_labels("offered rate (req/s)", ylabel)
     g.set_titles("{col_name}")
     if log:
         g.set(yscale="log")
+        plain_log_ticks(*(ax.yaxis for ax in g.axes.flat))
+    g.legend.set_title("scheduler")
+    for text in g.legend.texts:
+        text.set_text(text.get_text().upper())
     g.figure.suptitle(title, y=1.04)
     save_figure(g.figure, figures_dir, name)
     plt.show()
@@ -334,14 +342,25 @@ uniform.loc[uniform.index.get_level_values("rate").isin([1, 5, 10, 15, 20, 25, 3
 
 # %%
 thr = pd.concat({"librispeech": libri, "uniform": uniform})["throughput_rps"].rename_axis(["workload", "rate", "policy"]).reset_index()
-g = sns.relplot(data=thr, x="rate", y="throughput_rps", hue="policy", col="workload", kind="line", marker="o",
-                palette=palette, hue_order=POLICY_ORDER, height=3.2, aspect=1.2)
+workloads = list(dict.fromkeys(thr["workload"]))
+paper_saturation = calibration["targets"]["saturation_rps"]
 top = thr["rate"].max()
-for ax in g.axes.flat:
-    ax.plot([0, top], [0, top], ls=":", color="grey")
-g.set_axis_labels("offered rate (req/s)", "completed req/s")
-g.set_titles("{col_name}")
-save_figure(g.figure, figures_dir, "fig07_throughput")
+fig, axes = plt.subplots(1, len(workloads), figsize=(4.6 * len(workloads) + 2, 3.6), sharey=True, squeeze=False)
+for ax, workload in zip(axes[0], workloads):
+    rows = thr[thr["workload"] == workload]
+    for k, p in enumerate(scheduler_order(rows["policy"].unique())):
+        r = rows[rows["policy"] == p]
+        ax.plot(r["rate"], r["throughput_rps"], marker="os^Dv<>"[k % 7], ms=8 - 1.5 * k, ls=("-", "--", ":")[k % 3],
+                color=palette[p], label=p.upper())
+    ax.plot([0, top], [0, top], ls=":", color="grey", label="offered rate")
+    if workload == "librispeech":
+        ax.axhline(paper_saturation, color="k", ls="--", lw=1, label=f"paper: saturates near {paper_saturation:g} req/s")
+    ax.set(title={"librispeech": "LibriSpeech", "uniform": "uniform split"}.get(workload, workload),
+           xlabel="offered rate (req/s)")
+axes[0][0].set_ylabel("completed requests per s")
+fig.tight_layout()
+legend_beside(fig)
+save_figure(fig, figures_dir, "fig07_throughput")
 plt.show()
 thr.groupby(["workload", "policy"])["throughput_rps"].max().unstack().round(2)
 

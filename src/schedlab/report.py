@@ -38,6 +38,48 @@ def scheduler_palette(names=None) -> dict:
     return dict(zip(everyone, colours))
 
 
+def legend_beside(fig, axes=None, *, title: str | None = None, **kwargs):
+    """One legend right of ``fig``'s panels holding every entry of ``axes`` (default: all) once:
+    the entries of their legends (which are removed) or, for an axes without one, its labelled
+    artists. Call it once the layout is set (after ``tight_layout``): it is anchored at the top of
+    the highest panel. A legend beside the panels covers none of their data."""
+    entries = {}
+    for ax in fig.axes if axes is None else axes:
+        legend = ax.get_legend()
+        if legend is not None:
+            pairs = zip(legend.legend_handles, (t.get_text() for t in legend.get_texts()))
+            title = title if title is not None else (legend.get_title().get_text() or None)
+            legend.remove()
+        else:
+            pairs = zip(*ax.get_legend_handles_labels())
+        for handle, label in pairs:
+            entries.setdefault(label, handle)
+    top = max(ax.get_position().y1 for ax in fig.axes)
+    kwargs = {"loc": "upper left", "bbox_to_anchor": (1.0, top), "frameon": False, **kwargs}
+    return fig.legend(list(entries.values()), list(entries), title=title, **kwargs)
+
+
+def plain_log_ticks(*axes) -> None:
+    """Label log-scaled axes (``ax.xaxis``, ``ax.yaxis``) in plain numbers (``70``, ``200``,
+    ``1,000``; not ``7x10^1``): at 1, 2, 3, 5 and 7 times each power of ten when the view spans
+    at most a decade, at 1, 2 and 5 up to two, at 1 and 3 up to three, else at the powers of ten."""
+    from matplotlib.ticker import Formatter
+
+    class Plain(Formatter):
+        def __call__(self, x, pos=None):
+            low, high = sorted(self.axis.get_view_interval())
+            decades = np.log10(high / low) if low > 0 else np.inf
+            shown = (1, 2, 3, 5, 7) if decades <= 1 else (1, 2, 5) if decades <= 2 else (1, 3) if decades <= 3 else (1,)
+            mantissa = x / 10 ** np.floor(np.log10(x) + 1e-9) if x > 0 else 0
+            if not any(abs(mantissa - m) < 1e-6 for m in shown):
+                return ""
+            return f"{x:,.0f}" if x >= 1 else f"{x:g}"
+
+    for axis in axes:
+        axis.set_major_formatter(Plain())
+        axis.set_minor_formatter(Plain())
+
+
 def save_figure(fig, figures_dir: str | Path, name: str) -> None:
     """Write ``name``.png and ``name``.pdf atomically, once :func:`schedlab.figure_check.check`
     finds the figure readable (no legend over data, no raw column names as labels, no facet
@@ -155,9 +197,8 @@ def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.Data
                       ylabel: str, title: str, log: bool = False, palette: dict | None = None):
     """One panel per metric (titled in words), one line per policy against the offered rate, and
     the paper's points (``reported``, indexed by (rate, policy)) as open diamonds in the policy's
-    colour, with one legend entry "paper"; returns the figure."""
+    colour, with one entry "paper" in the legend beside the panels; returns the figure."""
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
     policies = scheduler_order(table.index.get_level_values("policy"))
     palette = palette or scheduler_palette(policies)
@@ -172,11 +213,10 @@ def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.Data
         ax.set(title=METRIC_WORDS.get(m, m), xlabel="offered rate (req/s)", ylabel=ylabel)
         if log:
             ax.set_yscale("log")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if reported is not None:
-        handles.append(Line2D([], [], marker="D", ls="", mfc="none", mec="k", label="paper"))
-        labels.append("paper")
-    axes[0][-1].legend(handles, labels, loc="best", fontsize="small")
+            plain_log_ticks(ax.yaxis)
+    if reported is not None:  # one entry for every policy's paper points
+        axes[0][0].plot([], [], marker="D", ls="", mfc="none", mec="k", label="paper")
     fig.suptitle(title, y=1.02)
     fig.tight_layout()
+    legend_beside(fig)
     return fig
