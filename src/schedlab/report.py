@@ -38,22 +38,23 @@ def scheduler_palette(names=None) -> dict:
     return dict(zip(everyone, colours))
 
 
-def legend_beside(fig, axes=None, *, title: str | None = None, **kwargs):
-    """One legend right of ``fig``'s panels holding every entry of ``axes`` (default: all) once:
-    the entries of their legends (which are removed) or, for an axes without one, its labelled
-    artists. Call it once the layout is set (after ``tight_layout``): it is anchored at the top of
-    the highest panel. A legend beside the panels covers none of their data."""
-    entries = {}
-    for ax in fig.axes if axes is None else axes:
-        legend = ax.get_legend()
-        if legend is not None:
-            pairs = zip(legend.legend_handles, (t.get_text() for t in legend.get_texts()))
-            title = title if title is not None else (legend.get_title().get_text() or None)
-            legend.remove()
-        else:
-            pairs = zip(*ax.get_legend_handles_labels())
-        for handle, label in pairs:
-            entries.setdefault(label, handle)
+def legend_beside(fig, axes=None, *, entries: dict | None = None, title: str | None = None, **kwargs):
+    """One legend right of ``fig``'s panels: ``entries`` (label -> handle) or else every entry of
+    ``axes`` (default: all) once, from their legends (which are removed) or, for an axes without
+    one, its labelled artists. Call it once the layout is set (after ``tight_layout``): it is
+    anchored at the top of the highest panel. A legend beside the panels covers none of their data."""
+    if entries is None:
+        entries = {}
+        for ax in fig.axes if axes is None else axes:
+            legend = ax.get_legend()
+            if legend is not None:
+                pairs = zip(legend.legend_handles, (t.get_text() for t in legend.get_texts()))
+                title = title if title is not None else (legend.get_title().get_text() or None)
+                legend.remove()
+            else:
+                pairs = zip(*ax.get_legend_handles_labels())
+            for handle, label in pairs:
+                entries.setdefault(label, handle)
     top = max(ax.get_position().y1 for ax in fig.axes)
     kwargs = {"loc": "upper left", "bbox_to_anchor": (1.0, top), "frameon": False, **kwargs}
     return fig.legend(list(entries.values()), list(entries), title=title, **kwargs)
