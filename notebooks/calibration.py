@@ -57,6 +57,7 @@ from schedlab.fidelity import (
     speed_ratio,
 )
 from schedlab.report import METRIC_WORDS, save_figure
+from schedlab.report import legend_beside, plain_log_ticks
 from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -503,11 +504,16 @@ else:
                                            asr_fid["backend"] + ", " + asr_fid["steptime_fit"].astype(str)))
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
     for ax, metric in zip(axes, READING_METRICS):
-        sns.lineplot(data=asr_fid.astype({"policy": str}), x="rate", y=metric, hue="policy", style="line",
-                     marker="o", ax=ax)
-        ax.set(xlabel="offered rate (req/s)", title=metric)
+        sns.lineplot(data=asr_fid.astype({"policy": str}).rename(columns={"policy": "scheduler", "line": "backend, step-time fit"}),
+                     x="rate", y=metric, hue="scheduler", style="backend, step-time fit", marker="o", ax=ax,
+                     legend=ax is axes[0])
+        ax.set(xlabel="offered rate (req/s)", ylabel="req/s" if metric == "throughput_rps" else "ms",
+               title=METRIC_WORDS.get(metric, metric))
     for ax in axes[:2]:
         ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis)
+    fig.tight_layout()
+    legend_beside(fig)
     save_figure(fig, figures_dir, "whisper_engine_vs_sim")
     plt.show()
 

@@ -47,6 +47,7 @@ from IPython.display import Markdown, display
 from schedlab.render import read_manifest
 from schedlab.ewsjf.report import reported_ewsjf_table3
 from schedlab.report import save_figure
+from schedlab.report import legend_beside, plain_log_ticks
 
 sns.set_theme(style="whitegrid", context="notebook")
 inputs = read_manifest(manifest)["inputs"]
@@ -163,11 +164,19 @@ thr.join(ttft.add_prefix("short TTFT ms "), how="left").round(2)
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-sns.lineplot(data=load, x="rate", y="throughput_tok_s", hue="n", style="method", markers=True, ax=axes[0], palette="viridis")
+shown = load.assign(n=load["n"].map("{:,}".format)).rename(columns={"n": "requests per run", "method": "scheduler"})
+sizes = [f"{n:,}" for n in sorted(load["n"].unique())]
+sns.lineplot(data=shown, x="rate", y="throughput_tok_s", hue="requests per run", hue_order=sizes, style="scheduler",
+             markers=True, ax=axes[0], palette="viridis")
 axes[0].set(xscale="log", xlabel="input rate (req/s)", ylabel="output tok/s", title="throughput vs rate")
-sns.lineplot(data=load, x="rate", y="mean_ttft_short_ms", hue="n", style="method", markers=True, ax=axes[1], palette="viridis")
+sns.lineplot(data=shown, x="rate", y="mean_ttft_short_ms", hue="requests per run", hue_order=sizes, style="scheduler",
+             markers=True, ax=axes[1], palette="viridis", legend=False)
 axes[1].set(xscale="log", yscale="log", xlabel="input rate (req/s)", ylabel="ms", title="mean TTFT of short requests")
+for ax in axes:
+    plain_log_ticks(ax.xaxis)
+plain_log_ticks(axes[1].yaxis)
 fig.tight_layout()
+legend_beside(fig)
 save_figure(fig, figures_dir, "fig3_throughput_vs_rate")
 
 # %% [markdown]
@@ -232,11 +241,12 @@ rates = sorted(tl["rate"].unique())
 fig, axes = plt.subplots(2, len(rates), figsize=(6 * len(rates), 7), squeeze=False)
 for j, rate in enumerate(rates):
     t = tl[(tl["rate"] == rate) & (tl["task"] == "long")]
-    sns.lineplot(data=t, x="time_s", y="oldest_wait_s", hue="method", ax=axes[0, j])
-    axes[0, j].set(title=f"{rate:g} req/s: oldest waiting long prompt", ylabel="age (s)")
+    sns.lineplot(data=t, x="time_s", y="oldest_wait_s", hue="method", ax=axes[0, j], legend=j == 0)
+    axes[0, j].set(title=f"{rate:g} req/s: oldest waiting long prompt", xlabel="time (s)", ylabel="age (s)")
     sns.lineplot(data=t, x="time_s", y="waiting", hue="method", ax=axes[1, j], legend=False)
-    axes[1, j].set(title="long prompts waiting", ylabel="requests")
+    axes[1, j].set(title="long prompts waiting", xlabel="time (s)", ylabel="requests")
 fig.tight_layout()
+legend_beside(fig, title="scheduler")
 save_figure(fig, figures_dir, "fig6_starvation")
 
 # %%
@@ -284,12 +294,12 @@ for i, m in enumerate(curve.columns):
         axes[0].axhline(paper_change[m], color=f"C{i}", ls="--", lw=1)
 axes[0].set(xscale="log", xlabel="questions per long document (1 = no sharing)", ylabel="completion time vs FCFS (%)",
             title="predictions (lines) beside the paper's rows (dashed)")
-axes[0].legend(fontsize=7)
+axes[0].legend(loc="upper left", bbox_to_anchor=(0, -0.18), ncol=2, frameon=False)
 for m in ("fcfs", "kmeans-30", "ewsjf"):
     axes[1].plot(hits.index, hits[m], "o-", label=m)
 axes[1].set(xscale="log", xlabel="questions per long document", ylabel="prompt tokens found cached",
             title="prefix-cache hit rate (first admissions)")
-axes[1].legend()
+axes[1].legend(loc="upper left", bbox_to_anchor=(0, -0.18), ncol=3, frameon=False)
 for ax in axes:  # one tick per level run
     ax.set_xticks(curve.index, [f"{q:g}" for q in curve.index])
     ax.xaxis.set_minor_locator(plt.NullLocator())

@@ -43,6 +43,7 @@ import seaborn as sns
 from schedlab.fit.latency_predictor import LatencyPredictor, predict_profile
 from schedlab.render import read_manifest
 from schedlab.report import save_figure
+from schedlab.report import legend_beside, plain_log_ticks
 from schedlab.slosa.objective import score
 from schedlab.slosa.search import AnnealConfig, anneal, exhaustive
 from schedlab.slosa.toys import TOYS
@@ -177,11 +178,15 @@ fig, axes = plt.subplots(3, 3, figsize=(13, 10), sharex=True)
 for i, metric in enumerate(["g", "attainment", "mean_e2e_s"]):
     for j, b in enumerate(sorted(main["max_batch"].unique())):
         ax = axes[i, j]
-        sns.lineplot(data=main[main["max_batch"] == b], x="n", y=metric, hue="method", style="method", markers=True, ax=ax, errorbar=None)
-        ax.set(title=f"max batch {b}" if i == 0 else "", ylabel={"g": "G (1/s)", "attainment": "SLO attainment", "mean_e2e_s": "mean e2e (s)"}[metric])
+        sns.lineplot(data=main[main["max_batch"] == b], x="n", y=metric, hue="method", style="method", markers=True, ax=ax,
+                     errorbar=None, legend=i == 0 and j == 0)
+        ax.set(title=f"max batch {b}" if i == 0 else "", xlabel="requests per decision (N)" if i == 2 else "",
+               ylabel={"g": "G (1/s)", "attainment": "SLO attainment", "mean_e2e_s": "mean e2e (s)"}[metric])
         if metric == "g":
             ax.set_yscale("log")
+            plain_log_ticks(ax.yaxis)
 fig.tight_layout()
+legend_beside(fig, title="mapping")
 save_figure(fig, figures_dir, "fig7_g_attainment_latency")
 
 # %%
@@ -219,9 +224,12 @@ served = main.groupby(["max_batch", "n", "method"])["served_g"].mean().unstack("
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
 for ax, b in zip(axes, sorted(main["max_batch"].unique())):
     d = main[main["max_batch"] == b]
-    sns.lineplot(data=d, x="n", y="served_g", hue="method", style="method", markers=True, errorbar=None, ax=ax)
-    ax.set(title=f"served on sim, max batch {b}", ylabel="served G (1/s)", yscale="log")
+    sns.lineplot(data=d, x="n", y="served_g", hue="method", style="method", markers=True, errorbar=None, ax=ax,
+                 legend=ax is axes[0])
+    ax.set(title=f"served on sim, max batch {b}", xlabel="requests per decision (N)", ylabel="served G (1/s)", yscale="log")
+    plain_log_ticks(ax.yaxis)
 fig.tight_layout()
+legend_beside(fig, title="mapping")
 save_figure(fig, figures_dir, "fig7_served")
 served.round(4)
 

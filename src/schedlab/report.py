@@ -40,20 +40,19 @@ def scheduler_palette(names=None) -> dict:
 
 def legend_beside(fig, axes=None, *, entries: dict | None = None, title: str | None = None, **kwargs):
     """One legend right of ``fig``'s panels: ``entries`` (label -> handle) or else every entry of
-    ``axes`` (default: all) once, from their legends (which are removed) or, for an axes without
-    one, its labelled artists. Call it once the layout is set (after ``tight_layout``): it is
-    anchored at the top of the highest panel. A legend beside the panels covers none of their data."""
+    ``axes`` (default: all) once: their legends' entries (the legends are removed), then their
+    labelled artists. Call it once the layout is set (after ``tight_layout``): it is anchored at
+    the top of the highest panel. A legend beside the panels covers none of their data."""
     if entries is None:
         entries = {}
         for ax in fig.axes if axes is None else axes:
             legend = ax.get_legend()
             if legend is not None:
-                pairs = zip(legend.legend_handles, (t.get_text() for t in legend.get_texts()))
+                for handle, text in zip(legend.legend_handles, legend.get_texts()):
+                    entries.setdefault(text.get_text(), handle)
                 title = title if title is not None else (legend.get_title().get_text() or None)
                 legend.remove()
-            else:
-                pairs = zip(*ax.get_legend_handles_labels())
-            for handle, label in pairs:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
                 entries.setdefault(label, handle)
     top = max(ax.get_position().y1 for ax in fig.axes)
     kwargs = {"loc": "upper left", "bbox_to_anchor": (1.0, top), "frameon": False, **kwargs}
