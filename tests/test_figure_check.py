@@ -189,3 +189,42 @@ def test_save_figure_writes_nothing_for_a_refused_figure(tmp_path):
     fig, _ = crossing_lines("upper left", bbox_to_anchor=(1.01, 1))
     save_figure(fig, tmp_path, "good")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["good.pdf", "good.png"]
+
+
+def test_legend_beside_moves_every_entry_off_the_data_once():
+    from schedlab.report import legend_beside
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1], label="rising")
+        ax.plot([0, 1], [1, 0], label="falling")
+        ax.set(xlabel="time (s)", ylabel="latency (ms)", title=f"panel {len(fig.legends)}")
+        ax.legend(loc="center", title="direction")
+    axes[1].set_title("right")
+    axes[1].axhline(0.5, color="k", ls="--", label="target")  # labelled after the panel's legend
+    assert rules(fig) == ["legend over data"]
+    fig.tight_layout()
+    legend = legend_beside(fig)
+    assert [t.get_text() for t in legend.get_texts()] == ["rising", "falling", "target"]
+    assert legend.get_title().get_text() == "direction"
+    assert all(ax.get_legend() is None for ax in axes) and faults(fig) == []
+
+
+def test_plain_log_ticks_label_in_plain_numbers():
+    from schedlab.report import plain_log_ticks
+
+    shown = {}
+    for low, high in ((70, 300), (60, 16000), (0.5, 2e5)):
+        fig, ax = plt.subplots(figsize=(3, 3))
+        ax.plot([0, 1], [low, high])
+        ax.set(yscale="log", xlabel="rate (req/s)", ylabel="latency (ms)")
+        plain_log_ticks(ax.yaxis)
+        fig.canvas.draw()
+        locs = [*ax.get_yticks(), *ax.get_yticks(minor=True)]
+        view = sorted(ax.get_ylim())
+        shown[(low, high)] = sorted((loc, t.get_text()) for t, loc in zip(ax.get_yticklabels(which="both"), locs)
+                                    if t.get_text() and view[0] <= loc <= view[1])
+        assert faults(fig) == []
+    assert {k: [label for _, label in v] for k, v in shown.items()} == {
+        (70, 300): ["70", "100", "200", "300"], (60, 16000): ["100", "300", "1,000", "3,000", "10,000"],
+        (0.5, 2e5): ["1", "10", "100", "1,000", "10,000", "100,000"]}
