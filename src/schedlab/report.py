@@ -59,17 +59,28 @@ def legend_beside(fig, axes=None, *, entries: dict | None = None, title: str | N
     return fig.legend(list(entries.values()), list(entries), title=title, **kwargs)
 
 
+def _log_labels(low: float, high: float) -> tuple:
+    """The mantissas a log axis from ``low`` to ``high`` labels: the sparsest of 1; 1, 3; 1, 2, 5;
+    1, 2, 3, 5, 7; 1 to 9 that labels at least three values in view."""
+    if not low > 0:
+        return (1,)
+    decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+    for mantissas in ((1,), (1, 3), (1, 2, 5), (1, 2, 3, 5, 7), tuple(range(1, 10))):
+        if sum(low <= m * 10.0**d <= high for m in mantissas for d in decades) >= 3:
+            return mantissas
+    return tuple(range(1, 10))
+
+
 def plain_log_ticks(*axes) -> None:
     """Label log-scaled axes (``ax.xaxis``, ``ax.yaxis``) in plain numbers (``70``, ``200``,
-    ``1,000``; not ``7x10^1``): at 1, 2, 3, 5 and 7 times each power of ten when the view spans
-    at most a decade, at 1, 2 and 5 up to two, at 1 and 3 up to three, else at the powers of ten."""
+    ``1,000``; not ``7x10^1``), at the powers of ten or, where that labels fewer than three
+    values in view, at more multiples of them (:func:`_log_labels`)."""
     from matplotlib.ticker import Formatter
 
     class Plain(Formatter):
         def __call__(self, x, pos=None):
             low, high = sorted(self.axis.get_view_interval())
-            decades = np.log10(high / low) if low > 0 else np.inf
-            shown = (1, 2, 3, 5, 7) if decades <= 1 else (1, 2, 5) if decades <= 2 else (1, 3) if decades <= 3 else (1,)
+            shown = _log_labels(low, high)
             mantissa = x / 10 ** np.floor(np.log10(x) + 1e-9) if x > 0 else 0
             if not any(abs(mantissa - m) < 1e-6 for m in shown):
                 return ""
@@ -193,9 +204,17 @@ def within_count(table: pd.DataFrame, tolerance: float = TOLERANCE) -> str:
     return "; ".join(parts)
 
 
+def nested_style(k: int) -> dict:
+    """The ``k``-th line's marker and dashes: markers shrink from an open circle, so lines that
+    coincide show as markers nested in each other."""
+    return {"marker": "osD^v<>"[k % 7], "ms": max(9 - 2 * k, 3), "mfc": "none" if k == 0 else None,
+            "ls": ("-", "--", ":", "-.")[k % 4], "alpha": 0.9}
+
+
 def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.DataFrame | None = None, *,
                       ylabel: str, title: str, log: bool = False, palette: dict | None = None):
-    """One panel per metric (titled in words), one line per policy against the offered rate, and
+    """One panel per metric (titled in words), one line per policy against the offered rate (each
+    policy its own marker and dashes, so lines that coincide stay visible), and
     the paper's points (``reported``, indexed by (rate, policy)) as open diamonds in the policy's
     colour, with one entry "paper" in the legend beside the panels; returns the figure."""
     import matplotlib.pyplot as plt
@@ -204,9 +223,9 @@ def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.Data
     palette = palette or scheduler_palette(policies)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 3.8), squeeze=False)
     for ax, m in zip(axes[0], metrics):
-        for p in policies:
+        for k, p in enumerate(policies):
             ours = table.xs(p, level="policy")[m]
-            ax.plot(ours.index, ours.to_numpy(), marker="o", ms=3, color=palette[p], label=p.upper())
+            ax.plot(ours.index, ours.to_numpy(), color=palette[p], label=p.upper(), **nested_style(k))
             if reported is not None and m in reported and p in reported.index.get_level_values("policy"):
                 rep = reported.xs(p, level="policy")[m]
                 ax.scatter(rep.index, rep.to_numpy(), marker="D", s=45, facecolors="none", edgecolors=palette[p], lw=1.5)
@@ -216,7 +235,7 @@ def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.Data
             plain_log_ticks(ax.yaxis)
     if reported is not None:  # one entry for every policy's paper points
         axes[0][0].plot([], [], marker="D", ls="", mfc="none", mec="k", label="paper")
-    fig.suptitle(title, y=1.02)
+    fig.suptitle(title)
     fig.tight_layout()
     legend_beside(fig)
     return fig
