@@ -39,7 +39,7 @@ from IPython.display import Markdown, display
 
 from schedlab.render import read_manifest
 from schedlab.report import save_figure
-from schedlab.report import legend_beside, plain_log_ticks
+from schedlab.report import legend_beside, plain_log_ticks, scheduler_palette
 
 sns.set_theme(style="whitegrid", context="notebook")
 Path(figures_dir).mkdir(parents=True, exist_ok=True)
@@ -71,10 +71,11 @@ display(vad_acc.round(3))
 fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
 for ax, scenario in zip(axes, ["librispeech", "padded"]):
     d = vad[(vad["scenario"] == scenario) & (vad["policy"] != "fcfs")]
-    sns.lineplot(data=d.rename(columns={"policy": "scheduler", "estimate": "job size from"}), x="rate", y="p50_e2el_ms",
-                 hue="scheduler", style="job size from", marker="o", ax=ax)
     f = vad[(vad["scenario"] == scenario) & (vad["policy"] == "fcfs") & (vad["estimate"] == "raw")]
-    ax.plot(f["rate"], f["p50_e2el_ms"], color="0.5", ls=":", label="fcfs")
+    ax.plot(f["rate"], f["p50_e2el_ms"], color="0.5", ls=":", label="FCFS (arrival order)")
+    shown = d.assign(policy=d["policy"].str.upper(), estimate=d["estimate"].map({"raw": "file length", "vad": "speech time (VAD)"}))
+    sns.lineplot(data=shown.rename(columns={"policy": "scheduler", "estimate": "job size from"}), x="rate", y="p50_e2el_ms",
+                 hue="scheduler", style="job size from", marker="o", ax=ax)
     ax.set_yscale("log")
     plain_log_ticks(ax.yaxis)
     ax.set(title={"librispeech": "LibriSpeech", "padded": "padded with silence"}.get(scenario, scenario),
@@ -110,7 +111,7 @@ sns.lineplot(data=q, x="ratio", y="spearman", hue="estimate", marker="o", ax=axe
 axes[0].set(title="rank correlation of job size with output tokens", ylabel="Spearman's rank correlation")
 q = kap_q[kap_q["group"] == "non_en"]
 sns.lineplot(data=q, x="ratio", y="median_rel_error", hue="estimate", marker="o", ax=axes[1])
-axes[1].set(title="second language: error of the job-size estimate", ylabel="median relative error of n_hat")
+axes[1].set(title="second language: error of the job-size estimate", ylabel="median relative error of the job size")
 for ax in axes:
     ax.set_xlabel("second language's tokens per second / English's")
 fig.tight_layout()
@@ -156,7 +157,8 @@ display(sw["by_phase"].pivot_table(index="policy", columns="phase", values=["p50
 fig, axes = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
 tl = sw["timeline"]
 for ax, metric in zip(axes, ("p50_e2el_ms", "p90_e2el_ms")):
-    sns.lineplot(data=tl, x="window_start_s", y=metric, hue="policy", ax=ax, marker=".")
+    sns.lineplot(data=tl, x="window_start_s", y=metric, hue="policy", palette=scheduler_palette(tl["policy"].unique()),
+                 ax=ax, marker=".")
     ax.set(yscale="log", ylabel={"p50_e2el_ms": "P50 E2EL (ms)", "p90_e2el_ms": "P90 E2EL (ms)"}[metric])
     plain_log_ticks(ax.yaxis)
     reg = sw["regimes"][sw["regimes"]["policy"] == "adaptive"]

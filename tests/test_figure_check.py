@@ -201,7 +201,7 @@ def test_legend_beside_moves_every_entry_off_the_data_once():
         ax.set(xlabel="time (s)", ylabel="latency (ms)", title=f"panel {len(fig.legends)}")
         ax.legend(loc="center", title="direction")
     axes[1].set_title("right")
-    axes[1].axhline(0.5, color="k", ls="--", label="target")  # labelled after the panel's legend
+    axes[1].axhline(0.5, color="k", ls="--", label="target")  # labelled after the panel's legend was drawn
     assert rules(fig) == ["legend over data"]
     fig.tight_layout()
     legend = legend_beside(fig)

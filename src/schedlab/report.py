@@ -40,20 +40,20 @@ def scheduler_palette(names=None) -> dict:
 
 def legend_beside(fig, axes=None, *, entries: dict | None = None, title: str | None = None, **kwargs):
     """One legend right of ``fig``'s panels: ``entries`` (label -> handle) or else every entry of
-    ``axes`` (default: all) once: their legends' entries (the legends are removed), then their
-    labelled artists. Call it once the layout is set (after ``tight_layout``): it is anchored at
+    ``axes`` (default: all) once: their labelled artists, then the other entries of their
+    legends (which are removed). Call it once the layout is set (after ``tight_layout``): it is anchored at
     the top of the highest panel. A legend beside the panels covers none of their data."""
     if entries is None:
         entries = {}
         for ax in fig.axes if axes is None else axes:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                entries.setdefault(label, handle)
             legend = ax.get_legend()
             if legend is not None:
                 for handle, text in zip(legend.legend_handles, legend.get_texts()):
                     entries.setdefault(text.get_text(), handle)
                 title = title if title is not None else (legend.get_title().get_text() or None)
                 legend.remove()
-            for handle, label in zip(*ax.get_legend_handles_labels()):
-                entries.setdefault(label, handle)
     top = max(ax.get_position().y1 for ax in fig.axes)
     kwargs = {"loc": "upper left", "bbox_to_anchor": (1.0, top), "frameon": False, **kwargs}
     return fig.legend(list(entries.values()), list(entries), title=title, **kwargs)
