@@ -44,6 +44,7 @@ from schedlab.fit.steptime import predict
 from schedlab.render import read_manifest
 from schedlab.report import save_figure
 from schedlab.report import interval_words, legend_beside, plain_log_ticks
+from schedlab.slai.report import palette as scheduler_colours
 from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -187,7 +188,7 @@ def tbt_ttft_panels(share, name):
         (axes[1], "p99_tbt_ms_free", 500, "P99 TBT, free tier"),
         (axes[2], "p50_ttft_ms", 500, "median TTFT"),
     ):
-        sns.lineplot(data=rows, x="rate", y=col, hue="label", marker="o", ax=ax, errorbar=None,
+        sns.lineplot(data=rows, x="rate", y=col, hue="label", marker="o", ax=ax, errorbar=None, palette=scheduler_colours(),
                      hue_order=[LABELS[s] for s in FIG7 if s in set(rows["scheduler"])], legend=ax is axes[2])
         ax.axhline(target, ls="--", color="k", lw=0.8)
         ax.set(title=f"{title} (p = {share:.0%})", xlabel="arrival rate (req/s)", ylabel=f"{title} (ms)")
@@ -196,8 +197,8 @@ def tbt_ttft_panels(share, name):
                     label="paper: Sarathi (FCFS) at its capacity")
     axes[2].set_yscale("log")
     plain_log_ticks(axes[2].yaxis)
-    handles, labels = axes[2].get_legend_handles_labels()
-    axes[2].legend(handles, labels, title="scheduler", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    fig.tight_layout()
+    legend_beside(fig, title="scheduler")
     save_figure(fig, figures_dir, name)
 
 
@@ -227,7 +228,7 @@ def by_backend(runs, targets, name):
     from matplotlib.lines import Line2D
 
     order = [LABELS[s] for s in LABELS if s in set(runs["scheduler"])]
-    colours = dict(zip(order, sns.color_palette("colorblind", len(order))))
+    colours = scheduler_colours()
     backends = [b for b in BACKEND_STYLE if b in set(runs["backend"])]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharex=True)
     for ax, col, target, title in ((axes[0], "p99_tbt_ms_paying", targets.get("paying"), "P99 TBT, paying (ms)"),
@@ -302,7 +303,8 @@ fig, axes = plt.subplots(1, len(peak_rates), figsize=(7 * len(peak_rates), 4), s
 for ax, rate in zip(axes[0], peak_rates):
     rows = tl[(tl["share"] == shares[0]) & (tl["rate"] == rate) & tl["scheduler"].isin(offsets) & (tl["seed"] == tl["seed"].min())]
     sns.lineplot(data=rows.assign(label=rows["scheduler"].map(LABELS), kv=rows["kv_frac"] * 100),
-                 x="t_s", y="kv", hue="label", hue_order=[LABELS[s] for s in offsets], ax=ax, lw=0.8)
+                 x="t_s", y="kv", hue="label", hue_order=[LABELS[s] for s in offsets], palette=scheduler_colours(), ax=ax,
+                 lw=0.8)
     ax.axhline(96, ls="--", color="k", lw=0.8, label="96 %: the dynamic offset's switch")
     ax.set(xlabel="time (s)", ylabel="KV memory used (%)", title=f"{rate:g} req/s, p = {shares[0]:.0%}")
 fig.tight_layout()
@@ -322,17 +324,20 @@ peak = peak_rates[0]
 fig, axes = plt.subplots(1, 3, figsize=(18, 4.2))
 rows = summary[(summary["share"] == shares[0]) & summary["scheduler"].isin(FIG7)]
 fig7_order = [LABELS[s] for s in FIG7 if s in set(rows["scheduler"])]
-sns.lineplot(data=rows, x="rate", y="p50_ttft_ms", hue="label", hue_order=fig7_order, marker="o", ax=axes[0], errorbar=None,
-             legend=False)
+sns.lineplot(data=rows, x="rate", y="p50_ttft_ms", hue="label", hue_order=fig7_order, palette=scheduler_colours(), marker="o",
+             ax=axes[0], errorbar=None, legend=False)
 axes[0].set(yscale="log", xlabel="arrival rate (req/s)", ylabel="median TTFT (ms)", title=f"median TTFT, p = {shares[0]:.0%}")
 b = bk[(bk["share"] == shares[0]) & (bk["rate"] == peak) & bk["scheduler"].isin(FIG7) & (bk["seed"] == bk["seed"].min())]
 b = b.assign(label=b["scheduler"].map(LABELS), bucket=b["bucket"].map(interval_words))
-sns.barplot(data=b, x="bucket", y="served", hue="label", hue_order=fig7_order, ax=axes[1], legend=False)
+sns.barplot(data=b, x="bucket", y="served", hue="label", hue_order=fig7_order, palette=scheduler_colours(), ax=axes[1],
+            legend=False)
 axes[1].set(xlabel="prompt tokens", ylabel="requests served", title=f"served by prompt length, {peak:g} req/s")
-sns.barplot(data=b, x="bucket", y="mean_ttft_ms", hue="label", hue_order=fig7_order, ax=axes[2])
+sns.barplot(data=b, x="bucket", y="mean_ttft_ms", hue="label", hue_order=fig7_order, palette=scheduler_colours(), ax=axes[2])
 axes[2].set(yscale="log", xlabel="prompt tokens", ylabel="mean TTFT (ms)", title=f"mean TTFT by prompt length, {peak:g} req/s")
 for ax in (axes[0], axes[2]):
     plain_log_ticks(ax.yaxis)
+for ax in axes[1:]:
+    ax.tick_params(axis="x", rotation=30)
 fig.tight_layout()
 legend_beside(fig, title="scheduler")
 save_figure(fig, figures_dir, "fig9_ttft_buckets")
@@ -366,7 +371,7 @@ if missing:
     print(f"no capacity within the rates tried (no bar): {', '.join(missing)}")
 fig, ax = plt.subplots(figsize=(9, 4))
 sns.barplot(data=shown.assign(share=shown["share"].map("{:.0%}".format)), x="share", y="capacity_rps", hue="label",
-            hue_order=[LABELS[s] for s in LABELS if s in set(shown["scheduler"])], ax=ax)
+            hue_order=[LABELS[s] for s in LABELS if s in set(shown["scheduler"])], palette=scheduler_colours(), ax=ax)
 ax.axhline(1.15, color="k", ls="--", label="paper: Sarathi-Serve (FCFS), 1.15 req/s")
 ax.set(xlabel="paying share", ylabel="serving capacity (req/s)")
 fig.tight_layout()
@@ -386,7 +391,8 @@ if "sensitivity" in serving:
     ax.plot(sens["overhead_s"] * 1e3, sens["gain_pct"], marker="o")
     for _, r in sens.iterrows():
         ax.annotate(f"{r['sarathi-fcfs']:.2f} -> {r['slai-spf-dynamic']:.2f} req/s", (r["overhead_s"] * 1e3, r["gain_pct"]),
-                    textcoords="offset points", xytext=(4, 6), fontsize="small")
+                    textcoords="offset points", xytext=(6, -6), va="top", fontsize="small")
+    ax.margins(x=0.3, y=0.2)  # room for the labels inside the panel
     ax.set(xlabel="serving overhead per batch (ms)", ylabel="SLAI capacity gain (%)",
            title="SLAI (SPF, dynamic) vs Sarathi-Serve (FCFS), 5 % paying")
     save_figure(fig, figures_dir, "sensitivity_capacity_gain")
@@ -407,7 +413,7 @@ if "sensitivity" in serving:
 # %%
 display(thr.pivot_table(index="scheduler", columns="engine_model", values="saturation_rps"))
 g = sns.catplot(data=thr.assign(label=thr["scheduler"].map(LABELS)), x="engine_model", y="saturation_rps",
-                hue="label", kind="bar", height=4, aspect=2.2)
+                hue="label", kind="bar", palette=scheduler_colours(), height=4, aspect=2.2)
 g.set(xlabel="engine model", ylabel="highest stable rate (req/s)")
 g.legend.set_title("scheduler")
 save_figure(g.figure, figures_dir, "throughput_optimality")
@@ -415,7 +421,8 @@ save_figure(g.figure, figures_dir, "throughput_optimality")
 # %%
 q = queue[queue["engine_model"] == "calibrated"]
 g = sns.relplot(data=q.assign(label=q["scheduler"].map(LABELS), load=q["factor"].map(lambda f: f"{f:g} x capacity")),
-                x="t_s", y="waiting", hue="label", col="load", kind="line", height=3.8, aspect=1.4, lw=0.9)
+                x="t_s", y="waiting", hue="label", col="load", kind="line", palette=scheduler_colours(), height=3.8, aspect=1.4,
+                lw=0.9)
 g.set(xlabel="time (s)", ylabel="waiting requests")
 g.set_titles("{col_name}")
 g.legend.set_title("scheduler")

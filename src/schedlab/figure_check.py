@@ -1,8 +1,9 @@
 """What makes a saved figure unreadable, found from its drawn artists: a legend over plotted
-points, lines or bars; raw column names as labels, pandas' intervals as tick labels; facets titled ``column = value``; texts
-that overlap (tick labels, titles, annotations, legends) or that a heatmap cell cannot hold;
-texts that run off the canvas or are clipped. :func:`faults` lists them, :func:`check` refuses
-a figure that has any (``schedlab.report.save_figure`` calls it on every figure it saves).
+points, lines or bars; raw column names as labels, pandas' intervals as tick labels; facets
+titled ``column = value``; texts that overlap (tick labels, titles, annotations, legends), that
+lie over another panel or that a heatmap cell cannot hold; texts that run off the canvas or
+are clipped. :func:`faults` lists them, :func:`check` refuses a figure that has any
+(``schedlab.report.save_figure`` calls it on every figure it saves).
 
 Everything is measured in display coordinates after the figure is drawn, so the layout is the
 one the saved file has (``tight_layout``, constrained layout and seaborn's grids included)."""
@@ -68,10 +69,11 @@ def faults(fig) -> list[Fault]:
     legends = [(leg, f"the legend of {_panel(ax)}") for ax in axes if (leg := ax.get_legend()) and leg.get_visible()]
     legends += [(leg, "the figure's legend") for leg in fig.legends if leg.get_visible()]
     texts = _texts(fig, axes, renderer)
-    boxes = texts + [(where, leg.get_window_extent(renderer), None, leg) for leg, where in legends]
+    boxes = texts + [(where, leg.get_window_extent(renderer), None, leg, None) for leg, where in legends]
     tol = TOLERANCE_PT * fig.dpi / 72
     return (_legends_over_data(legends, axes, renderer, tol) + _raw_names(axes, legends) + _facet_titles(axes)
-            + _overlaps(boxes, tol) + _overflowing_cells(axes, renderer, tol) + _off_canvas(fig, boxes, renderer, tol))
+            + _overlaps(boxes, tol) + _over_other_panels(texts, axes, tol) + _overflowing_cells(axes, renderer, tol)
+            + _off_canvas(fig, boxes, renderer, tol))
 
 
 # -- where things are -------------------------------------------------------------------------
@@ -95,36 +97,37 @@ def _drawn_ticks(axis):
 
 
 def _texts(fig, axes, renderer) -> list[tuple]:
-    """(description, display box, the axis whose tick it is or None, the text) of every visible,
+    """(description, display box, the axis whose tick it is or None, the text, the axes it belongs
+    to or None) of every visible,
     non-empty text: the figure's texts, and each axes' titles, axis labels, offset texts, drawn
     tick labels and annotations."""
     out = []
 
-    def add(text, where, axis=None):
+    def add(text, where, axis=None, ax=None):
         if text.get_visible() and text.get_text().strip():
             box = text.get_window_extent(renderer)
             if box.width > 0 and box.height > 0:
-                out.append((f"{_short(text.get_text())!r} ({where})", box, axis, text))
+                out.append((f"{_short(text.get_text())!r} ({where})", box, axis, text, ax))
 
     for text in fig.texts:
         add(text, "figure text")
     for ax in axes:
         where = _panel(ax)
         for title in (ax.title, ax._left_title, ax._right_title):
-            add(title, "a title")
+            add(title, "a title", ax=ax)
         if not ax.axison:
             continue
         for axis in (ax.xaxis, ax.yaxis):
             if not axis.get_visible():
                 continue
             name = axis.axis_name
-            add(axis.label, f"{name}-axis label of {where}")
-            add(axis.get_offset_text(), f"{name}-axis offset of {where}")
+            add(axis.label, f"{name}-axis label of {where}", ax=ax)
+            add(axis.get_offset_text(), f"{name}-axis offset of {where}", ax=ax)
             for tick in _drawn_ticks(axis):
                 for label in (tick.label1, tick.label2):
-                    add(label, f"{name} tick of {where}", axis)
+                    add(label, f"{name} tick of {where}", axis, ax)
         for text in ax.texts:
-            add(text, f"text in {where}")
+            add(text, f"text in {where}", ax=ax)
     return out
 
 
@@ -254,7 +257,7 @@ def _overlaps(boxes, tol) -> list[Fault]:
     """Pairs of texts (legends counted as one box each) drawn over each other."""
     if len(boxes) < 2:
         return []
-    e = np.array([[b.x0, b.y0, b.x1, b.y1] for _, b, _, _ in boxes])
+    e = np.array([[b.x0, b.y0, b.x1, b.y1] for _, b, *_ in boxes])
     w = np.minimum(e[:, None, 2], e[None, :, 2]) - np.maximum(e[:, None, 0], e[None, :, 0])
     h = np.minimum(e[:, None, 3], e[None, :, 3]) - np.maximum(e[:, None, 1], e[None, :, 1])
     i, j = np.nonzero(np.triu((w > tol) & (h > tol), k=1))
@@ -263,6 +266,19 @@ def _overlaps(boxes, tol) -> list[Fault]:
         rule = ("tick labels overlap" if boxes[a][2] is not None and boxes[a][2] is boxes[b][2]
                 else "texts overlap")
         out.append(Fault(rule, f"{boxes[a][0]} and {boxes[b][0]}"))
+    return out
+
+
+def _over_other_panels(texts, axes, tol) -> list[Fault]:
+    """A panel's titles, labels, ticks and annotations drawn inside another panel (a twin, on the
+    same area, excepted)."""
+    out = []
+    for where, box, _, _, owner in texts:
+        if owner is None:
+            continue
+        for ax in axes:
+            if ax is not owner and ax.bbox.bounds != owner.bbox.bounds and _overlap(box, ax.bbox, tol):
+                out.append(Fault("text over another panel", f"{where} lies over {_panel(ax)}"))
     return out
 
 
@@ -291,7 +307,7 @@ def _off_canvas(fig, boxes, renderer, tol) -> list[Fault]:
     """Texts outside what a tight save keeps of the figure, and texts cut by their clip box."""
     canvas = fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans)
     out = []
-    for where, box, _, artist in boxes:
+    for where, box, _, artist, _ in boxes:
         if artist.get_clip_on() and artist.get_clip_box() is not None:
             continue  # cut by its clip box: the rule below
         if box.x0 < canvas.x0 - tol or box.x1 > canvas.x1 + tol or box.y0 < canvas.y0 - tol or box.y1 > canvas.y1 + tol:
