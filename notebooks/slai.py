@@ -158,6 +158,7 @@ ax2 = ax.twinx()
 ax2.plot(b["budget"], b["mean_batch_ms"], "s--", color="C1", label="mean batch time (ms)")
 ax2.set(ylabel="mean batch time (ms)")
 ax2.grid(False)
+plain_log_ticks(ax.xaxis)
 ax.legend(*(sum(pair, []) for pair in zip(ax.get_legend_handles_labels(), ax2.get_legend_handles_labels())),
           loc="upper left", bbox_to_anchor=(0, -0.2), frameon=False)
 k = params[params["study"] == "kv"]
@@ -455,6 +456,7 @@ axes[1].set(xlabel="engines", ylabel="median TTFT (s)", xscale="log", yscale="lo
 for ax in axes:
     ax.xaxis.set_major_formatter(plt.ScalarFormatter())
 axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", frameon=False)
+fig.tight_layout()
 save_figure(fig, figures_dir, "routing_capacity")
 plt.show()
 for sentence in routing_reading(routing):
