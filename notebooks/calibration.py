@@ -300,6 +300,59 @@ def error_tables(errs: pd.DataFrame) -> None:
                                                values=metric).round(1))
 
 
+def fidelity_figure(errs: pd.DataFrame, name: str, target: float = 10.0) -> None:
+    """Each simulator's error against the engine per rate, one panel per metric: colour by
+    step-time fit, sim's open circles around vllm-sim's dots, dashes by policy, the target band
+    shaded. The view holds the held-out fits' errors (at least +-2.5x the target, at most
+    +-100 %); an error beyond it is an arrowhead on the edge, its size in the panel's title."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    long = errs.reset_index()
+    colours = dict(zip(STEP_FITS, sns.color_palette("colorblind", len(STEP_FITS))))
+    markers = {"sim": {"marker": "o", "ms": 9, "mfc": "none"}, "vllm-sim": {"marker": ".", "ms": 7}}
+    policies = list(dict.fromkeys(long["policy"]))
+    dashes = dict(zip(policies, ["-", "--", ":", "-."] * len(policies)))
+    own = long.loc[long["fit"] == STEP_FITS[1], FIDELITY_METRICS].abs().max().max()
+    span = float(np.clip(1.15 * own if np.isfinite(own) else 0, 2.5 * target, 100))
+    fig, axes = plt.subplots(2, 3, figsize=(13, 6.6), sharex=True)
+    for ax, metric in zip(axes.flat, FIDELITY_METRICS):
+        ax.axhspan(-target, target, color="0.88", zorder=0)
+        ax.axhline(0, color="0.5", lw=0.8)
+        far = {}
+        for (fit, candidate, policy), rows in long.groupby(["fit", "candidate", "policy"], sort=False):
+            err = rows.groupby("rate")[metric].mean()
+            inside = err.where(err.abs() <= span)
+            ax.plot(inside.index, inside.to_numpy(), color=colours[fit], ls=dashes[policy], **markers[candidate])
+            out = err[err.abs() > span]
+            if len(out):
+                for sign, marker in ((1, "^"), (-1, "v")):
+                    at = out.index[np.sign(out) == sign]
+                    ax.scatter(at, np.full(len(at), sign * span), marker=marker, color=colours[fit], s=60, clip_on=False,
+                               zorder=4)
+                far[fit] = max(far.get(fit, 0), out.abs().max())
+        ax.set(ylim=(-span, span), title=METRIC_WORDS.get(metric, metric))
+        if far:
+            ax.set_title(METRIC_WORDS.get(metric, metric) + "\n" + "; ".join(
+                f"{fit} fit beyond the edge, up to {size:,.0f} %" for fit, size in far.items()), fontsize=9)
+    for ax in axes.flat[len(FIDELITY_METRICS):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("% error vs the real engine")
+    for ax in axes.flat[len(FIDELITY_METRICS) - 3:len(FIDELITY_METRICS)]:
+        ax.set_xlabel("offered rate (req/s)")
+        ax.xaxis.set_tick_params(labelbottom=True)
+    fig.tight_layout()
+    entries = {f"fit: {fit}": Line2D([], [], color=c, lw=2) for fit, c in colours.items()}
+    entries |= {b: Line2D([], [], color="0.3", ls="", **m) for b, m in markers.items()}
+    entries |= {f"policy: {p}": Line2D([], [], color="0.3", ls=d) for p, d in dashes.items()}
+    entries[f"within {target:g} % (the target)"] = Patch(color="0.88")
+    entries["beyond the edge"] = Line2D([], [], color="0.3", ls="", marker="^", ms=7)
+    legend_beside(fig, entries=entries)
+    save_figure(fig, figures_dir, name)
+    plt.show()
+
+
 def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
     """The comparison of one served study: interference, errors per fit, the repeats' spread,
     and the reading computed from them."""
@@ -312,18 +365,7 @@ def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
                                  "send_lag_max_ms", "response_max_ms", "p50_e2el_ms", "throughput_rps") if c in bad]].round(3))
     errs = fit_errors(view)
     if len(errs) and figure:
-        long = errs.reset_index().melt(["workload", "model", "policy", "rate", "seed", "reference", "candidate", "fit"],
-                                       value_vars=FIDELITY_METRICS, var_name="metric", value_name="error_pct")
-        long["simulator, fit"] = long["candidate"] + ", " + long["fit"]
-        long["metric"] = long["metric"].map(lambda m: METRIC_WORDS.get(m, m))
-        g = sns.relplot(data=long, x="rate", y="error_pct", hue="simulator, fit", style="policy", col="metric",
-                        kind="line", marker="o", col_wrap=3, height=2.8, aspect=1.2, facet_kws={"sharey": False})
-        g.set_titles("{col_name}")
-        for ax in g.axes.flat:
-            ax.axhline(0, color="grey", lw=0.8)
-        g.set_axis_labels("offered rate (req/s)", "% error vs real engine")
-        save_figure(g.figure, figures_dir, figure)
-        plt.show()
+        fidelity_figure(errs, figure)
     if len(errs):
         error_tables(errs)
     thr = view[view["backend"] == "vllm"]["throughput_rps"]
