@@ -505,8 +505,7 @@ if "fidelity-engine" in served_steps:
     for priced, label, marker in marks:
         if len(priced):
             pred = priced.groupby("n_decode")["ms"].mean().reindex(sorted(steps["n_decode"].unique()))
-            a.plot(range(len(pred)), pred.to_numpy(), marker=marker, ls="", color="k", label=f"fit: {label}")
-    a.legend()
+            a.plot(range(len(pred)), pred.to_numpy(), marker=marker, ls="", color="k", label=f"mean of the fit: {label}")
     a.set(title="served engine's steps (boxes) and the fits", xlabel="decodes in the step", ylabel="ms")
     per_rate = []
     for (n, policy, seed, stem), m in held_out.items():
@@ -515,16 +514,18 @@ if "fidelity-engine" in served_steps:
             continue
         out = server_steps(name, policy, seed)
         out = out[out["rate"] == rate]
-        per_rate += [{"rate": rate, "server": policy, "what": "measured", "ms": out["time_s"].mean() * 1e3},
-                     {"rate": rate, "server": policy, "what": "fit without this rate", "ms": predict(m, out).mean() * 1e3}]
+        per_rate += [{"rate": rate, "server": policy, "what": "mean step, measured", "ms": out["time_s"].mean() * 1e3},
+                     {"rate": rate, "server": policy, "what": "mean step, fit without this rate", "ms": predict(m, out).mean() * 1e3}]
         if profile_fit.get(name) is not None:
-            per_rate.append({"rate": rate, "server": policy, "what": "profile fit",
+            per_rate.append({"rate": rate, "server": policy, "what": "mean step, profile fit",
                              "ms": predict(profile_fit[name], out).mean() * 1e3})
     if per_rate:
         per_rate = pd.DataFrame(per_rate)
         sns.barplot(data=per_rate.assign(x=per_rate["rate"].map("{:g}".format) + "\n" + per_rate["server"]),
                     x="x", y="ms", hue="what", ax=b)
     b.set(title="mean step at each rate, per server", xlabel="offered rate (req/s), server", ylabel="ms")
+    fig.tight_layout()
+    legend_beside(fig, title="")
     save_figure(fig, figures_dir, "served_steps_fit")
     plt.show()
 
