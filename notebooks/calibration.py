@@ -300,11 +300,12 @@ def error_tables(errs: pd.DataFrame) -> None:
                                                values=metric).round(1))
 
 
-def fidelity_figure(errs: pd.DataFrame, name: str, target: float = 10.0) -> None:
+def fidelity_figure(errs: pd.DataFrame, target: float = 10.0):
     """Each simulator's error against the engine per rate, one panel per metric: colour by
     step-time fit, sim's open circles around vllm-sim's dots, dashes by policy, the target band
     shaded. The view holds the held-out fits' errors (at least +-2.5x the target, at most
-    +-100 %); an error beyond it is an arrowhead on the edge, its size in the panel's title."""
+    +-100 %); an error beyond it is an arrowhead on the edge, its size in the panel's title.
+    Returns the figure."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -349,8 +350,7 @@ def fidelity_figure(errs: pd.DataFrame, name: str, target: float = 10.0) -> None
     entries[f"within {target:g} % (the target)"] = Patch(color="0.88")
     entries["beyond the edge"] = Line2D([], [], color="0.3", ls="", marker="^", ms=7)
     legend_beside(fig, entries=entries)
-    save_figure(fig, figures_dir, name)
-    plt.show()
+    return fig
 
 
 def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
@@ -365,7 +365,8 @@ def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
                                  "send_lag_max_ms", "response_max_ms", "p50_e2el_ms", "throughput_rps") if c in bad]].round(3))
     errs = fit_errors(view)
     if len(errs) and figure:
-        fidelity_figure(errs, figure)
+        save_figure(fidelity_figure(errs), figures_dir, figure)
+        plt.show()
     if len(errs):
         error_tables(errs)
     thr = view[view["backend"] == "vllm"]["throughput_rps"]
