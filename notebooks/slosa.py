@@ -160,11 +160,12 @@ coefs.round(6)
 fig, axes = plt.subplots(1, len(profiles), figsize=(5.5 * len(profiles), 4.2))
 for ax, (source, prof) in zip(axes, profiles.items()):
     prof = prof[prof["length"] <= 2000].assign(predicted_s=lambda d: predict_profile(fits[source], d))
-    sns.scatterplot(data=prof, x="time_s", y="predicted_s", hue="phase", style="phase", ax=ax)
+    sns.scatterplot(data=prof, x="time_s", y="predicted_s", hue="phase", style="phase", ax=ax, legend=ax is axes[0])
     lim = [0, prof[["time_s", "predicted_s"]].to_numpy().max() * 1.05]
     ax.plot(lim, lim, color="grey", lw=1)
     ax.set(title=f"{source} ({prof['hardware'].iloc[0]}, {prof['model'].iloc[0]})", xlabel="profiled (s)", ylabel="predicted (s)")
 fig.tight_layout()
+legend_beside(fig)
 save_figure(fig, figures_dir, "predictor_fit")
 
 # %% [markdown]
