@@ -216,7 +216,7 @@ sns.scatterplot(data=utterances, x="duration_s", y="text_tokens", s=8, alpha=0.4
 xs = np.linspace(0, utterances["duration_s"].max(), 50)
 ax.plot(xs, en * xs, color="k", label=f"kappa = {en:.3f} tok/s")
 ax.set(xlabel="audio duration (s)", ylabel="Whisper text tokens", title="English (LibriSpeech test-clean)")
-ax.legend()
+ax.legend(loc="upper left")  # tokens follow duration: short clips with many tokens, the upper left, do not occur
 save_figure(fig, figures_dir, "fig02_kappa_scatter")
 plt.show()
 
@@ -289,7 +289,7 @@ paper_gain = paper_changes.loc[(25, "sjf"), "p50_e2el_ms"]
 ax.axhline(paper_gain, color="k", ls="--", label="paper")
 ax.set(xlabel="parameter shift (standard errors)", ylabel="SJF change in median E2E latency (%)",
        title=f"SJF vs FCFS at {sens['rate'].iloc[0]:g} req/s under calibration uncertainty")
-ax.legend(fontsize="small")
+ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 save_figure(fig, figures_dir, "sensitivity_sjf_gain")
 plt.show()
 print(f"Over two standard errors of every parameter SJF's change runs from {sens['change_pct'].min():+.0f} to "

@@ -627,7 +627,8 @@ if gpu_tables:
         sns.scatterplot(data=d, x=work, y=eff, hue="model", style="hardware", s=22, ax=ax)
         ax.set(xscale="log", xlabel=xlabel, ylabel="share of peak FLOP/s" if eff == "compute_eff" else "share of peak bandwidth",
                title=f"{ph}: measured against the roofline", ylim=(0, 1))
-        ax.legend(fontsize=7)
+    fig.tight_layout()
+    legend_beside(fig)
     save_figure(fig, figures_dir, "gpu_roofline_efficiency")
     plt.show()
 
