@@ -98,6 +98,8 @@ for ax, (key, m) in zip(axes.flat, fits.items()):
     top = prof["time_s"].max() * 1e3
     ax.plot([0, top], [0, top], ls=":", color="grey")
     ax.set(title=f"{key[0]} · {key[2]}\nR² = {m.meta['r2']:.4f}", xlabel="profiled (ms)", ylabel="fitted (ms)")
+fig.tight_layout()
+legend_beside(fig, title="step")
 save_figure(fig, figures_dir, "profile_fit_quality")
 plt.show()
 
@@ -113,6 +115,7 @@ for key in torch_keys:
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
     sns.lineplot(data=dec, x="n_decode", y=dec["time_s"] * 1e3, hue="context", marker="o", ax=a)
     a.set(xlabel="decodes in the step", ylabel="ms", title=f"{key[2]} on {key[1]}: decoder step")
+    sns.move_legend(a, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="context (tokens)")
     sns.lineplot(data=enc, x="n_encoder", y=enc["time_s"] * 1e3, marker="o", ax=b)
     b.set(xlabel="clips in the encoder pass", ylabel="ms", title="encoder pass")
     save_figure(fig, figures_dir, f"torch_profile_{key[2]}")
@@ -236,6 +239,7 @@ steps = pd.DataFrame({
 fig, ax = plt.subplots(figsize=(5.5, 3.5))
 sns.lineplot(data=steps, x="decodes", y="ms", hue="model", ax=ax)
 ax.set(title="step with one new clip + n decodes (context 30)", ylabel="step time (ms)")
+sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="step-time model")
 save_figure(fig, figures_dir, "calibrated_vs_roofline")
 plt.show()
 
