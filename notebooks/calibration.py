@@ -118,6 +118,7 @@ for key in torch_keys:
     sns.move_legend(a, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="context (tokens)")
     sns.lineplot(data=enc, x="n_encoder", y=enc["time_s"] * 1e3, marker="o", ax=b)
     b.set(xlabel="clips in the encoder pass", ylabel="ms", title="encoder pass")
+    fig.tight_layout()
     save_figure(fig, figures_dir, f"torch_profile_{key[2]}")
     plt.show()
 
