@@ -97,10 +97,9 @@ def _drawn_ticks(axis):
 
 
 def _texts(fig, axes, renderer) -> list[tuple]:
-    """(description, display box, the axis whose tick it is or None, the text, the axes it belongs
-    to or None) of every visible,
-    non-empty text: the figure's texts, and each axes' titles, axis labels, offset texts, drawn
-    tick labels and annotations."""
+    """Every visible, non-empty text: the figure's texts, and each axes' titles, axis labels,
+    offset texts, drawn tick labels and annotations, as (description, display box, the axis
+    whose tick it is or None, the text, the axes it belongs to or None)."""
     out = []
 
     def add(text, where, axis=None, ax=None):
