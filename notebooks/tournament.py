@@ -140,7 +140,9 @@ def pareto_panel(ax, g, name):
                    marker=(3, 0, -45) if right and above else ">" if right else "^", s=70, clip_on=False, zorder=3)
     ax.plot(front["p50_s"], front["p99_s"], color="0.3", lw=1, zorder=2)
     names = front.groupby(["p50_s", "p99_s"], sort=False)["policy"].agg(", ".join).reset_index()
-    labels = [ax.text(r.p50_s, r.p99_s, r.policy, fontsize=7, zorder=4) for r in names.itertuples()]
+    middle = sum(view["p50_s"]) / 2
+    labels = [ax.text(r.p50_s, r.p99_s, textwrap.fill(r.policy, 30, max_lines=3, placeholder=" …"), fontsize=7, zorder=4,
+                      ha="right" if r.p50_s > middle else "left") for r in names.itertuples()]
     ax.set(xlim=view["p50_s"], ylim=view["p99_s"])
     title = name if far.empty else name + "\n" + textwrap.fill("beyond the edges: " + ", ".join(far["policy"]), 42)
     ax.set_title(title, fontsize=9)
