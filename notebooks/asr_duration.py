@@ -78,21 +78,16 @@ POLICY_ORDER = scheduler_order(summary["policy"].unique())
 palette = scheduler_palette(POLICY_ORDER)
 
 
-def by_rate(table, metrics, title, name, ylabel="ms", log=False):
+from schedlab.report import legend_beside, nested_style, plot_beside_paper
+
+
+def by_rate(table, metrics, title, name, ylabel="latency (ms)", log=False):
     """One panel per metric, one line per policy (skipped when the backend did not run it)."""
     if table.empty:
         print(f"{title}: not part of the {backend} sweep")
         return
-    long = table[metrics].reset_index().melt(["rate", "policy"], var_name="metric")
-    g = sns.relplot(data=long, x="rate", y="value", hue="policy", col="metric", kind="line",
-                    marker="o", palette=palette, hue_order=POLICY_ORDER,
-                    facet_kws={"sharey": False}, height=3.2, aspect=1.2)
-    g.set_axis_labels("offered rate (req/s)", ylabel)
-    g.set_titles("{col_name}")
-    if log:
-        g.set(yscale="log")
-    g.figure.suptitle(title, y=1.04)
-    save_figure(g.figure, figures_dir, name)
+    fig = plot_beside_paper(table, metrics, ylabel=ylabel, title=title, log=log, palette=palette)
+    save_figure(fig, figures_dir, name)
     plt.show()
 
 
@@ -196,6 +191,8 @@ means = toy.groupby("policy")["e2el_s"].mean().reindex(scheduler_order(toy["poli
 fig, ax = plt.subplots(figsize=(6, 3))
 sns.barplot(data=toy, x="audio_duration_s", y="e2el_s", hue="policy", hue_order=list(means.index), palette=palette, ax=ax)
 ax.set(xlabel="clip duration (s)", ylabel="E2EL (s)", title="toy example: latency per clip")
+fig.tight_layout()
+legend_beside(fig, title="scheduler")
 save_figure(fig, figures_dir, "fig01_toy")
 plt.show()
 print(means.round(3).to_string())
@@ -221,7 +218,7 @@ sns.scatterplot(data=utterances, x="duration_s", y="text_tokens", s=8, alpha=0.4
 xs = np.linspace(0, utterances["duration_s"].max(), 50)
 ax.plot(xs, en * xs, color="k", label=f"kappa = {en:.3f} tok/s")
 ax.set(xlabel="audio duration (s)", ylabel="Whisper text tokens", title="English (LibriSpeech test-clean)")
-ax.legend()
+ax.legend(loc="upper left")  # tokens follow duration: short clips with many tokens, the upper left, do not occur
 save_figure(fig, figures_dir, "fig02_kappa_scatter")
 plt.show()
 
@@ -294,7 +291,7 @@ paper_gain = paper_changes.loc[(25, "sjf"), "p50_e2el_ms"]
 ax.axhline(paper_gain, color="k", ls="--", label="paper")
 ax.set(xlabel="parameter shift (standard errors)", ylabel="SJF change in median E2E latency (%)",
        title=f"SJF vs FCFS at {sens['rate'].iloc[0]:g} req/s under calibration uncertainty")
-ax.legend(fontsize="small")
+ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 save_figure(fig, figures_dir, "sensitivity_sjf_gain")
 plt.show()
 print(f"Over two standard errors of every parameter SJF's change runs from {sens['change_pct'].min():+.0f} to "
@@ -377,14 +374,24 @@ uniform.loc[uniform.index.get_level_values("rate").isin([1, 5, 10, 15, 20, 25, 3
 
 # %%
 thr = pd.concat({"librispeech": libri, "uniform": uniform})["throughput_rps"].rename_axis(["workload", "rate", "policy"]).reset_index()
-g = sns.relplot(data=thr, x="rate", y="throughput_rps", hue="policy", col="workload", kind="line", marker="o",
-                palette=palette, hue_order=POLICY_ORDER, height=3.2, aspect=1.2)
+workloads = list(dict.fromkeys(thr["workload"]))
+paper_saturation = calibration["targets"]["saturation_rps"]
 top = thr["rate"].max()
-for ax in g.axes.flat:
-    ax.plot([0, top], [0, top], ls=":", color="grey")
-g.set_axis_labels("offered rate (req/s)", "completed req/s")
-g.set_titles("{col_name}")
-save_figure(g.figure, figures_dir, "fig07_throughput")
+fig, axes = plt.subplots(1, len(workloads), figsize=(4.6 * len(workloads) + 2, 3.6), sharey=True, squeeze=False)
+for ax, workload in zip(axes[0], workloads):
+    rows = thr[thr["workload"] == workload]
+    for k, p in enumerate(scheduler_order(rows["policy"].unique())):
+        r = rows[rows["policy"] == p]
+        ax.plot(r["rate"], r["throughput_rps"], color=palette[p], label=p.upper(), **nested_style(k))
+    ax.plot([0, top], [0, top], ls=":", color="grey", label="offered rate")
+    if workload == "librispeech":
+        ax.axhline(paper_saturation, color="k", ls="--", lw=1, label=f"paper: saturates near {paper_saturation:g} req/s")
+    ax.set(title={"librispeech": "LibriSpeech", "uniform": "uniform split"}.get(workload, workload),
+           xlabel="offered rate (req/s)")
+axes[0][0].set_ylabel("completed requests per s")
+fig.tight_layout()
+legend_beside(fig)
+save_figure(fig, figures_dir, "fig07_throughput")
 plt.show()
 thr.groupby(["workload", "policy"])["throughput_rps"].max().unstack().round(2)
 
@@ -437,7 +444,9 @@ else:
 # Same hardware and the same calibration factors as whisper-large-v3: a prediction, not a fit.
 
 # %%
-by_rate(words(medium), words(["p25_e2el_ms", "p90_e2el_ms"]), "whisper-medium: E2EL vs rate", "fig13_medium_e2el", log=True)
+spread = medium[["p25_e2el_ms", "p90_e2el_ms"]].groupby("rate").agg(lambda v: (v.max() / v.min() - 1) * 100).max().max()
+by_rate(words(medium), words(["p25_e2el_ms", "p90_e2el_ms"]),
+        f"whisper-medium: E2EL vs rate (the policies within {spread:.1g} % of each other)", "fig13_medium_e2el", log=True)
 
 # %% [markdown]
 # ## The paper's qualitative findings, checked at the highest LibriSpeech rate

@@ -57,6 +57,7 @@ from schedlab.fidelity import (
     speed_ratio,
 )
 from schedlab.report import METRIC_WORDS, save_figure
+from schedlab.report import legend_beside, plain_log_ticks
 from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -97,6 +98,8 @@ for ax, (key, m) in zip(axes.flat, fits.items()):
     top = prof["time_s"].max() * 1e3
     ax.plot([0, top], [0, top], ls=":", color="grey")
     ax.set(title=f"{key[0]} · {key[2]}\nR² = {m.meta['r2']:.4f}", xlabel="profiled (ms)", ylabel="fitted (ms)")
+fig.tight_layout()
+legend_beside(fig, title="step")
 save_figure(fig, figures_dir, "profile_fit_quality")
 plt.show()
 
@@ -112,8 +115,10 @@ for key in torch_keys:
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
     sns.lineplot(data=dec, x="n_decode", y=dec["time_s"] * 1e3, hue="context", marker="o", ax=a)
     a.set(xlabel="decodes in the step", ylabel="ms", title=f"{key[2]} on {key[1]}: decoder step")
+    sns.move_legend(a, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="context (tokens)")
     sns.lineplot(data=enc, x="n_encoder", y=enc["time_s"] * 1e3, marker="o", ax=b)
     b.set(xlabel="clips in the encoder pass", ylabel="ms", title="encoder pass")
+    fig.tight_layout()
     save_figure(fig, figures_dir, f"torch_profile_{key[2]}")
     plt.show()
 
@@ -240,6 +245,7 @@ steps = pd.DataFrame({
 fig, ax = plt.subplots(figsize=(5.5, 3.5))
 sns.lineplot(data=steps, x="decodes", y="ms", hue="model", ax=ax)
 ax.set(title="step with one new clip + n decodes (context 30)", ylabel="step time (ms)")
+sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="step-time model")
 save_figure(fig, figures_dir, "calibrated_vs_roofline")
 plt.show()
 
@@ -304,6 +310,59 @@ def error_tables(errs: pd.DataFrame) -> None:
                                                values=metric).round(1))
 
 
+def fidelity_figure(errs: pd.DataFrame, target: float = 10.0):
+    """Each simulator's error against the engine per rate, one panel per metric: colour by
+    step-time fit, sim's open circles around vllm-sim's dots, dashes by policy, the target band
+    shaded. The view holds the held-out fits' errors (at least +-2.5x the target, at most
+    +-100 %); an error beyond it is an arrowhead on the edge, its size in the panel's title.
+    Returns the figure."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    long = errs.reset_index()
+    colours = dict(zip(STEP_FITS, sns.color_palette("colorblind", len(STEP_FITS))))
+    markers = {"sim": {"marker": "o", "ms": 9, "mfc": "none"}, "vllm-sim": {"marker": ".", "ms": 7}}
+    policies = list(dict.fromkeys(long["policy"]))
+    dashes = dict(zip(policies, ["-", "--", ":", "-."] * len(policies)))
+    own = long.loc[long["fit"] == STEP_FITS[1], FIDELITY_METRICS].abs().max().max()
+    span = float(np.clip(1.15 * own if np.isfinite(own) else 0, 2.5 * target, 100))
+    fig, axes = plt.subplots(2, 3, figsize=(13, 6.6), sharex=True)
+    for ax, metric in zip(axes.flat, FIDELITY_METRICS):
+        ax.axhspan(-target, target, color="0.88", zorder=0)
+        ax.axhline(0, color="0.5", lw=0.8)
+        far = {}
+        for (fit, candidate, policy), rows in long.groupby(["fit", "candidate", "policy"], sort=False):
+            err = rows.groupby("rate")[metric].mean()
+            inside = err.where(err.abs() <= span)
+            ax.plot(inside.index, inside.to_numpy(), color=colours[fit], ls=dashes[policy], **markers[candidate])
+            out = err[err.abs() > span]
+            if len(out):
+                for sign, marker in ((1, "^"), (-1, "v")):
+                    at = out.index[np.sign(out) == sign]
+                    ax.scatter(at, np.full(len(at), sign * span), marker=marker, color=colours[fit], s=60, clip_on=False,
+                               zorder=4)
+                far[fit] = max(far.get(fit, 0), out.abs().max())
+        ax.set(ylim=(-span, span), title=METRIC_WORDS.get(metric, metric))
+        if far:
+            ax.set_title(METRIC_WORDS.get(metric, metric) + "\n" + "; ".join(
+                f"{fit} fit beyond the edge, up to {size:,.0f} %" for fit, size in far.items()), fontsize=9)
+    for ax in axes.flat[len(FIDELITY_METRICS):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("% error vs the real engine")
+    for ax in axes.flat[len(FIDELITY_METRICS) - 3:len(FIDELITY_METRICS)]:
+        ax.set_xlabel("offered rate (req/s)")
+        ax.xaxis.set_tick_params(labelbottom=True)
+    fig.tight_layout()
+    entries = {f"fit: {fit}": Line2D([], [], color=c, lw=2) for fit, c in colours.items()}
+    entries |= {b: Line2D([], [], color="0.3", ls="", **m) for b, m in markers.items()}
+    entries |= {f"policy: {p}": Line2D([], [], color="0.3", ls=d) for p, d in dashes.items()}
+    entries[f"within {target:g} % (the target)"] = Patch(color="0.88")
+    entries["beyond the edge"] = Line2D([], [], color="0.3", ls="", marker="^", ms=7)
+    legend_beside(fig, entries=entries)
+    return fig
+
+
 def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
     """The comparison of one served study: interference, errors per fit, the repeats' spread,
     and the reading computed from them."""
@@ -316,17 +375,7 @@ def engine_study(summary: pd.DataFrame, label: str, figure: str | None):
                                  "send_lag_max_ms", "response_max_ms", "p50_e2el_ms", "throughput_rps") if c in bad]].round(3))
     errs = fit_errors(view)
     if len(errs) and figure:
-        long = errs.reset_index().melt(["workload", "model", "policy", "rate", "seed", "reference", "candidate", "fit"],
-                                       value_vars=FIDELITY_METRICS, var_name="metric", value_name="error_pct")
-        long["simulator, fit"] = long["candidate"] + ", " + long["fit"]
-        long["metric"] = long["metric"].map(lambda m: METRIC_WORDS.get(m, m))
-        g = sns.relplot(data=long, x="rate", y="error_pct", hue="simulator, fit", style="policy", col="metric",
-                        kind="line", marker="o", col_wrap=3, height=2.8, aspect=1.2, facet_kws={"sharey": False})
-        g.set_titles("{col_name}")
-        for ax in g.axes.flat:
-            ax.axhline(0, color="grey", lw=0.8)
-        g.set_axis_labels("offered rate (req/s)", "% error vs real engine")
-        save_figure(g.figure, figures_dir, figure)
+        save_figure(fidelity_figure(errs), figures_dir, figure)
         plt.show()
     if len(errs):
         error_tables(errs)
@@ -467,8 +516,7 @@ if "fidelity-engine" in served_steps:
     for priced, label, marker in marks:
         if len(priced):
             pred = priced.groupby("n_decode")["ms"].mean().reindex(sorted(steps["n_decode"].unique()))
-            a.plot(range(len(pred)), pred.to_numpy(), marker=marker, ls="", color="k", label=f"fit: {label}")
-    a.legend()
+            a.plot(range(len(pred)), pred.to_numpy(), marker=marker, ls="", color="k", label=f"mean of the fit: {label}")
     a.set(title="served engine's steps (boxes) and the fits", xlabel="decodes in the step", ylabel="ms")
     per_rate = []
     for (n, policy, seed, stem), m in held_out.items():
@@ -477,16 +525,18 @@ if "fidelity-engine" in served_steps:
             continue
         out = server_steps(name, policy, seed)
         out = out[out["rate"] == rate]
-        per_rate += [{"rate": rate, "server": policy, "what": "measured", "ms": out["time_s"].mean() * 1e3},
-                     {"rate": rate, "server": policy, "what": "fit without this rate", "ms": predict(m, out).mean() * 1e3}]
+        per_rate += [{"rate": rate, "server": policy, "what": "mean step, measured", "ms": out["time_s"].mean() * 1e3},
+                     {"rate": rate, "server": policy, "what": "mean step, fit without this rate", "ms": predict(m, out).mean() * 1e3}]
         if profile_fit.get(name) is not None:
-            per_rate.append({"rate": rate, "server": policy, "what": "profile fit",
+            per_rate.append({"rate": rate, "server": policy, "what": "mean step, profile fit",
                              "ms": predict(profile_fit[name], out).mean() * 1e3})
     if per_rate:
         per_rate = pd.DataFrame(per_rate)
         sns.barplot(data=per_rate.assign(x=per_rate["rate"].map("{:g}".format) + "\n" + per_rate["server"]),
                     x="x", y="ms", hue="what", ax=b)
     b.set(title="mean step at each rate, per server", xlabel="offered rate (req/s), server", ylabel="ms")
+    fig.tight_layout()
+    legend_beside(fig, title="")
     save_figure(fig, figures_dir, "served_steps_fit")
     plt.show()
 
@@ -508,11 +558,16 @@ else:
                                            asr_fid["backend"] + ", " + asr_fid["steptime_fit"].astype(str)))
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
     for ax, metric in zip(axes, READING_METRICS):
-        sns.lineplot(data=asr_fid.astype({"policy": str}), x="rate", y=metric, hue="policy", style="line",
-                     marker="o", ax=ax)
-        ax.set(xlabel="offered rate (req/s)", title=metric)
+        sns.lineplot(data=asr_fid.astype({"policy": str}).rename(columns={"policy": "scheduler", "line": "backend, step-time fit"}),
+                     x="rate", y=metric, hue="scheduler", style="backend, step-time fit", marker="o", ax=ax,
+                     legend=ax is axes[0])
+        ax.set(xlabel="offered rate (req/s)", ylabel="req/s" if metric == "throughput_rps" else "ms",
+               title=METRIC_WORDS.get(metric, metric))
     for ax in axes[:2]:
         ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis)
+    fig.tight_layout()
+    legend_beside(fig)
     save_figure(fig, figures_dir, "whisper_engine_vs_sim")
     plt.show()
 
@@ -582,7 +637,8 @@ if gpu_tables:
         sns.scatterplot(data=d, x=work, y=eff, hue="model", style="hardware", s=22, ax=ax)
         ax.set(xscale="log", xlabel=xlabel, ylabel="share of peak FLOP/s" if eff == "compute_eff" else "share of peak bandwidth",
                title=f"{ph}: measured against the roofline", ylim=(0, 1))
-        ax.legend(fontsize=7)
+    fig.tight_layout()
+    legend_beside(fig)
     save_figure(fig, figures_dir, "gpu_roofline_efficiency")
     plt.show()
 

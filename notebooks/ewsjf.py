@@ -47,6 +47,7 @@ from IPython.display import Markdown, display
 from schedlab.render import read_manifest
 from schedlab.ewsjf.report import reported_ewsjf_table3
 from schedlab.report import save_figure
+from schedlab.report import legend_beside, plain_log_ticks
 
 sns.set_theme(style="whitegrid", context="notebook")
 inputs = read_manifest(manifest)["inputs"]
@@ -108,6 +109,7 @@ mix = pd.concat([pools["short"].sample(8000, replace=True, random_state=0).assig
                  pools["long"].sample(2000, replace=True, random_state=0).assign(pool="long (20%)")])
 sns.histplot(data=mix, x="prompt_tokens", hue="pool", bins=80, multiple="stack", ax=ax)
 ax.set(xlabel="prompt tokens", ylabel="requests (of 10,000)", title="mixed workload: prompt lengths")
+sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 save_figure(fig, figures_dir, "workload_lengths")
 
 # %% [markdown]
@@ -151,9 +153,10 @@ plot = pd.concat([
 ])
 fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
 sns.barplot(data=plot, x="method", y="tok/s", hue="source", ax=axes[0])
-axes[0].set(title="Table 3: output tokens/s, mixed 30k")
+axes[0].set(title="Table 3: output tokens/s, mixed 30k", xlabel="scheduler")
+sns.move_legend(axes[0], "lower left", bbox_to_anchor=(0, 1.08), ncol=2, frameon=False, title=None)
 sns.barplot(x=qm.index, y=qm["mean_ttft_short_ms"] / 1e3, ax=axes[1], color="C2")
-axes[1].set(title="mean TTFT of short requests (same runs)", ylabel="s", xlabel="method")
+axes[1].set(title="mean TTFT of short requests (same runs)", ylabel="s", xlabel="scheduler")
 fig.tight_layout()
 save_figure(fig, figures_dir, "table3_queue_count")
 
@@ -169,11 +172,20 @@ thr.join(ttft.add_prefix("short TTFT ms "), how="left").round(2)
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-sns.lineplot(data=load, x="rate", y="throughput_tok_s", hue="n", style="method", markers=True, ax=axes[0], palette="viridis")
-axes[0].set(xscale="log", xlabel="input rate (req/s)", ylabel="output tok/s", title="throughput vs rate")
-sns.lineplot(data=load, x="rate", y="mean_ttft_short_ms", hue="n", style="method", markers=True, ax=axes[1], palette="viridis")
-axes[1].set(xscale="log", yscale="log", xlabel="input rate (req/s)", ylabel="ms", title="mean TTFT of short requests")
+shown = load.assign(n=load["n"].map("{:,}".format), ttft_s=load["mean_ttft_short_ms"] / 1e3).rename(
+    columns={"n": "requests per run", "method": "scheduler"})
+sizes = [f"{n:,}" for n in sorted(load["n"].unique())]
+sns.lineplot(data=shown, x="rate", y="throughput_tok_s", hue="requests per run", hue_order=sizes, style="scheduler",
+             markers=True, ax=axes[0], palette="viridis")
+axes[0].set(xscale="log", xlabel="input rate (req/s)", ylabel="output tok/s", title="throughput vs rate", ylim=(0, None))
+sns.lineplot(data=shown, x="rate", y="ttft_s", hue="requests per run", hue_order=sizes, style="scheduler",
+             markers=True, ax=axes[1], palette="viridis", legend=False)
+axes[1].set(xscale="log", yscale="log", xlabel="input rate (req/s)", ylabel="s", title="mean TTFT of short requests")
+for ax in axes:
+    plain_log_ticks(ax.xaxis)
+plain_log_ticks(axes[1].yaxis)
 fig.tight_layout()
+legend_beside(fig)
 save_figure(fig, figures_dir, "fig3_throughput_vs_rate")
 
 # %% [markdown]
@@ -190,7 +202,7 @@ fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
 for ax, kind in zip(axes, ("short", "long")):
     t = variants[variants["workload"] == kind]
     sns.barplot(data=t, x="method", y="throughput_tok_s", ax=ax, color="C0", order=METHODS)
-    ax.set(title=f"{kind}-only ({int(t['n'].iloc[0]):,} requests)", ylabel="output tok/s")
+    ax.set(title=f"{kind}-only ({int(t['n'].iloc[0]):,} requests)", xlabel="scheduler", ylabel="output tok/s")
 fig.tight_layout()
 save_figure(fig, figures_dir, "fig4_variants")
 
@@ -211,11 +223,12 @@ fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
 axes[0].plot(tun["trial"], tun["reward"], "o-", label="trial reward")
 axes[0].plot(tun["trial"], tun["best_reward"], "k--", label="best so far")
 axes[0].set(xlabel="trial", ylabel="reward", title="Fig. 5: optimiser convergence")
-axes[0].legend()
+axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 prio = tun.melt(id_vars="trial", value_vars=["priority_short", "priority_medium", "priority_long"], var_name="queue", value_name="priority")
 prio["queue"] = prio["queue"].str.removeprefix("priority_")
 sns.lineplot(data=prio, x="trial", y="priority", hue="queue", marker="o", ax=axes[1])
 axes[1].set(title="Fig. 2: relative priority of short/medium/long", ylabel="share of score")
+sns.move_legend(axes[1], "upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="queue's head")
 fig.tight_layout()
 save_figure(fig, figures_dir, "fig2_fig5_tuning")
 
@@ -238,11 +251,12 @@ rates = sorted(tl["rate"].unique())
 fig, axes = plt.subplots(2, len(rates), figsize=(6 * len(rates), 7), squeeze=False)
 for j, rate in enumerate(rates):
     t = tl[(tl["rate"] == rate) & (tl["task"] == "long")]
-    sns.lineplot(data=t, x="time_s", y="oldest_wait_s", hue="method", ax=axes[0, j])
-    axes[0, j].set(title=f"{rate:g} req/s: oldest waiting long prompt", ylabel="age (s)")
+    sns.lineplot(data=t, x="time_s", y="oldest_wait_s", hue="method", ax=axes[0, j], legend=j == 0)
+    axes[0, j].set(title=f"{rate:g} req/s: oldest waiting long prompt", xlabel="time (s)", ylabel="age (s)")
     sns.lineplot(data=t, x="time_s", y="waiting", hue="method", ax=axes[1, j], legend=False)
-    axes[1, j].set(title="long prompts waiting", ylabel="requests")
+    axes[1, j].set(title="long prompts waiting", xlabel="time (s)", ylabel="requests")
 fig.tight_layout()
+legend_beside(fig, title="scheduler")
 save_figure(fig, figures_dir, "fig6_starvation")
 
 # %%
@@ -252,8 +266,10 @@ tab.round(1)
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.8))
-sns.barplot(data=st, x="rate", y="mean_ttft_short_ms", hue="method", ax=ax)
+sns.barplot(data=st.assign(rate=st["rate"].map("{:g}".format)), x="rate", y="mean_ttft_short_ms", hue="method", ax=ax)
 ax.set(yscale="log", ylabel="ms", xlabel="input rate (req/s)", title="mean TTFT of short requests")
+plain_log_ticks(ax.yaxis)
+sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, title="scheduler")
 save_figure(fig, figures_dir, "fig7_short_ttft")
 
 # %% [markdown]
@@ -283,19 +299,19 @@ display(pd.concat({"completion time vs FCFS (%)": curve, "prefix-cache hit rate"
 sh.groupby(level)[["compute"]].first().rename(columns={"compute": "calibrated compute factor"}).T.round(2)
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+fig, axes = plt.subplots(2, 1, figsize=(8, 7.5), sharex=True)
 for i, m in enumerate(curve.columns):
     axes[0].plot(curve.index, curve[m], "o-", color=f"C{i}", label=f"{m} (predicted)")
     if m in paper_change:
         axes[0].axhline(paper_change[m], color=f"C{i}", ls="--", lw=1)
-axes[0].set(xscale="log", xlabel="questions per long document (1 = no sharing)", ylabel="completion time vs FCFS (%)",
+axes[0].set(xscale="log", ylabel="completion time vs FCFS (%)",
             title="predictions (lines) beside the paper's rows (dashed)")
-axes[0].legend(fontsize=7)
+axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 for m in ("fcfs", "kmeans-30", "ewsjf"):
     axes[1].plot(hits.index, hits[m], "o-", label=m)
-axes[1].set(xscale="log", xlabel="questions per long document", ylabel="prompt tokens found cached",
+axes[1].set(xscale="log", xlabel="questions per long document (1 = no sharing)", ylabel="prompt tokens found cached",
             title="prefix-cache hit rate (first admissions)")
-axes[1].legend()
+axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 for ax in axes:  # one tick per level run
     ax.set_xticks(curve.index, [f"{q:g}" for q in curve.index])
     ax.xaxis.set_minor_locator(plt.NullLocator())

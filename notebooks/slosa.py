@@ -43,6 +43,7 @@ import seaborn as sns
 from schedlab.fit.latency_predictor import LatencyPredictor, predict_profile
 from schedlab.render import read_manifest
 from schedlab.report import save_figure
+from schedlab.report import legend_beside, plain_log_ticks
 from schedlab.slosa.objective import score
 from schedlab.slosa.search import AnnealConfig, anneal, exhaustive
 from schedlab.slosa.toys import TOYS
@@ -165,11 +166,12 @@ coefs.round(6)
 fig, axes = plt.subplots(1, len(profiles), figsize=(5.5 * len(profiles), 4.2))
 for ax, (source, prof) in zip(axes, profiles.items()):
     prof = prof[prof["length"] <= 2000].assign(predicted_s=lambda d: predict_profile(fits[source], d))
-    sns.scatterplot(data=prof, x="time_s", y="predicted_s", hue="phase", style="phase", ax=ax)
+    sns.scatterplot(data=prof, x="time_s", y="predicted_s", hue="phase", style="phase", ax=ax, legend=ax is axes[0])
     lim = [0, prof[["time_s", "predicted_s"]].to_numpy().max() * 1.05]
     ax.plot(lim, lim, color="grey", lw=1)
     ax.set(title=f"{source} ({prof['hardware'].iloc[0]}, {prof['model'].iloc[0]})", xlabel="profiled (s)", ylabel="predicted (s)")
 fig.tight_layout()
+legend_beside(fig)
 save_figure(fig, figures_dir, "predictor_fit")
 
 # %% [markdown]
@@ -183,11 +185,15 @@ fig, axes = plt.subplots(3, 3, figsize=(13, 10), sharex=True)
 for i, metric in enumerate(["g", "attainment", "mean_e2e_s"]):
     for j, b in enumerate(sorted(main["max_batch"].unique())):
         ax = axes[i, j]
-        sns.lineplot(data=main[main["max_batch"] == b], x="n", y=metric, hue="method", style="method", markers=True, ax=ax, errorbar=None)
-        ax.set(title=f"max batch {b}" if i == 0 else "", ylabel={"g": "G (1/s)", "attainment": "SLO attainment", "mean_e2e_s": "mean e2e (s)"}[metric])
+        sns.lineplot(data=main[main["max_batch"] == b], x="n", y=metric, hue="method", style="method", markers=True, ax=ax,
+                     errorbar=None, legend=i == 0 and j == 0)
+        ax.set(title=f"max batch {b}" if i == 0 else "", xlabel="requests per decision (N)" if i == 2 else "",
+               ylabel={"g": "G (1/s)", "attainment": "SLO attainment", "mean_e2e_s": "mean e2e (s)"}[metric])
         if metric == "g":
             ax.set_yscale("log")
+            plain_log_ticks(ax.yaxis)
 fig.tight_layout()
+legend_beside(fig, title="mapping")
 save_figure(fig, figures_dir, "fig7_g_attainment_latency")
 
 # %%
@@ -231,9 +237,12 @@ served = main.groupby(["max_batch", "n", "method"])["served_g"].mean().unstack("
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
 for ax, b in zip(axes, sorted(main["max_batch"].unique())):
     d = main[main["max_batch"] == b]
-    sns.lineplot(data=d, x="n", y="served_g", hue="method", style="method", markers=True, errorbar=None, ax=ax)
-    ax.set(title=f"served on sim, max batch {b}", ylabel="served G (1/s)", yscale="log")
+    sns.lineplot(data=d, x="n", y="served_g", hue="method", style="method", markers=True, errorbar=None, ax=ax,
+                 legend=ax is axes[0])
+    ax.set(title=f"served on sim, max batch {b}", xlabel="requests per decision (N)", ylabel="served G (1/s)", yscale="log")
+    plain_log_ticks(ax.yaxis)
 fig.tight_layout()
+legend_beside(fig, title="mapping")
 save_figure(fig, figures_dir, "fig7_served")
 predicted = main.groupby(["max_batch", "n", "method"])["g"].mean().unstack("method")
 methods = [m for m in served.columns if m in predicted.columns]

@@ -144,25 +144,6 @@ def test_seed_changes_are_each_seeds_own_change_vs_fcfs():
     assert out.index.names == ["rate", "policy", "seed"] and set(out.index.get_level_values("policy")) == {"sjf"}
 
 
-def test_save_figure_refuses_seaborn_default_facet_titles(tmp_path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import pandas as pd
-    import seaborn as sns
-
-    from schedlab.report import save_figure
-
-    data = pd.DataFrame({"x": [1, 2, 1, 2], "y": [1, 2, 2, 1], "workload": ["a", "a", "b", "b"]})
-    g = sns.relplot(data=data, x="x", y="y", col="workload", kind="line")
-    with pytest.raises(ValueError, match="facet title 'workload = a' is in the 'column = value' form"):
-        save_figure(g.figure, tmp_path, "bad")
-    assert not list(tmp_path.iterdir())
-    g.set_titles("{col_name}")
-    save_figure(g.figure, tmp_path, "good")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.pdf", "good.png"]
-
-
 def test_the_fidelity_table_sets_each_error_beside_the_engines_clean_repeats():
     """The results page's fidelity rows: sim's error per fit, the clean repeats' median, range
     and count (rate 2's interfered repeat is not among them), and where the 10% target applies."""

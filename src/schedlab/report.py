@@ -6,7 +6,6 @@ fidelity against a real engine in :mod:`schedlab.fidelity`."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -40,21 +39,88 @@ def scheduler_palette(names=None) -> dict:
     return dict(zip(everyone, colours))
 
 
-#: A facet title of seaborn's default form, ``column = value`` (and ``a = x | b = y``).
-_DEFAULT_FACET_TITLE = re.compile(r"^[A-Za-z_][\w ]* = ")
+def legend_beside(fig, axes=None, *, entries: dict | None = None, title: str | None = None, **kwargs):
+    """One legend right of ``fig``'s panels: ``entries`` (label -> handle) or else every entry of
+    ``axes`` (default: all) once: their labelled artists, then the other entries of their
+    legends (which are removed). Call it once the layout is set (after ``tight_layout``): it is anchored at
+    the top of the highest panel. A legend beside the panels covers none of their data."""
+    if entries is None:
+        entries = {}
+        for ax in fig.axes if axes is None else axes:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                entries.setdefault(label, handle)
+            legend = ax.get_legend()
+            if legend is not None:
+                for handle, text in zip(legend.legend_handles, legend.get_texts()):
+                    entries.setdefault(text.get_text(), handle)
+                title = title if title is not None else (legend.get_title().get_text() or None)
+                legend.remove()
+    top = max(ax.get_position().y1 for ax in fig.axes)
+    kwargs = {"loc": "upper left", "bbox_to_anchor": (1.0, top), "frameon": False, **kwargs}
+    return fig.legend(list(entries.values()), list(entries), title=title, **kwargs)
+
+
+def _log_labels(low: float, high: float) -> tuple:
+    """The mantissas a log axis from ``low`` to ``high`` labels: the sparsest of 1; 1, 3; 1, 2, 5;
+    1, 2, 3, 5, 7; 1 to 9 that labels at least three values in view."""
+    if not low > 0:
+        return (1,)
+    decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+    for mantissas in ((1,), (1, 3), (1, 2, 5), (1, 2, 3, 5, 7), tuple(range(1, 10))):
+        if sum(low <= m * 10.0**d <= high for m in mantissas for d in decades) >= 3:
+            return mantissas
+    return tuple(range(1, 10))
+
+
+def plain_log_ticks(*axes) -> None:
+    """Label log-scaled axes (``ax.xaxis``, ``ax.yaxis``) in plain numbers (``70``, ``200``,
+    ``1,000``; not ``7x10^1``), at the powers of ten or, where that labels fewer than three
+    values in view, at more multiples of them (:func:`_log_labels`)."""
+    from matplotlib.ticker import Formatter
+
+    class Plain(Formatter):
+        def __call__(self, x, pos=None):
+            low, high = sorted(self.axis.get_view_interval())
+            shown = _log_labels(low, high)
+            mantissa = x / 10 ** np.floor(np.log10(x) + 1e-9) if x > 0 else 0
+            if not any(abs(mantissa - m) < 1e-6 for m in shown):
+                return ""
+            return f"{x:,.0f}" if x >= 1 else f"{x:g}"
+
+    for axis in axes:
+        axis.set_major_formatter(Plain())
+        axis.set_minor_formatter(Plain())
 
 
 def save_figure(fig, figures_dir: str | Path, name: str) -> None:
-    """Write ``name``.png and ``name``.pdf atomically. A facet titled in seaborn's default
-    ``column = value`` form is refused: a reader needs words (``FacetGrid.set_titles``)."""
-    for ax in fig.axes:
-        title = ax.get_title()
-        if _DEFAULT_FACET_TITLE.match(title):
-            raise ValueError(f"figure {name!r}: facet title {title!r} is in the 'column = value' form; "
-                             "title the facets in words (FacetGrid.set_titles)")
+    """Write ``name``.png and ``name``.pdf atomically, once :func:`schedlab.figure_check.check`
+    finds the figure readable (no legend over data, no raw column names as labels, no facet
+    titled ``column = value``, no overlapping or cut text); else nothing is written and the
+    refusal names the figure and each fault."""
+    from schedlab.figure_check import check
+
+    check(fig, name)
     for ext in ("png", "pdf"):
         with atomic_path(Path(figures_dir) / f"{name}.{ext}") as tmp:
             fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
+
+
+def interval_words(label: str) -> str:
+    """A bin as pandas prints it (:data:`schedlab.figure_check.INTERVAL`: ``(-0.001, 512.0]``,
+    ``(512.0, 1024.0]``) in words, for a count such as tokens: ``≤ 512``, ``513–1,024``,
+    ``> 8,192``; a label of another form is returned as it is."""
+    from schedlab.figure_check import INTERVAL
+
+    match = INTERVAL.fullmatch(label.strip())
+    if not match:
+        return label
+    left, low, high, right = match[1], float(match[2]), float(match[3]), match[4]
+    if high == float("inf"):
+        return f"> {low:,.0f}" if left == "(" else f"≥ {low:,.0f}"
+    if low < 0:
+        return f"≤ {high:,.0f}" if right == "]" else f"< {high:,.0f}"
+    first, last = (low + 1 if left == "(" else low), (high if right == "]" else high - 1)
+    return f"{first:,.0f}–{last:,.0f}"
 
 
 def select(summary: pd.DataFrame, workload: str, model: str) -> pd.DataFrame:
@@ -93,32 +159,38 @@ METRIC_WORDS = {"p50_ttft_ms": "median TTFT", "p90_ttft_ms": "P90 TTFT", "p50_e2
                 "p50_itl_ms": "median ITL"}
 
 
+def nested_style(k: int) -> dict:
+    """The ``k``-th line's marker and dashes: markers shrink from an open circle, so lines that
+    coincide show as markers nested in each other."""
+    return {"marker": "osD^v<>"[k % 7], "ms": max(9 - 2 * k, 3), "mfc": "none" if k == 0 else None,
+            "ls": ("-", "--", ":", "-.")[k % 4], "alpha": 0.9}
+
+
 def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.DataFrame | None = None, *,
                       ylabel: str, title: str, log: bool = False, palette: dict | None = None):
-    """One panel per metric (titled in words), one line per policy against the offered rate, and
+    """One panel per metric (titled in words), one line per policy against the offered rate (each
+    policy its own marker and dashes, so lines that coincide stay visible), and
     the paper's points (``reported``, indexed by (rate, policy)) as open diamonds in the policy's
-    colour, with one legend entry "paper"; returns the figure."""
+    colour, with one entry "paper" in the legend beside the panels; returns the figure."""
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
     policies = scheduler_order(table.index.get_level_values("policy"))
     palette = palette or scheduler_palette(policies)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 3.8), squeeze=False)
     for ax, m in zip(axes[0], metrics):
-        for p in policies:
+        for k, p in enumerate(policies):
             ours = table.xs(p, level="policy")[m]
-            ax.plot(ours.index, ours.to_numpy(), marker="o", ms=3, color=palette[p], label=p.upper())
+            ax.plot(ours.index, ours.to_numpy(), color=palette[p], label=p.upper(), **nested_style(k))
             if reported is not None and m in reported and p in reported.index.get_level_values("policy"):
                 rep = reported.xs(p, level="policy")[m]
                 ax.scatter(rep.index, rep.to_numpy(), marker="D", s=45, facecolors="none", edgecolors=palette[p], lw=1.5)
         ax.set(title=METRIC_WORDS.get(m, m), xlabel="offered rate (req/s)", ylabel=ylabel)
         if log:
             ax.set_yscale("log")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if reported is not None:
-        handles.append(Line2D([], [], marker="D", ls="", mfc="none", mec="k", label="paper"))
-        labels.append("paper")
-    axes[0][-1].legend(handles, labels, loc="best", fontsize="small")
-    fig.suptitle(title, y=1.02)
+            plain_log_ticks(ax.yaxis)
+    if reported is not None:  # one entry for every policy's paper points
+        axes[0][0].plot([], [], marker="D", ls="", mfc="none", mec="k", label="paper")
+    fig.suptitle(title)
     fig.tight_layout()
+    legend_beside(fig)
     return fig

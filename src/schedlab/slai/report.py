@@ -19,6 +19,15 @@ LABELS = {
 }
 
 
+
+def palette() -> dict[str, tuple]:
+    """A colour per scheduler label (:data:`LABELS`), the same in every figure: the colour-blind
+    palette's ten, then two greys for request-level batching and Algorithm 2."""
+    import seaborn as sns
+
+    return dict(zip(LABELS.values(), sns.color_palette("colorblind", 10) + [(0.3, 0.3, 0.3), (0.65, 0.65, 0.65)]))
+
+
 def load_sweeps(paths) -> dict[str, pd.DataFrame]:
     """The ``summary``, ``buckets`` and ``timeline`` tables of the sweeps ``paths`` name (each
     table's file named after it), concatenated."""
