@@ -98,7 +98,7 @@ def by_rate(table, metrics, title, name, ylabel="latency (ms)", log=False):
 
 # %%
 from schedlab.counting import count_line, counts, derived_rows, paper_vs_ours, seed_band
-from schedlab.report import METRIC_WORDS, plot_beside_paper, runs_of
+from schedlab.report import METRIC_WORDS, plot_beside_paper, runs_of, seed_bands
 from schedlab.asr.report import asr_rows, change_group, seed_changes
 
 def words(x):
@@ -232,15 +232,24 @@ plt.show()
 # %%
 e2el = ["p50_e2el_ms", "p90_e2el_ms"]
 table1 = None if backend == "vllm" else paper_rows
+def changes_by_seed(runs, metrics):
+    """Each policy's change vs FCFS on each seed: their median per (rate, policy), and the band."""
+    if runs.empty:
+        return pct_change_vs(libri, metrics), None
+    each = seed_changes(runs, metrics).reset_index()
+    return each.groupby(["rate", "policy"])[metrics].median(), seed_bands(each, metrics)
+
+
 if not libri.empty:
+    # Lines: the median over the trace seeds; shaded: their 5-95 % band.
     fig = plot_beside_paper(libri, e2el, table1, ylabel="E2E latency (ms)", title="LibriSpeech: E2E latency vs rate",
-                            log=True, palette=palette)
+                            log=True, palette=palette, bands=seed_bands(libri_runs, e2el))
     save_figure(fig, figures_dir, "fig03_librispeech_e2el")
     plt.show()
-    change = pct_change_vs(libri, e2el)
+    change, change_bands = changes_by_seed(libri_runs, e2el)
     fig = plot_beside_paper(change, e2el, None if table1 is None else pct_change_vs(table1, e2el),
                             ylabel="change vs FCFS (%, negative = better)", title="LibriSpeech: change vs FCFS",
-                            palette=palette)
+                            palette=palette, bands=change_bands)
     save_figure(fig, figures_dir, "fig04_librispeech_e2el_pct")
     plt.show()
 
@@ -402,11 +411,13 @@ thr.groupby(["workload", "policy"])["throughput_rps"].max().unstack().round(2)
 ttft = ["p50_ttft_ms", "p90_ttft_ms"]
 if not libri.empty:
     fig = plot_beside_paper(libri, ttft, table1, ylabel="TTFT (ms)", title="LibriSpeech: TTFT vs rate", log=True,
-                            palette=palette)
+                            palette=palette, bands=seed_bands(libri_runs, ttft))
     save_figure(fig, figures_dir, "fig08_librispeech_ttft")
     plt.show()
-    fig = plot_beside_paper(pct_change_vs(libri, ttft), ttft, None if table1 is None else pct_change_vs(table1, ["p50_ttft_ms"]),
-                            ylabel="change vs FCFS (%)", title="LibriSpeech: TTFT change vs FCFS", palette=palette)
+    ttft_change, ttft_bands = changes_by_seed(libri_runs, ttft)
+    fig = plot_beside_paper(ttft_change, ttft, None if table1 is None else pct_change_vs(table1, ["p50_ttft_ms"]),
+                            ylabel="change vs FCFS (%)", title="LibriSpeech: TTFT change vs FCFS", palette=palette,
+                            bands=ttft_bands)
     save_figure(fig, figures_dir, "fig09_librispeech_ttft_pct")
     plt.show()
 by_rate(words(uniform), words(["p50_ttft_ms", "p90_ttft_ms"]), "Uniform split: TTFT vs rate", "fig10_uniform_ttft", log=True)

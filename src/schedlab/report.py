@@ -130,6 +130,17 @@ def select(summary: pd.DataFrame, workload: str, model: str) -> pd.DataFrame:
     return rows.groupby(["rate", "policy"]).median(numeric_only=True)
 
 
+def seed_bands(runs: pd.DataFrame, metrics: list[str], by=("rate", "policy")) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The 5-95 % band over trace seeds of ``runs`` (one row per seed, see :func:`runs_of`) as
+    two tables (low, high) indexed by ``by``; None for runs on fewer than two seeds."""
+    from schedlab.counting import BAND
+
+    if runs.empty or runs.groupby(list(by)).size().max() < 2:
+        return None
+    grouped = runs.groupby(list(by))[metrics]
+    return grouped.quantile(BAND[0] / 100), grouped.quantile(BAND[1] / 100)
+
+
 def runs_of(summary: pd.DataFrame, workload: str, model: str) -> pd.DataFrame:
     """One experiment's runs, one row per (rate, policy, seed)."""
     return summary[(summary["workload"] == workload) & (summary["model"] == model)].reset_index(drop=True)
@@ -167,11 +178,14 @@ def nested_style(k: int) -> dict:
 
 
 def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.DataFrame | None = None, *,
-                      ylabel: str, title: str, log: bool = False, palette: dict | None = None):
+                      ylabel: str, title: str, log: bool = False, palette: dict | None = None,
+                      bands: tuple[pd.DataFrame, pd.DataFrame] | None = None):
     """One panel per metric (titled in words), one line per policy against the offered rate (each
     policy its own marker and dashes, so lines that coincide stay visible), and
     the paper's points (``reported``, indexed by (rate, policy)) as open diamonds in the policy's
-    colour, with one entry "paper" in the legend beside the panels; returns the figure."""
+    colour, with one entry "paper" in the legend beside the panels; with ``bands`` (the low and
+    high tables, indexed as ``table``: the seeds' 5-95 % band, :func:`seed_bands`) each line's
+    band shaded in its colour. Returns the figure."""
     import matplotlib.pyplot as plt
 
     policies = scheduler_order(table.index.get_level_values("policy"))
@@ -181,6 +195,9 @@ def plot_beside_paper(table: pd.DataFrame, metrics: list[str], reported: pd.Data
         for k, p in enumerate(policies):
             ours = table.xs(p, level="policy")[m]
             ax.plot(ours.index, ours.to_numpy(), color=palette[p], label=p.upper(), **nested_style(k))
+            if bands is not None:
+                low, high = (b.xs(p, level="policy")[m].reindex(ours.index) for b in bands)
+                ax.fill_between(ours.index, low.to_numpy(), high.to_numpy(), color=palette[p], alpha=0.15, lw=0)
             if reported is not None and m in reported and p in reported.index.get_level_values("policy"):
                 rep = reported.xs(p, level="policy")[m]
                 ax.scatter(rep.index, rep.to_numpy(), marker="D", s=45, facecolors="none", edgecolors=palette[p], lw=1.5)
