@@ -206,3 +206,27 @@ def test_the_client_heap_is_frozen_during_a_replay():
     with frozen_heap():
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0
+
+
+# -- transformers ---------------------------------------------------------------------------
+def test_transformers_continuous_batching_still_takes_what_schedlab_sets():
+    """On the installed release: the real engine's batching config holds every field schedlab
+    sets, under that release's names; the stand-in cache of transformers-sim holds the blocks,
+    pages and token budget asked for, and the shims read its free blocks and its cache-read
+    budget; a field no release has is refused, not dropped."""
+    pytest.importorskip("transformers")
+    from schedlab.backends.transformers_engine import TransformersSpec, engine_batching
+    from schedlab.backends.transformers_sim import stand_in_cache
+    from schedlab.compat.transformers import batching_config, free_blocks, read_budget
+    from schedlab.errors import SchedlabError
+
+    spec = TransformersSpec(block_size=16, kv_capacity_blocks=64, max_num_batched_tokens=128, max_num_seqs=8)
+    made = batching_config(scheduler_type="schedlab", **engine_batching(spec))
+    assert (made.page_size if hasattr(made, "page_size") else made.block_size) == 16
+    assert (made.num_blocks, made.max_batch_tokens, made.max_requests_per_batch) == (64, 128, 8)
+    assert made.scheduler_type == "schedlab" and made.allow_block_sharing is False and made.use_async_batching is False
+    cache, _, _ = stand_in_cache(spec.limits)
+    assert cache.num_blocks == free_blocks(cache) == 64 and cache.max_batch_tokens == 128
+    assert read_budget(cache) == 64 * 16
+    with pytest.raises(SchedlabError, match="has no field 'pages'"):
+        batching_config(pages=16)

@@ -405,6 +405,8 @@ WRITERS = {
                        "--out-summary", O("r.json"), "--out-replicas", O("replicas.parquet")],
     "vllm-run": ["vllm-run", "--trace", I("trace"), "--policy", "fcfs", "--out-results", O("r.parquet"),
                  "--out-summary", O("r.json")],
+    "transformers-run": ["transformers-run", "--trace", I("trace"), "--policy", "fcfs", "--out-results", O("r.parquet"),
+                         "--out-summary", O("r.json"), "--out-steps", O("steps.parquet")],
     "vllm-serve": ["vllm-serve", "--policy", "fcfs", "--model-folder", I("model"), "--traces", I("trace"),
                    "--rates", "5", "--server-log", O("server.log"), "--out-dir", F("runs")],
     "whisper-files": ["whisper-files", "--model", "whisper-tiny", "--out", F("whisper")],

@@ -1,6 +1,6 @@
 """`schedlab steptime`: a catalogue GPU and model's step-time model in one command, the very model
-that `schedlab profile` then `schedlab fit steptime` make, for the shipped profiles and the
-roofline alike; a GPU with no shipped profile is refused in one line."""
+that `schedlab profile` then `schedlab fit steptime` make, for the shipped profiles, the roofline
+and the measured step costs alike; a GPU with no shipped profile is refused in one line."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from schedlab.cli import main
 
 
-@pytest.mark.parametrize("source, hardware", [("shipped", "H100-SXM"), ("roofline", "A100-80GB")])
+@pytest.mark.parametrize("source, hardware", [("shipped", "H100-SXM"), ("roofline", "A100-80GB"), ("measured", "A100-80GB")])
 def test_one_command_is_the_profile_and_its_fit(tmp_path, source, hardware):
     model = ["--hardware", hardware, "--model", "mistral-7b"]
     assert main(["steptime", "--source", source, *model, "--out", str(tmp_path / "one.json")]) == 0

@@ -84,10 +84,17 @@ def job_sizes(trace: pd.DataFrame, kappa: dict[str, float], duration: str = "raw
     sends (``duration`` as in :func:`size_hints`); its ``max_tokens`` is its forced output
     length (what vLLM's scheduler sees)."""
     max_tokens = trace["output_tokens"].to_numpy(np.int64)
-    if duration == "raw" and "priority" not in trace and "audio_duration_s" not in trace:
-        # no hint carries a size (no priority, no audio): each is its max_tokens, as
-        # size_estimate gives it, in one pass instead of a hint per request
-        return max_tokens.astype(float)
+    if duration == "raw" and "priority" not in trace:
+        # no hint carries a priority: each size is floor(duration x kappa of its language), at
+        # least 1, or its max_tokens where the request has no audio or its language no kappa,
+        # as size_estimate gives it, in one pass instead of a hint per request
+        if "audio_duration_s" not in trace:
+            return max_tokens.astype(float)
+        lang = trace["language"].astype(str) if "language" in trace else pd.Series("en", index=trace.index)
+        k = lang.map(lambda name: kappa.get(name, np.nan)).to_numpy(float)
+        dur = trace["audio_duration_s"].to_numpy(float)
+        known = np.isfinite(dur) & np.isfinite(k)
+        return np.where(known, np.maximum(1.0, np.floor(np.where(known, dur * k, 0.0))), max_tokens.astype(float))
     return np.array(
         [
             size_estimate(h, kappa, m)

