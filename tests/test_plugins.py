@@ -106,7 +106,7 @@ SCRIPT = textwrap.dedent('''
     table = (__import__("pandas").DataFrame([dict(r, rate=r["load"]) for r in rows])
              .set_index(["rate", "policy"]))
     fig = plot_beside_paper(table, ["p50_e2el_ms"], ylabel="ms", title="t")
-    out["legend"] = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    out["legend"] = [t.get_text() for t in fig.legends[0].get_texts()]  # one legend beside the panels
     out["order"] = scheduler_order(["edf", "sjf", "fcfs"])
     json.dump(out, sys.stdout)
 ''')

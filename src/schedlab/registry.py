@@ -131,7 +131,7 @@ class Entry:
         try:
             made = self.factory(context)
         except Exception as e:
-            raise failure(self, "__init__" if inspect.isclass(self.target) else self.target.__name__, e) from e
+            raise failure(self, "__init__" if inspect.isclass(self.target) else self.target.__name__, e)
         lacking = [m for m in PROTOCOL[self.kind] if not callable(getattr(made, m, None))]
         if lacking:
             raise SchedlabError(f"{self.describe()}: a {self.kind} scheduler needs {', '.join(lacking)}")
@@ -389,7 +389,8 @@ def failure(culprit, method: str, e: BaseException) -> Exception:
     """What a run raises for the exception ``e`` that ``method`` of ``culprit`` (an entry, or
     a scheduler object) raised: ``e`` itself when schedlab's own code raised it (a built-in's
     exception is schedlab's bug, and keeps its traceback), else a :class:`PluginError` naming
-    the scheduler, the method, the exception and the plug-in's line it came from."""
+    the scheduler, the method, the exception and the plug-in's line it came from, caused by
+    ``e``."""
     found = culprit if isinstance(culprit, Entry) else origin(culprit)
     ours = not found.plugin if found is not None else type(culprit).__module__.split(".")[0] == SCHEDLAB
     if ours or isinstance(e, PluginError):
@@ -408,7 +409,9 @@ def failure(culprit, method: str, e: BaseException) -> Exception:
         code = frames[-1].tb_frame.f_code
         where = f" (in {code.co_name}, {code.co_filename.rsplit('/', 1)[-1]} line {frames[-1].tb_lineno})"
     text = " ".join(str(e).split())
-    return PluginError(f"{who} failed in {method}: {type(e).__name__}{': ' + text if text else ''}{where}")
+    error = PluginError(f"{who} failed in {method}: {type(e).__name__}{': ' + text if text else ''}{where}")
+    error.__cause__ = e
+    return error
 
 
 def from_plugin(e: BaseException) -> BaseException:

@@ -69,10 +69,7 @@ def serve(
     except SchedlabError:
         raise
     except Exception as e:  # raised inside a plug-in's scheduler: one line naming it
-        blamed = registry.from_plugin(e)
-        if blamed is e:
-            raise
-        raise blamed from e
+        raise registry.from_plugin(e)
 
 
 def _serve(trace, scheduler, arena, backend, model, warmup_s, sample_s, max_in_flight, batching) -> RunResult:

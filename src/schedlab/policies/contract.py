@@ -46,7 +46,7 @@ class CheckedQueue:
         try:
             self.policy.push(job)
         except Exception as e:
-            raise registry.failure(self.policy, "push", e) from e
+            raise registry.failure(self.policy, "push", e)
         self._waiting[id(job)] = job
         self._counted("push")
 
@@ -54,7 +54,7 @@ class CheckedQueue:
         try:
             job = self.policy.peek(now)
         except Exception as e:
-            raise registry.failure(self.policy, "peek", e) from e
+            raise registry.failure(self.policy, "peek", e)
         if self._waiting.get(id(job)) is not job:
             raise self._not_waiting("peek", job)
         self._peeked = (now, job)
@@ -64,7 +64,7 @@ class CheckedQueue:
         try:
             job = self.policy.pop(now)
         except Exception as e:
-            raise registry.failure(self.policy, "pop", e) from e
+            raise registry.failure(self.policy, "pop", e)
         if self._waiting.pop(id(job), None) is not job:
             raise self._not_waiting("pop", job)
         peeked, self._peeked = self._peeked, None
@@ -79,7 +79,7 @@ class CheckedQueue:
         try:
             self.policy.remove(job)
         except Exception as e:
-            raise registry.failure(self.policy, "remove", e) from e
+            raise registry.failure(self.policy, "remove", e)
         del self._waiting[id(job)]
         self._counted("remove")
 
@@ -97,7 +97,7 @@ class CheckedQueue:
         try:
             job = self.policy.victim(running, now)
         except Exception as e:
-            raise registry.failure(self.policy, "victim", e) from e
+            raise registry.failure(self.policy, "victim", e)
         if not any(job is r for r in running):
             raise registry.violation(self.policy, "victim", f"it returned {_named(job)}, which is not one of the "
                                                             "running requests it was given")
@@ -107,13 +107,13 @@ class CheckedQueue:
         try:
             return self.policy.victim_key(job, now)
         except Exception as e:
-            raise registry.failure(self.policy, "victim_key", e) from e
+            raise registry.failure(self.policy, "victim_key", e)
 
     def preempt(self, running: Sequence[Job], now: float, free_slots: int) -> list[Job]:
         try:
             chosen = list(self.policy.preempt(running, now, free_slots))
         except Exception as e:
-            raise registry.failure(self.policy, "preempt", e) from e
+            raise registry.failure(self.policy, "preempt", e)
         seen: set[int] = set()
         for job in chosen:
             if not any(job is r for r in running):
@@ -132,7 +132,7 @@ class CheckedQueue:
         try:
             n = len(self.policy)
         except Exception as e:
-            raise registry.failure(self.policy, "__len__", e) from e
+            raise registry.failure(self.policy, "__len__", e)
         if n != len(self._waiting):
             raise registry.violation(self.policy, method, f"__len__ says {n} after it, but {len(self._waiting)} "
                                                           f"requests are waiting (pushed and not popped){hint}")
