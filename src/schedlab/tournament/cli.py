@@ -1,29 +1,17 @@
-"""``schedlab tournament ...``: timed trace pools, one workload's matches, the results table."""
+"""``schedlab tournament ...``: the pools workloads draw from, one workload's matches, the results table."""
 
 from __future__ import annotations
 
-import argparse
-
-from schedlab.cli_types import InputPath, OutputPath, engine_object, json_object, positive_number
+from schedlab.cli_types import InputPath, OutputPath, engine_object, json_object, named_path, positive_number
 from schedlab.contracts import MAX_REPLICAS
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_parquet
 
-POOLS = ("azure-code", "azure-conv", "mooncake")
-
-
-def _named_path(text: str) -> tuple[str, str]:
-    name, sep, path = text.partition("=")
-    if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
-    return name, InputPath(path)
-
 
 def cmd_pool(args) -> None:
-    from schedlab.data.llm_traces import azure_lengths, mooncake_requests
+    from schedlab import registry
 
-    pool = mooncake_requests() if args.kind == "mooncake" else azure_lengths(args.kind.removeprefix("azure-"))
-    write_parquet(pool, args.out)
+    write_parquet(registry.pool_entry(args.kind).load(), args.out)
 
 
 def _workload(args):
@@ -109,8 +97,11 @@ def add_commands(sub) -> None:
     t = sub.add_parser("tournament", help="every paper's policies on shared workloads, one table")
     tsub = t.add_subparsers(dest="tournament_command", required=True)
 
-    p = tsub.add_parser("pool", help="a real trace's timestamps and lengths as a parquet pool")
-    p.add_argument("--kind", choices=POOLS, required=True)
+    p = tsub.add_parser("pool", help="a pool workload kinds draw from, as parquet (not a trace: `schedlab workload` "
+                                     "makes one)")
+    p.add_argument("--kind", required=True,
+                   help="a registered pool (`schedlab workloads`), e.g. a real trace's timestamps and lengths: "
+                        "azure-code, azure-conv, mooncake")
     p.add_argument("--out", type=OutputPath, required=True)
     p.set_defaults(func=cmd_pool)
 
@@ -119,7 +110,7 @@ def add_commands(sub) -> None:
     m.add_argument("--spec", type=json_object, required=True, help='workload spec as JSON, e.g. {"kind": "mixed", "n_requests": 1000}')
     m.add_argument("--arena", type=engine_object, required=True,
                    help='engine spec as JSON: steptime, hardware, model, engine limits, kappa (file)')
-    m.add_argument("--pool", type=_named_path, action="append", default=[], help="NAME=PATH of a pool the kind draws from")
+    m.add_argument("--pool", type=named_path, action="append", default=[], help="NAME=PATH of a pool the kind draws from")
     m.add_argument("--loads", type=positive_number(float), nargs="+", required=True, help="offered rates as fractions of FCFS's backlog capacity")
     m.add_argument("--entrants", nargs="+", required=True, help="registered schedulers (schedlab schedulers)")
     m.add_argument("--out", type=OutputPath, required=True)
@@ -129,7 +120,7 @@ def add_commands(sub) -> None:
     c.add_argument("--workload", required=True, help="the workload's name (a label)")
     c.add_argument("--spec", type=json_object, required=True, help="workload spec as JSON (as for play)")
     c.add_argument("--arena", type=engine_object, required=True, help="every replica's engine spec as JSON (as for play)")
-    c.add_argument("--pool", type=_named_path, action="append", default=[], help="NAME=PATH of a pool the kind draws from")
+    c.add_argument("--pool", type=named_path, action="append", default=[], help="NAME=PATH of a pool the kind draws from")
     c.add_argument("--replicas", type=positive_number(int, MAX_REPLICAS), nargs="+", required=True, help="cluster sizes")
     c.add_argument("--routers", nargs="+", required=True, help="registered routers (schedlab schedulers)")
     c.add_argument("--loads", type=positive_number(float), nargs="+", required=True,
