@@ -618,9 +618,10 @@ def _load_workloads(name: str | None = None) -> None:
 
 
 def workload_entries() -> list[WorkloadEntry]:
-    """Every registered workload kind: schedlab's, the papers' and the plug-ins'."""
+    """Every registered workload kind: schedlab's, the papers' and the plug-ins', by name (the
+    order they register in depends on what was imported first)."""
     _load_workloads()
-    return list(_workloads.values())
+    return sorted(_workloads.values(), key=lambda e: e.name)
 
 
 def workload_names(modality: str | None = None) -> list[str]:
@@ -640,9 +641,9 @@ def workload_entry(name: str) -> WorkloadEntry:
 
 
 def pool_entries() -> list[PoolEntry]:
-    """Every registered pool."""
+    """Every registered pool, by name."""
     _load_workloads()
-    return list(_pools.values())
+    return sorted(_pools.values(), key=lambda e: e.name)
 
 
 def pool_entry(name: str) -> PoolEntry:

@@ -226,7 +226,9 @@ class Phase(Strict):
     name: Annotated[str, Field(min_length=1)]
     duration_s: Seconds
     rate: Rate
-    pool: Literal["librispeech", "uniform"]
+    #: A registered ASR workload kind (checked against the registry where the phases are read,
+    #: :func:`schedlab.workload.drift.parse_phases`).
+    pool: Annotated[str, Field(min_length=1)]
 
 
 class SwitchingSpec(Strict):

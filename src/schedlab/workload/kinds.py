@@ -61,8 +61,9 @@ class Draw:
     burstiness: float = 1.0
     #: The model's context, tokens (None: unbounded).
     max_tokens: int | None = None
-    #: Stream name -> its number (:data:`COMMAND_STREAMS`); streams of one number share one generator.
-    streams: Mapping[str, int] = field(default_factory=lambda: dict(COMMAND_STREAMS))
+    #: Stream name -> its number, or a tuple of numbers (:data:`COMMAND_STREAMS`); streams of one
+    #: number share one generator.
+    streams: Mapping[str, int | tuple[int, ...]] = field(default_factory=lambda: dict(COMMAND_STREAMS))
     _generators: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -73,7 +74,7 @@ class Draw:
         """The generator of ``stream`` (made once per draw)."""
         key = self.streams[stream]
         if key not in self._generators:
-            self._generators[key] = np.random.default_rng([self.seed, key])
+            self._generators[key] = np.random.default_rng([self.seed, *np.atleast_1d(key).tolist()])
         return self._generators[key]
 
     def arrivals(self) -> np.ndarray:
