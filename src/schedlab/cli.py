@@ -4,6 +4,8 @@ vllm-serve, slosa, ewsjf, slai, tournament, extensions."""
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import signal
 import sys
 from pathlib import Path
@@ -668,16 +670,23 @@ def _stop_again(unraisable) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input (any :class:`SchedlabError`) is one line on stderr and
-    exit status 2, as for usage errors."""
-    args = build_parser().parse_args(argv)
+    exit status 2, as for usage errors; an interrupt (Ctrl-C) is one line and exit status 130.
+    Either way no output is left half-written (:mod:`schedlab.io`)."""
+    from schedlab.data.sources import data_folders
+
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        return _interrupted()
     # A job runner stops a job with SIGTERM (Snakemake, SLURM's scancel): exit through the
     # context managers, so that servers started here are stopped and no partial output is left.
     signal.signal(signal.SIGTERM, _stop)
     sys.unraisablehook = _stop_again
     try:
-        # Before any work: inputs readable, outputs where a file may go, none of them an input.
+        # Before any work: inputs readable, outputs where a file may go, none of them an input,
+        # named or implicit (the data mirror and cache that any command may read).
         inputs, outputs, folders = command_paths(args)
-        check_paths(inputs, outputs, folders)
+        check_paths(inputs, outputs, folders, implicit=data_folders())
         args.func(args)
     except SchedlabError as e:
         print("schedlab: error: " + " ".join(str(e).split()), file=sys.stderr)
@@ -685,9 +694,23 @@ def main(argv: list[str] | None = None) -> int:
     except PermissionError as e:  # a file of the user's that this user may not read or write
         print(f"schedlab: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return _interrupted()
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # a write outside the atomic writers (a cache, a log): theirs are removed already
+        print(f"schedlab: error: {e.filename or 'a write'}: {e.strerror or os.strerror(e.errno)}", file=sys.stderr)
+        return 2
     finally:
         guard_inputs(())  # the command's inputs are guarded while it runs, not after
     return 0
+
+
+def _interrupted() -> int:
+    """Ctrl-C: one line, exit status 130 (128 + SIGINT, as a shell reports it)."""
+    print("schedlab: interrupted", file=sys.stderr)
+    return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":
