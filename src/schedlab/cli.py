@@ -365,6 +365,7 @@ def cmd_schedulers(args) -> None:
 
 def cmd_collect(args) -> None:
     import pandas as pd
+    from schedlab.validation import check_summaries
 
     # A folder (one engine job's runs) stands for the run summaries in it: it must hold one.
     paths = []
@@ -374,9 +375,7 @@ def cmd_collect(args) -> None:
             raise SchedlabError(f"{p}: a folder without run summaries (*.json): nothing to collect")
         paths += found
     rows = [read_json(p) for p in paths]
-    for path, row in zip(paths, rows):
-        if not isinstance(row, dict) or not row:
-            raise SchedlabError(f"{path}: not a run summary (a JSON object of flat keys)")
+    check_summaries(rows, paths)
     write_parquet(pd.DataFrame(rows), args.out)
 
 

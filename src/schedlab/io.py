@@ -4,9 +4,9 @@ final name or not at all, and a run's outputs appear together or not at all."""
 from __future__ import annotations
 
 import errno
+import io
 import json
 import math
-import numbers
 import os
 import re
 import stat
@@ -457,7 +457,8 @@ def _checked_table(df: pd.DataFrame, p, required: tuple[str, ...], numeric: tupl
     for column in (c for c in numeric if c in df.columns):
         values = df[column]
         if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
-            bad = next((i for i, v in enumerate(values) if isinstance(v, bool) or not isinstance(v, numbers.Real)), 0)
+            number = pd.to_numeric(values.map(lambda v: None if isinstance(v, bool) else v), errors="coerce")
+            bad = int(np.argmax(number.isna().to_numpy())) if number.isna().any() else 0
             raise SchedlabError(f"{p}: column {column!r} must hold numbers, first bad row {bad} ({_short(values.iloc[bad])})")
         finite = np.isfinite(values.to_numpy(float))
         if not finite.all():
@@ -480,19 +481,14 @@ def read_csv(path: str | os.PathLike, *, required: tuple[str, ...] = (), numeric
     column."""
     import pandas as pd
 
-    p = _open_input(path)
-    if p.stat().st_size == 0:
-        raise SchedlabError(f"{p}: is empty")
+    p = Path(path)
+    text = read_text(p)
     try:
-        df = pd.read_csv(p, encoding="utf-8", encoding_errors="strict", **options)
-    except UnicodeDecodeError as e:
-        raise SchedlabError(f"{p}: not UTF-8 text (byte {e.start})") from None
+        df = pd.read_csv(io.StringIO(text), **options)
     except pd.errors.EmptyDataError:
         raise SchedlabError(f"{p}: is empty (no header)") from None
     except (pd.errors.ParserError, ValueError, TypeError) as e:  # ragged rows, a column of the wrong type
         raise SchedlabError(f"{p}: not a readable table ({_first_line(e)})") from None
-    except OSError as e:
-        raise SchedlabError(f"cannot read {p}: {e.strerror or e}") from None
     return _checked_table(df, p, required, numeric, rows)
 
 
@@ -502,35 +498,29 @@ def read_jsonl(path: str | os.PathLike, *, required: tuple[str, ...] = (), numer
     a line that is not a JSON object is named by its number."""
     import pandas as pd
 
-    p = _open_input(path)
-    if p.stat().st_size == 0:
-        raise SchedlabError(f"{p}: is empty")
+    p = Path(path)
+    text = read_text(p)
     try:
-        df = pd.read_json(p, lines=True, encoding="utf-8", encoding_errors="strict")
-    except UnicodeDecodeError as e:
-        raise SchedlabError(f"{p}: not UTF-8 text (byte {e.start})") from None
+        df = pd.read_json(io.StringIO(text), lines=True)
     except (ValueError, TypeError, RecursionError) as e:
-        raise SchedlabError(f"{p}: not JSON Lines ({_bad_line(p) or _first_line(e)})") from None
-    except OSError as e:
-        raise SchedlabError(f"cannot read {p}: {e.strerror or e}") from None
-    bad = _bad_line(p) if len(df.columns) and any(not isinstance(c, str) for c in df.columns) else None
+        raise SchedlabError(f"{p}: not JSON Lines ({_bad_line(text) or _first_line(e)})") from None
+    bad = _bad_line(text) if len(df.columns) and any(not isinstance(c, str) for c in df.columns) else None
     if bad:
         raise SchedlabError(f"{p}: not JSON Lines ({bad})")
     return _checked_table(df, p, required, numeric, rows)
 
 
-def _bad_line(p: Path) -> str | None:
-    """The first line of ``p`` that is not a JSON object, said as "line N: why"."""
-    with open(p, "rb") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except (ValueError, RecursionError) as e:
-                return f"line {number}: {_first_line(e)}"
-            if not isinstance(value, dict):
-                return f"line {number}: not a JSON object"
+def _bad_line(text: str) -> str | None:
+    """The first line of ``text`` that is not a JSON object, said as "line N: why"."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError) as e:
+            return f"line {number}: {_first_line(e)}"
+        if not isinstance(value, dict):
+            return f"line {number}: not a JSON object"
     return None
 
 

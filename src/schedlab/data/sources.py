@@ -136,7 +136,7 @@ def read_utterances(path: str | os.PathLike) -> pd.DataFrame:
     """Read a tab-separated table with header ``utterance_id, duration_s, transcript`` (one
     line naming the file on any problem, :func:`schedlab.io.read_csv`)."""
     df = read_csv(path, sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False, required=COLUMNS,
-                  numeric=("duration_s",), dtype={"utterance_id": str, "duration_s": float, "transcript": str})
+                  numeric=("duration_s",), dtype={"utterance_id": str, "transcript": str})
     return df[list(COLUMNS)]
 
 

@@ -8,9 +8,7 @@ tokens takes ``t_d = sum_{k=1..o} tau_d(b, l + k)``, summed in closed form. Time
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -80,11 +78,24 @@ class LatencyPredictor:
 
     @classmethod
     def load(cls, path) -> "LatencyPredictor":
-        try:
-            data = json.loads(Path(path).read_text())
-            return cls(PhaseModel(**data["prefill"]), PhaseModel(**data["decode"]), data.get("meta", {}))
-        except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
-            raise SchedlabError(f"{path}: not a latency predictor file ({exc})") from exc
+        """A predictor file, checked (:func:`schedlab.validation.read_predictor`)."""
+        from schedlab.validation import read_predictor
+
+        data = read_predictor(path)
+        return cls(PhaseModel(**data["prefill"]), PhaseModel(**data["decode"]), data["meta"])
+
+    def check_positive(self, prompts, outputs, max_batch: int, source) -> None:
+        """Refuse, in one line naming ``source``, a predictor whose end-to-end latency is not a
+        positive number for some request of ``prompts`` and ``outputs`` tokens in a batch of 1
+        to ``max_batch`` (linear in the batch size: its ends decide)."""
+        l, o = np.asarray(prompts, float), np.asarray(outputs, float)
+        for b in (1, max_batch):
+            e2e = self.e2e(b, l, o)
+            bad = ~(e2e > 0) | ~np.isfinite(e2e)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise SchedlabError(f"{source}: predicts {e2e[i]:.3g} s end to end for a request of {l[i]:.0f} prompt "
+                                    f"and {o[i]:.0f} output tokens in a batch of {b}: a latency must be positive")
 
 
 def _ms(a, beta, g, d) -> PhaseModel:

@@ -8,6 +8,8 @@ from schedlab.io import read_parquet, write_outputs, write_parquet
 
 STUDIES = ("compare", "schedule", "lengths", "coefficients", "instances")
 POOL_COLUMNS = ("prompt_tokens", "output_tokens")
+#: The largest batch the studies other than compare map requests into.
+STUDY_BATCH = 4
 
 
 def cmd_pools(args) -> None:
@@ -34,10 +36,12 @@ def cmd_profile(args) -> None:
 
 def cmd_fit(args) -> None:
     from schedlab.fit.latency_predictor import REFERENCE, fit_predictor
+    from schedlab.latency.predictor_profile import PREDICTOR_PROFILE_COLUMNS
 
     if (args.profile is None) == (not args.reference):
         raise SchedlabError("give either --profile or --reference")
-    predictor = REFERENCE if args.reference else fit_predictor(read_parquet(args.profile))
+    predictor = REFERENCE if args.reference else fit_predictor(
+        read_parquet(args.profile, PREDICTOR_PROFILE_COLUMNS, numeric=("batch", "length", "time_s"), rows=True))
     predictor.save(args.out)
 
 
@@ -52,6 +56,9 @@ def cmd_study(args) -> None:
 
     predictor = LatencyPredictor.load(args.predictor)
     workload = studies.Workload(read_pool(args.chat, POOL_COLUMNS), read_pool(args.code, POOL_COLUMNS))
+    for pool in (workload.chat, workload.code):
+        predictor.check_positive(pool["prompt_tokens"], pool["output_tokens"], max(*args.max_batches, STUDY_BATCH),
+                                 args.predictor)
     hw, arch = hardware(args.hardware), model_arch(args.model)
     arena = paper_engine(hw, arch)
     warm_up()

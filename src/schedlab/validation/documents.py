@@ -81,6 +81,34 @@ def read_steptime(path: str | os.PathLike) -> dict:
     return parse(StepTimeTerms, read_json(path), path).model_dump()
 
 
+# -- paper D's latency predictor ----------------------------------------------------------------
+Coefficient = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_NUMBER, le=MAX_NUMBER)]
+
+
+class PredictorPhase(Strict):
+    """One phase's ``a*b*l + beta*b + g*l + d`` seconds: finite numbers (a fitted term may be
+    negative; what the predictions mean is checked against a workload,
+    :meth:`schedlab.fit.latency_predictor.LatencyPredictor.check_positive`)."""
+
+    a: Coefficient
+    beta: Coefficient
+    g: Coefficient
+    d: Coefficient
+
+
+class PredictorFile(Strict):
+    """A latency predictor file (`schedlab slosa fit`)."""
+
+    prefill: PredictorPhase
+    decode: PredictorPhase
+    meta: dict = {}
+
+
+def read_predictor(path: str | os.PathLike) -> dict:
+    """The checked phases and meta of a latency predictor file."""
+    return parse(PredictorFile, read_json(path), path).model_dump()
+
+
 # -- kappa ------------------------------------------------------------------------------------
 class KappaFit(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow")
@@ -210,3 +238,36 @@ class SwitchingSpec(Strict):
 
 #: The extension studies' ``--spec`` models, by command.
 EXTENSION_SPECS = {"vad": VadSpec, "kappa": KappaStudySpec, "switching": SwitchingSpec}
+
+
+# -- run summaries ----------------------------------------------------------------------------
+def _json_kind(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "list" if isinstance(value, list) else "object"
+
+
+def check_summaries(summaries: list, sources: list) -> None:
+    """Run summaries (JSON) to gather into one table: each a non-empty object of flat keys, and
+    each key of one kind (number, string, boolean; null where a value is missing) in every
+    summary, as a table's column is; one line naming the summary and the key otherwise."""
+    kinds: dict[str, tuple[str, str]] = {}
+    for summary, source in zip(summaries, sources):
+        if not isinstance(summary, dict) or not summary:
+            raise SchedlabError(f"{source}: not a run summary (a JSON object of flat keys)")
+        for key, value in summary.items():
+            kind = _json_kind(value)
+            if kind in ("list", "object"):
+                raise SchedlabError(f"{source}: not a run summary: key {key!r} holds a {kind} (summaries have flat keys)")
+            if kind == "null":
+                continue
+            first = kinds.setdefault(key, (kind, source))
+            if first[0] != kind:
+                raise SchedlabError(f"{source}: key {key!r} is a {kind}, where {first[1]} has a {first[0]}: "
+                                    "not summaries of one table")
