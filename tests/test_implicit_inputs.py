@@ -98,7 +98,7 @@ def test_the_cache_gets_new_entries_and_never_replaces_one(tmp_path, monkeypatch
     """The data layer adds a file to the cache once (schedlab.io.cache_entry); a second
     entry of the same name keeps the first, and no ordinary writer may write there."""
     from schedlab.errors import SchedlabError
-    from schedlab.io import cache_entry, guard_inputs, write_json
+    from schedlab.io import cache_entry, end_guard, guard_inputs, write_json
 
     cache = tmp_path / "cache"
     guard_inputs((), {cache: "the data cache (SCHEDLAB_DATA_CACHE)"})
@@ -111,7 +111,7 @@ def test_the_cache_gets_new_entries_and_never_replaces_one(tmp_path, monkeypatch
         with pytest.raises(SchedlabError, match="SCHEDLAB_DATA_CACHE"):
             write_json({"x": 1}, cache / "other.json")
     finally:
-        guard_inputs(())
+        end_guard()
     assert (cache / "table.parquet").read_text() == "first"
     assert sorted(p.name for p in cache.iterdir()) == ["table.parquet"]
 
@@ -120,7 +120,7 @@ def test_a_file_read_while_running_is_guarded_from_then_on(tmp_path):
     """Every reader records what it reads (schedlab.io.record_input): a write onto a file read
     during the run, not named on the command line, is refused."""
     from schedlab.errors import SchedlabError
-    from schedlab.io import guard_inputs, read_json, write_json
+    from schedlab.io import end_guard, guard_inputs, read_json, write_json
 
     spec = tmp_path / "spec.json"
     spec.write_text('{"a": 1}')
@@ -130,5 +130,8 @@ def test_a_file_read_while_running_is_guarded_from_then_on(tmp_path):
         with pytest.raises(SchedlabError, match="is an input of this command"):
             write_json({"a": 2}, spec)
     finally:
-        guard_inputs(())
+        end_guard()
     assert spec.read_text() == '{"a": 1}'
+    read_json(spec)  # outside a command (a library's use), what is read may be written again
+    write_json({"a": 2}, spec)
+    assert read_json(spec) == {"a": 2}

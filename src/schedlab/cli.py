@@ -29,7 +29,7 @@ from schedlab.cli_types import (
 )
 from schedlab.contracts import MAX_REPLICAS
 from schedlab.errors import SchedlabError
-from schedlab.io import check_paths, guard_inputs, read_json, write_json, write_outputs, write_parquet
+from schedlab.io import check_paths, end_guard, read_json, write_json, write_outputs, write_parquet
 
 
 def read_pool(path, required):
@@ -702,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"schedlab: error: {e.filename or 'a write'}: {e.strerror or os.strerror(e.errno)}", file=sys.stderr)
         return 2
     finally:
-        guard_inputs(())  # the command's inputs are guarded while it runs, not after
+        end_guard()  # the command's inputs are guarded while it runs, not after
     return 0
 
 

@@ -82,6 +82,12 @@ MAX_RUN_S = 1e8
 MAX_AUDIO_S = 1e5
 #: Tokens of one prompt or one output.
 MAX_TOKENS = 10**7
+#: Seconds one engine step may last, and a step-time term may cost per unit of its feature (a
+#: token, an encoder input, a step): past it a step outlasts any measured engine by orders of
+#: magnitude, and a run's clock loses its meaning.
+MAX_STEP_S = 1e3
+#: Units of one step feature in one step (tokens, encoder inputs, context tokens, attention pairs).
+MAX_STEP_WORK = 1e15
 #: Tokens per second of audio (kappa; speech runs at about 3).
 MAX_KAPPA = 1e3
 #: Requests of one trace or pool, whatever the memory.

@@ -31,6 +31,9 @@ _inputs: dict[str, tuple[tuple[int, int] | None, str]] = {}
 #: path: what each is. No output may lie inside one; only :func:`cache_entry` adds a file to
 #: the cache.
 _folders: dict[str, str] = {}
+#: Whether a command is running (from :func:`guard_inputs` to :func:`end_guard`): only then is
+#: what the readers read recorded (a library user may read a file and write it again).
+_guarding = False
 _INPUT = "an input of this command"
 
 
@@ -130,8 +133,9 @@ def _linked_into_folder(inode: tuple[int, int]) -> tuple[str, str] | None:
 def record_input(path: str | os.PathLike) -> None:
     """Add ``path`` to the files the current command reads (every reader of this module
     calls it): from now on no write may replace it."""
-    real, inode = _identity(path)
-    _inputs.setdefault(real, (inode, _INPUT))
+    if _guarding:
+        real, inode = _identity(path)
+        _inputs.setdefault(real, (inode, _INPUT))
 
 
 def check_folder(path: str | os.PathLike) -> None:
@@ -198,9 +202,11 @@ def guard_inputs(paths, folders: Mapping[str | os.PathLike, str] | None = None) 
     """Make ``paths`` (files, or folders standing for the files in them that match the path's
     ``members`` pattern, ``*`` by default) the current command's inputs, and ``folders``
     (path: what it is) the folders it reads implicitly (:func:`guard_folder`):
-    :func:`check_target`, so every write, refuses them from now on."""
-    _inputs.clear()
-    _folders.clear()
+    :func:`check_target`, so every write, refuses them from now on, and every file read from now
+    on (:func:`record_input`) until :func:`end_guard`."""
+    global _guarding
+    end_guard()
+    _guarding = True
     for path in paths:
         p = Path(path)
         pattern = getattr(path, "members", "*")
@@ -209,6 +215,14 @@ def guard_inputs(paths, folders: Mapping[str | os.PathLike, str] | None = None) 
             record_input(member)
     for folder, what in (folders or {}).items():
         guard_folder(folder, what)
+
+
+def end_guard() -> None:
+    """The command has ended: nothing it read is guarded any more."""
+    global _guarding
+    _guarding = False
+    _inputs.clear()
+    _folders.clear()
 
 
 def _listing(folder: Path, pattern: str) -> list[Path]:

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
-from scipy.optimize import brentq
 
 from schedlab.errors import SchedlabError
+from schedlab.fit.roots import bracketed_root
 from schedlab.io import write_json
 from schedlab.latency.catalogue import Hardware, ModelArch
 from schedlab.latency.predictor_profile import PHASES, PREDICTOR_PROFILE_COLUMNS, roofline_phases
@@ -158,7 +158,16 @@ def calibrate_roofline(
 
     target_p, target_d = float(reference.prefill(1, length)), float(reference.decode(1, length))
     eff = {"compute_eff": 1.0, "bw_eff": 1.0}
+    lo, hi = 1e-3, 10.0
+
+    def unreachable(phase: str, target: float, what: str):
+        return lambda slow, fast: (f"{arch.name} on {hw.name}: no {what} from {lo:g} to {hi:g} gives the reference's "
+                                   f"single-request {phase} of {target * 1e3:.3g} ms at {length} tokens (the roofline "
+                                   f"gives {(fast + target) * 1e3:.3g} to {(slow + target) * 1e3:.3g} ms there)")
+
     for _ in range(3):  # the two phases barely interact: alternate until both are met
-        eff["bw_eff"] = brentq(lambda x: time(1, compute_eff=eff["compute_eff"], bw_eff=x) - target_d, 1e-3, 10.0)
-        eff["compute_eff"] = brentq(lambda x: time(0, compute_eff=x, bw_eff=eff["bw_eff"]) - target_p, 1e-3, 10.0)
+        eff["bw_eff"] = bracketed_root(lambda x: time(1, compute_eff=eff["compute_eff"], bw_eff=x) - target_d, lo, hi,
+                                       unreachable=unreachable("decode step", target_d, "bandwidth efficiency"))
+        eff["compute_eff"] = bracketed_root(lambda x: time(0, compute_eff=x, bw_eff=eff["bw_eff"]) - target_p, lo, hi,
+                                            unreachable=unreachable("prefill", target_p, "compute efficiency"))
     return eff

@@ -9,7 +9,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
 
-from schedlab.contracts import MAX_KAPPA, MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
+from schedlab.contracts import MAX_KAPPA, MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S, MAX_STEP_S
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json
 
@@ -55,30 +55,42 @@ def parse(model: type[BaseModel], data, source: str | os.PathLike):
 
 
 # -- step-time model ----------------------------------------------------------------------
+#: Seconds a step-time term costs per unit of its feature (or per request, the front end's).
+Cost = Annotated[float, Field(ge=0, le=MAX_STEP_S, allow_inf_nan=False)]
+#: A width in tokens (a GEMM tile, a batch size).
+Width = Annotated[int, Field(ge=0, le=2**20)]
+
+
 class StepTimeTerms(Strict):
     """A step-time model file (:class:`schedlab.engine.steptime.StepTimeModel`): every term is a
-    cost, so finite and non-negative; ``tile`` is a width in tokens (0: no staircase), ``knee``
-    a batch size in tokens (0: no knee)."""
+    cost, so finite, non-negative and at most :data:`~schedlab.contracts.MAX_STEP_S` seconds per
+    unit (a step that lasts longer has no meaning); ``tile`` is a width in tokens (0: no
+    staircase), ``knee`` a batch size in tokens (0: no knee)."""
 
-    intercept: NonNegative
-    n_encoder: NonNegative = 0.0
-    n_prefill_tokens: NonNegative = 0.0
-    n_decode: NonNegative = 0.0
-    ctx_tokens: NonNegative = 0.0
-    frontend_s: NonNegative = 0.0
-    output_s: NonNegative = 0.0
-    prefill_pairs: NonNegative = 0.0
-    tile_tokens: NonNegative = 0.0
-    tile: NonNegativeInt = 0
-    knee_tokens: NonNegative = 0.0
-    knee: NonNegativeInt = 0
-    frontend_service_s: NonNegative = 0.0
+    intercept: Cost
+    n_encoder: Cost = 0.0
+    n_prefill_tokens: Cost = 0.0
+    n_decode: Cost = 0.0
+    ctx_tokens: Cost = 0.0
+    frontend_s: Cost = 0.0
+    output_s: Cost = 0.0
+    prefill_pairs: Cost = 0.0
+    tile_tokens: Cost = 0.0
+    tile: Width = 0
+    knee_tokens: Cost = 0.0
+    knee: Width = 0
+    frontend_service_s: Cost = 0.0
     meta: dict = {}
 
 
 def read_steptime(path: str | os.PathLike) -> dict:
     """The checked fields of a step-time model file."""
-    return parse(StepTimeTerms, read_json(path), path).model_dump()
+    return check_steptime(read_json(path), path)
+
+
+def check_steptime(terms, source: str | os.PathLike) -> dict:
+    """The checked fields of a step-time model (:class:`StepTimeTerms`) from ``source``."""
+    return parse(StepTimeTerms, terms, source).model_dump()
 
 
 # -- paper D's latency predictor ----------------------------------------------------------------

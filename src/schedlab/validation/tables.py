@@ -28,6 +28,8 @@ from pandera.errors import SchemaError
 from schedlab.contracts import (
     MAX_AUDIO_S,
     MAX_RUN_S,
+    MAX_STEP_S,
+    MAX_STEP_WORK,
     MAX_TOKENS,
     PREFILL_PAIRS,
     PROFILE_COLUMNS,
@@ -159,14 +161,16 @@ def check_trace(trace: pd.DataFrame, source: str = "trace", *, context: int | No
 
 
 def _profile_schema() -> pa.DataFrameSchema:
-    cost = lambda: _column(_numbers(), _finite(), _at_least(0))
-    return pa.DataFrameSchema({**{f: cost() for f in STEP_FEATURES}, "time_s": cost(),
-                               PREFILL_PAIRS: _column(_numbers(), _finite(), _at_least(0), required=False)})
+    work = lambda required=True: _column(_numbers(), _finite(), _at_least(0), _at_most(MAX_STEP_WORK), required=required)
+    return pa.DataFrameSchema({**{f: work() for f in STEP_FEATURES},
+                               "time_s": _column(_numbers(), _finite(), _at_least(0), _at_most(MAX_STEP_S)),
+                               PREFILL_PAIRS: work(required=False)})
 
 
 def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     """A latency profile table (:data:`~schedlab.contracts.PROFILE_COLUMNS`): counts and step
-    times finite and non-negative."""
+    times finite and non-negative, within what one step holds and lasts
+    (:data:`~schedlab.contracts.MAX_STEP_WORK`, :data:`~schedlab.contracts.MAX_STEP_S`)."""
     profile = read_parquet(path, PROFILE_COLUMNS)
     try:
         _profile_schema().validate(profile.reset_index(drop=True))
