@@ -71,6 +71,11 @@ SIM_BACKENDS = ("sim", "vllm-sim")
 #: Every backend: the two simulators and a real vLLM engine.
 BACKENDS = (*SIM_BACKENDS, "vllm")
 
+#: A name that becomes a path component or a command word (a scheduler's, a router's, a
+#: workload's): letters, digits, ``_``, ``.`` and ``-``, not ``.`` or ``..`` (the pipeline's
+#: config schema holds the same pattern).
+NAME_PATTERN = r"(?!\.\.?$)[A-Za-z0-9_.-]+"
+
 # -- bounds of what is read from outside -------------------------------------------------------
 # Values past these are refused where they are read (command line, files, config, client hints):
 # every computation downstream stays finite and every array fits an index.
@@ -92,6 +97,10 @@ MAX_STEP_WORK = 1e15
 MAX_KAPPA = 1e3
 #: Requests of one trace or pool, whatever the memory.
 MAX_REQUESTS = 10**9
+#: Requests one search (a root finder's or a capacity search's runs) or one study of many runs
+#: may simulate in all (:func:`schedlab.limits.check_work`): hours of runs, far more than any search
+#: or study of the shipped configuration simulates.
+MAX_SIMULATED_REQUESTS = 10**8
 #: Any other positive setting (a factor, a count of repeats or trials).
 MAX_NUMBER = 1e9
 #: The most replicas a cluster run takes (each holds per-request arrays of the whole trace).

@@ -326,9 +326,11 @@ def _stale_temporaries(final: Path) -> list[Path]:
 
 @contextmanager
 def _temporary(final: Path) -> Iterator[Path]:
-    """A temporary file beside ``final``, removed again unless it was renamed; the temporaries
-    of ``final`` that a killed writer left are removed first (a run resumed after a hard kill
+    """A temporary file beside ``final``, removed again unless it was renamed, with the folders
+    made for it (nothing is left of a write that failed or was interrupted); the temporaries of
+    ``final`` that a killed writer left are removed first (a run resumed after a hard kill
     leaves none behind)."""
+    made = [p for p in Path(os.path.abspath(final)).parents if not os.path.lexists(p)]
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         for stale in _stale_temporaries(final):
@@ -343,6 +345,11 @@ def _temporary(final: Path) -> Iterator[Path]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+            for folder in made:  # innermost first; one another output of the set still uses stays
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
 
 
 def write_outputs(outputs: Mapping[str | os.PathLike, pd.DataFrame | dict | str | bytes]) -> None:

@@ -36,6 +36,7 @@ from schedlab.engine import Arena
 from schedlab.engine.steptime import COMPUTE_TERMS, OPTIONAL_TERMS, StepTimeModel
 from schedlab.errors import SchedlabError
 from schedlab.fit.roots import bracketed_root
+from schedlab.limits import SEARCH_RUNS, check_work
 from schedlab.simulate import run_summary
 
 BASELINE_POLICY = "fcfs"
@@ -81,6 +82,8 @@ def saturation_factor(arena: Arena, overload_trace: pd.DataFrame, saturation_rps
         return _fcfs(overload_trace, arena, model)["throughput_rps"]
 
     lo, hi = np.log(1e-2), np.log(1e4)
+    check_work(len(overload_trace) * SEARCH_RUNS, f"the saturation search (about {SEARCH_RUNS} runs of the "
+               f"{len(overload_trace):,}-request overload trace, --n-requests)")
     if not any(getattr(arena.step_time, t) > 0 for t in COMPUTE_TERMS + OPTIONAL_TERMS):
         raise SchedlabError(f"the base step-time model (--base) has no compute-bound cost ({', '.join(COMPUTE_TERMS)}"
                             f" are 0): there is nothing to scale to the {saturation_rps:g} req/s saturation target")

@@ -8,6 +8,9 @@ from schedlab.io import read_parquet, write_outputs, write_parquet
 
 STUDIES = ("compare", "schedule", "lengths", "coefficients", "instances")
 POOL_COLUMNS = ("prompt_tokens", "output_tokens")
+#: The most requests one mapping decision takes (the paper's take up to 40): the search's time
+#: grows with them, and a decision over a million requests is one no scheduler waits hours for.
+MAX_DECISION = 10**4
 #: The largest batch the studies other than compare map requests into.
 STUDY_BATCH = 4
 
@@ -113,8 +116,10 @@ def add_commands(sub) -> None:
     st.add_argument("--hardware", default="2xV100-32GB")
     st.add_argument("--model", default="qwen2.5-7b")
     st.add_argument("--seeds", type=seed, nargs="+", default=[0, 1, 2, 3, 4])
-    st.add_argument("--ns", type=positive_number(int, 10**6), nargs="+", default=[4, 6, 8, 10, 20, 40], help="compare: requests per decision")
-    st.add_argument("--max-batches", type=positive_number(int, 10**6), nargs="+", default=[1, 2, 4], help="compare: maximum batch sizes")
+    st.add_argument("--ns", type=positive_number(int, MAX_DECISION), nargs="+", default=[4, 6, 8, 10, 20, 40],
+                    help=f"compare: requests per decision (at most {MAX_DECISION:,}: a search a decision can wait for)")
+    st.add_argument("--max-batches", type=positive_number(int, MAX_DECISION), nargs="+", default=[1, 2, 4],
+                    help="compare: maximum batch sizes")
     st.add_argument("--exhaustive-max-n", type=number(int, minimum=0, strict=False, maximum=10), default=8,
                     help="compare: largest N searched exhaustively (at most 10)")
     st.add_argument("--out", type=OutputPath, required=True)
