@@ -43,9 +43,11 @@ import importlib
 import importlib.metadata
 import inspect
 import pkgutil
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from schedlab.contracts import NAME_PATTERN
 from schedlab.errors import SchedlabError
 
 #: Kinds of scheduler: a waiting-queue policy, or a batch builder that plans every step.
@@ -63,8 +65,9 @@ PROTOCOL = {
     QUEUE: ("push", "peek", "pop", "remove", "__iter__", "__len__", "victim"),
     BATCH: ("bind", "arrive", "requeue", "n_waiting", "schedule", "drop"),
 }
-#: What a router must offer (the cluster calls these).
+#: What a router must offer (the cluster calls these), and the attributes the cluster reads.
 ROUTER_PROTOCOL = ("bind", "route")
+ROUTER_ATTRIBUTES = ("reads_state", "reads_kv")
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,40 @@ class RouterEntry:
     distribution: str
 
     def make(self, **options) -> Any:
-        """A fresh instance for one run, with the run's ``options`` (a seed) over ``params``."""
-        return self.cls(**{**self.params, **options})
+        """A fresh instance for one run, with the run's ``options`` (a seed) over ``params``; a
+        plug-in's is guarded (:class:`_GuardedRouter`)."""
+        if self.distribution == "schedlab":
+            return self.cls(**{**self.params, **options})
+        return _GuardedRouter(self, {**self.params, **options})
+
+
+class _GuardedRouter:
+    """A plug-in's router, each call to it guarded: an exception it raises, or an attribute of the
+    router protocol it lacks, ends the run in one line naming the plug-in, its method and what
+    was wrong (a :class:`SchedlabError` it raises passes as it is)."""
+
+    def __init__(self, entry: RouterEntry, options: dict) -> None:
+        self._entry = entry
+        self._router = self._call("__init__", lambda: entry.cls(**options))
+        for name in ROUTER_ATTRIBUTES:
+            setattr(self, name, self._call(name, lambda: getattr(self._router, name)))
+
+    def _call(self, method: str, call):
+        try:
+            return call()
+        except SchedlabError:
+            raise
+        except Exception as e:
+            e_ = self._entry
+            what = str(e).splitlines()[0] if str(e) else ""
+            raise SchedlabError(f"router {e_.name!r} ({e_.distribution}, {e_.module}): {method} raised "
+                                f"{type(e).__name__}: {what}") from None
+
+    def bind(self, cluster) -> None:
+        self._call("bind", lambda: self._router.bind(cluster))
+
+    def route(self, i: int, candidates):
+        return self._call("route", lambda: self._router.route(i, candidates))
 
 
 _entries: dict[str, Entry] = {}
@@ -177,6 +212,7 @@ def register(name: str, *, kind: str, modalities: tuple[str, ...] = (LLM,), pape
             pass
         return target
 
+    _check_name(name, "scheduler")
     if kind not in KINDS:
         raise SchedlabError(f"scheduler {name!r}: kind must be {' or '.join(KINDS)}, got {kind!r}")
     bad = [m for m in modalities if m not in (ASR, LLM)]
@@ -190,8 +226,11 @@ def register_router(name: str, *, paper: str | None = None, params: dict | None 
     """Register the decorated router class under ``name`` (see the module docstring);
     returns it unchanged. The class is called with ``params`` and the run's options."""
 
+    _check_name(name, "router")
+
     def add(cls):
         lacking = [m for m in ROUTER_PROTOCOL if not callable(getattr(cls, m, None))]
+        lacking += [a for a in ROUTER_ATTRIBUTES if not hasattr(cls, a)]
         if lacking:
             _reject(name, f"{cls.__module__}.{cls.__qualname__} is registered as a router but lacks {', '.join(lacking)}",
                     what="router")
@@ -206,6 +245,14 @@ def register_router(name: str, *, paper: str | None = None, params: dict | None 
     return add
 
 
+def _check_name(name, what: str) -> None:
+    """A registered name becomes a path component and a command word: it must match
+    :data:`schedlab.contracts.NAME_PATTERN` (a plug-in's registration is then rejected)."""
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
+        _reject(name, f"the name {name!r} is not a {what} name (letters, digits, '_', '.' and '-'; not '.' or '..')",
+                what=what)
+
+
 def _first_sentence(target) -> str:
     """The first sentence of the target's own docstring, or else of its module's."""
     doc = target.__doc__ or getattr(inspect.getmodule(target), "__doc__", None) or ""
@@ -216,6 +263,8 @@ def _first_sentence(target) -> str:
 def _reject(name: str, reason: str, what: str = "scheduler"):
     if _current["plugin"] is None:
         raise SchedlabError(f"{what} {name!r}: {reason}")
+    if isinstance(name, str):
+        _broken_names.setdefault(name, _current["plugin"])  # asking for the name gives the plug-in's reason
     raise _Rejected(reason)
 
 
@@ -259,7 +308,7 @@ def _load() -> None:
         _current.update(distribution=dist, plugin=ep.name)
         try:
             ep.load()
-        except Exception as e:  # a plug-in's own failure: set it aside, keep the rest
+        except (Exception, SystemExit) as e:  # a plug-in's own failure (sys.exit too): set it aside, keep the rest
             reason = str(e).splitlines()[0] if str(e) else ""
             _broken[ep.name] = (f"plug-in {ep.name!r} ({dist}, {ep.value}) failed to load: "
                                 f"{type(e).__name__ if not isinstance(e, _Rejected) else 'rejected'}: {reason}")
@@ -336,7 +385,7 @@ def router_entry(name: str) -> RouterEntry:
     _load()
     found = _routers.get(name)
     if found is None:
-        plugin = _broken_names.get(name)
+        plugin = _broken_names.get(name) or next((p for p in _broken if p == name), None)
         if plugin is not None:
             raise SchedlabError(_broken[plugin])
         raise SchedlabError(f"unknown router {name!r}; known: {', '.join(router_names())}")

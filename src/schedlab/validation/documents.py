@@ -220,11 +220,16 @@ def check_arena_spec(spec, source: str) -> ArenaSpec:
     return checked
 
 
+#: The longest silence the VAD study pads a clip with: a minute, past Whisper's 30 s window
+#: (longer padding makes clips no ASR request holds, and a study the detector takes hours over).
+MAX_PAD_S = 60.0
+
+
 class VadSpec(Strict):
     rates: Rates | None = None
     duration_s: Seconds = 300.0
     pad_fraction: Share = 0.5
-    max_pad_s: NonNegative = 10.0
+    max_pad_s: Annotated[float, Field(ge=0, le=MAX_PAD_S, allow_inf_nan=False)] = 10.0
     seed: NonNegativeInt = 0
 
 
