@@ -27,6 +27,12 @@ WORKAROUNDS = (
                "more for each job that ends while others wait (they chain and wake it many times a second)",
                "Snakemake 9.27.1", "snakemake issue 3744; private JobScheduler._schedule_reevalutation",
                "tests/test_compat.py::test_snakemake_still_starts_a_timer_per_reevaluation"),
+    Workaround("a held lock refused in one line", "schedlab.compat.snakemake.one_line_when_held",
+               "schedlab.compat.snakemake.release_stale_lock (the Snakefile)",
+               "Snakemake's refusal to lock a folder while another run works on the same files is one line naming "
+               "that run, instead of a LockException advising --unlock, wrong while that run lives",
+               "Snakemake 9.27.1", "private PersistenceBase.lock and PersistenceBase.locked",
+               "tests/test_compat.py::test_snakemake_still_refuses_a_held_lock_with_advice_to_unlock"),
     Workaround("modules hidden from the kernel scan", "schedlab.compat.vllm.modules_hidden_from_kernel_scan",
                "schedlab.backends.vllm_engine.start_engine",
                "modules whose attributes break vLLM's scan of every module's namespace for Triton kernels "
@@ -61,6 +67,13 @@ WORKAROUNDS = (
                "a bad one ends vllm serve as it starts", "vLLM 0.32.0, 0.33.0",
                "EngineArgs.create_engine_config, scheduler_cls and additional_config",
                "tests/test_compat.py::test_vllm_still_builds_its_config_from_engine_args"),
+    Workaround("the vocabulary checked without a tokenizer", "schedlab.compat.vllm.vocabulary_checked_without_a_tokenizer",
+               "schedlab.backends.vllm_plugin.register",
+               "a prompt token id outside the model's vocabulary is answered 400 also by a server with schedlab's "
+               "scheduler class started without a tokenizer (--skip-tokenizer-init), where vLLM skips its check and "
+               "the id ends the engine core in the embedding", "vLLM 0.32.0",
+               "BaseRenderer.validate_token_ids returns early without a tokenizer",
+               "tests/test_compat.py::test_vllm_still_skips_the_vocabulary_check_without_a_tokenizer"),
     Workaround("the legacy KV variable left out", "schedlab.backends.vllm_engine.cpu_engine_env",
                "schedlab.backends.vllm_engine.start_engine, schedlab.backends.server_process.server_env",
                "VLLM_CPU_KVCACHE_SPACE is removed from a CPU engine's environment: vLLM's CPU platform takes "
