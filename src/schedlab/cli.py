@@ -80,6 +80,13 @@ def _engine(args):
     )
 
 
+def check_measured(summary: dict, what: str) -> dict:
+    """``summary``, unless its run measured nothing (:func:`schedlab.validation.check_measured`)."""
+    from schedlab.validation import check_measured as check
+
+    return check(summary, what)
+
+
 def _kappa(path: str | None) -> dict[str, float]:
     """A kappa file's fitted languages; none without a file (sizes are then max_tokens)."""
     from schedlab.validation import read_kappa
@@ -282,8 +289,8 @@ def cmd_simulate(args) -> None:
     steptimes = args.steptime * n if len(args.steptime) == 1 else args.steptime
     traces = [_trace(args, path) for path in args.trace]  # every input checked before any run
     fit = {"steptime_fit": args.steptime_fit} if args.steptime_fit else {}
-    for trace, rate, steptime, out_results, out_summary in zip(
-        traces, rates, steptimes, args.out_results, args.out_summary
+    for trace, trace_path, rate, steptime, out_results, out_summary in zip(
+        traces, args.trace, rates, steptimes, args.out_results, args.out_summary
     ):
         result, summary = run_summary(
             trace,
@@ -301,7 +308,7 @@ def cmd_simulate(args) -> None:
             model=args.model,
             max_in_flight=args.max_in_flight,
         )
-        write_outputs({out_results: result.requests, out_summary: summary})
+        write_outputs({out_results: result.requests, out_summary: check_measured(summary, f"the run of {trace_path}")})
 
 
 def cmd_cluster(args) -> None:
@@ -327,7 +334,8 @@ def cmd_cluster(args) -> None:
     result = run_cluster(trace, schedulers, [arenas[path] for path in steptimes], args.router, seed=args.seed)
     summary, per_replica = cluster_summary(result, {"workload": args.workload, "rate": args.rate, "model": args.model,
                                                     "hardware": args.hardware, "seed": args.seed})
-    write_outputs({args.out_results: result.requests, args.out_summary: summary, args.out_replicas: per_replica})
+    write_outputs({args.out_results: result.requests, args.out_summary: check_measured(summary, "the cluster's run"),
+                   args.out_replicas: per_replica})
 
 
 def cmd_cluster_replay(args) -> None:
@@ -342,7 +350,7 @@ def cmd_cluster_replay(args) -> None:
                                    seed=args.seed, timeout_s=args.timeout_s, one_at_a_time=args.one_at_a_time,
                                    identity={"policy": args.policy, "workload": args.workload, "rate": args.rate,
                                              "model": args.model, "seed": args.seed})
-    write_outputs({args.out_results: served.requests, args.out_summary: served.summary,
+    write_outputs({args.out_results: served.requests, args.out_summary: check_measured(served.summary, "the replay"),
                    args.out_replicas: served.replicas})
 
 
@@ -402,7 +410,7 @@ def cmd_vllm_run(args) -> None:
         sched_overhead_us_per_req=float("nan"),
         wall_s=time.perf_counter() - t0,
     )
-    write_outputs({args.out_results: result.requests, args.out_summary: summary})
+    write_outputs({args.out_results: result.requests, args.out_summary: check_measured(summary, "the run")})
 
 
 def cmd_vllm_serve(args) -> None:

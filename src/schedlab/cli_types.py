@@ -12,7 +12,10 @@ from schedlab.contracts import MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
 
 
 def _number(text: str, cast):
-    """``text`` as a float, or as a whole number when ``cast`` is int ("1e3" is 1000)."""
+    """``text`` as a float, or as a whole number when ``cast`` is int ("1e3" is 1000; digits
+    are read exactly, so that 2**63 - 1 is itself and not the float nearest to it)."""
+    if cast is int and text.strip().lstrip("+-").isdigit():
+        return int(text)
     try:
         value = float(text)
     except ValueError:
@@ -51,7 +54,8 @@ class numbers:  # noqa: N801 (an argparse type, named like one)
             kind = ("positive " if self.strict else "non-negative ") + kind
         else:
             kind += f" {'>' if self.strict else '>='} {self.minimum:g}"
-        limit = f" (at most {self.maximum:g}{', or inf' if self.inf else ''})" if self.maximum < 2**62 else ""
+        top = f"{self.maximum:,}" if isinstance(self.maximum, int) else f"{self.maximum:g}"
+        limit = f" (at most {top}{', or inf' if self.inf else ''})"
         if not values or not all(self.allows(v) for v in values):
             raise argparse.ArgumentTypeError(f"need {kind}{limit}, got {text!r}")
         if self.requests:

@@ -288,3 +288,19 @@ def check_summaries(summaries: list, sources: list) -> None:
             if first[0] != kind:
                 raise SchedlabError(f"{source}: key {key!r} is a {kind}, where {first[1]} has a {first[0]}: "
                                     "not summaries of one table")
+
+
+def check_measured(summary: dict, what: str) -> dict:
+    """A run's summary that measured something: at least one request completed, and a median
+    end-to-end latency that is a number; otherwise one line saying why the run measured
+    nothing (``what`` names the run), and no output is written."""
+    import math
+
+    if not summary.get("completed"):
+        raise SchedlabError(f"{what}: no request completed ({summary.get('arrived', 0)} arrived): the run measured "
+                            "nothing, and no summary is written")
+    median = summary.get("p50_e2el_ms")
+    if not isinstance(median, (int, float)) or not math.isfinite(median) or median < 0:
+        raise SchedlabError(f"{what}: the median end-to-end latency is {median} ms: the run measured nothing a "
+                            "summary can hold, and none is written")
+    return summary
