@@ -86,3 +86,23 @@ def test_the_prefix_cache_figures_without_a_cache_are_what_the_documentation_say
     trace = pd.read_parquet(files["trace"])
     assert summary["cached_tokens"] == 0 and summary["prefix_cache_hit_rate"] == 0.0
     assert summary["prefix_cache_queries"] == int(np.sum(trace["prompt_tokens"]))
+
+
+def test_a_results_folder_that_is_a_file_is_a_config_error(tmp_path, capsys):
+    """(`results:` pointing at a file gave a 40-line Snakemake traceback.)"""
+    from pathlib import Path
+
+    import yaml
+
+    from schedlab.snakemake_start import check_config
+
+    root = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((root / "config.yaml").read_text())
+    (tmp_path / "afile").write_text("x")
+    for results, named in ((tmp_path / "afile", "is a file"), (tmp_path / "afile" / "sub", "lies under")):
+        with pytest.raises(SystemExit) as stop:
+            check_config({**config, "results": str(results)}, root / "workflow" / "schemas" / "config.schema.yaml")
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.count("\n") == 1, err
+        assert err.startswith("schedlab: error: config key results: ") and named in err, err
+    check_config({**config, "results": str(tmp_path / "new" / "results")}, root / "workflow" / "schemas" / "config.schema.yaml")

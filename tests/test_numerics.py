@@ -138,3 +138,37 @@ def test_bracketed_root_checks_its_ends_once_each():
         bracketed_root(f, 1.0, 2.0, unreachable=lambda a, b: f"from {a + 0.25:g} to {b + 0.25:g}")
     with pytest.raises(SchedlabError, match="nan"):
         bracketed_root(lambda x: math.nan, 0.0, 1.0, unreachable=lambda a, b: f"{a}")
+
+
+def test_a_fit_whose_start_gives_no_finite_residual_is_one_line():
+    """(scipy's "Residuals are not finite in the initial point" ended `fit calibrate` in a
+    traceback.) A reported cell of 0 ms: its log residual is infinite wherever the fit starts."""
+    from schedlab.engine import Arena, EngineConfig
+    from schedlab.engine.steptime import StepTimeModel
+    from schedlab.errors import SchedlabError
+    from schedlab.fit.calibrate import BASELINE_METRICS, calibrate
+    from schedlab.workload.arrivals import arrival_times
+
+    def trace(rate, n, seed):
+        arrivals = arrival_times(rate, rng=np.random.default_rng(seed), n_requests=n)
+        return pd.DataFrame({"request_id": np.arange(n), "arrival_s": arrivals, "prompt_tokens": 4,
+                             "output_tokens": 20, "audio_duration_s": 6.0})
+
+    arena = Arena(StepTimeModel(0.002, n_encoder=0.01, n_decode=1e-4), EngineConfig(max_num_seqs=32,
+                  max_num_batched_tokens=4096, kv_capacity_blocks=4000, encoder_frames=1500), {"en": 3.0})
+    baseline = pd.DataFrame({m: [100.0, 200.0] for m in BASELINE_METRICS}, index=pd.Index([1.0, 4.0], name="rate"))
+    baseline.loc[4.0, "p50_ttft_ms"] = 0.0
+    with pytest.raises(SchedlabError, match="the fit cannot start .*Residuals are not finite"):
+        calibrate(arena, baseline=baseline, traces={r: trace(r, 40, 1) for r in baseline.index},
+                  overload_trace=trace(60.0, 200, 2), saturation_rps=20.0)
+
+
+def test_a_cluster_on_step_time_terms_past_a_steps_meaning_is_refused(capsys, files):  # noqa: F811
+    """(Terms of 1e300 gave a `cluster` summary of `completed: 0` with exit 0.)"""
+    files["steptime"].write_text(json.dumps({"intercept": 1e300}))
+    out = files["out"]
+    _refused(capsys, files, ["cluster", "--trace", str(files["trace"]), "--replicas", "2", "--router", "least-requests",
+                             "--policy", "fcfs", "--steptime", str(files["steptime"]), "--hardware", "A100-40GB",
+                             "--model", "whisper-tiny", "--out-results", str(out / "r.parquet"),
+                             "--out-summary", str(out / "r.json"), "--out-replicas", str(out / "p.parquet")],
+             "intercept", "1000")
