@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 
 from schedlab.contracts import MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
 
@@ -14,7 +15,7 @@ from schedlab.contracts import MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
 def _number(text: str, cast):
     """``text`` as a float, or as a whole number when ``cast`` is int ("1e3" is 1000; digits
     are read exactly, so that 2**63 - 1 is itself and not the float nearest to it)."""
-    if cast is int and text.strip().lstrip("+-").isdigit():
+    if cast is int and re.fullmatch(r"\s*[+-]?[0-9]+\s*", text):
         return int(text)
     try:
         value = float(text)
