@@ -200,3 +200,17 @@ def test_an_interrupted_plug_in_import_is_an_interrupt(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err == "schedlab: interrupted\n" and out == "", (proc.returncode, err)
+
+
+def test_a_full_disk_ends_data_in_one_line_and_leaves_nothing(capsys, tmp_path, full_disk, monkeypatch):
+    """`schedlab data` (the mirror's utterances with their token counts) onto a full disk."""
+    rng = np.random.default_rng(0)
+    words = np.array(["SPEECH", "WORDS", "HELLO", "TABLE", "MIRROR", "ORANGE", "NUMBER", "QUIET"])
+    rows = "".join(f"{k}-1-{k:04d}\t{rng.uniform(2, 20):.3f}\t{' '.join(rng.choice(words, 30))}\n" for k in range(3000))
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / "librispeech_test_clean.tsv").write_text("utterance_id\tduration_s\ttranscript\n" + rows)
+    monkeypatch.setenv("SCHEDLAB_DATA_MIRROR", str(tmp_path / "mirror"))
+    monkeypatch.setenv("SCHEDLAB_DATA_CACHE", str(tmp_path / "cache"))
+    rc, _, err = run_cli(capsys, ["data", "--out", str(full_disk / "data" / "utterances.parquet")])
+    assert rc == 2 and err.count("\n") == 1 and "No space left on device" in err and "utterances.parquet" in err, err
+    assert list(full_disk.iterdir()) == []

@@ -246,3 +246,18 @@ def test_each_reader_names_the_file_and_the_problem(tmp_path):
     with pytest.raises(SchedlabError, match="column 'a' must hold finite numbers, first bad row 1"):
         read_parquet(tmp_path / "t.parquet", numeric=("a",))
     assert len(read_parquet(tmp_path / "t.parquet")) == 2
+
+
+def test_a_pool_that_joins_traces_is_taken_where_nothing_replays_it(capsys, files):  # noqa: F811
+    """Paper B's long prompts join two traces (their timestamps restart): the mixed workload
+    draws from them without replaying their times, so their order is not a pool's flaw there."""
+    pool = files["dir"] / "long.parquet"
+    pd.DataFrame({"prompt_tokens": [100, 200, 300, 400], "output_tokens": [10, 20, 30, 40], "source": ["a", "a", "b", "b"],
+                  "timestamp_s": [0.0, 5.0, 0.0, 2.0]}).to_parquet(pool)
+    arena = {"steptime": str(files["steptime"]), "hardware": "A100-40GB", "model": "mistral-7b"}
+    rc, _, err = run_cli(capsys, ["tournament", "play", "--workload", "w", "--spec",
+                                  json.dumps({"kind": "mixed", "n_requests": 10}), "--arena", json.dumps(arena),
+                                  "--loads", "0.5", "--entrants", "fcfs", "--pool", f"short={files['pool']}",
+                                  "--pool", f"long={pool}", "--out", str(files["out"] / "m.parquet")])
+    assert rc == 0, err
+    assert len(pd.read_parquet(files["out"] / "m.parquet")) == 1

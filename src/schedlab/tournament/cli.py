@@ -43,7 +43,10 @@ def _workload(args):
     missing = [p for p in pool_names(args.spec["kind"]) if p not in pools]
     if missing:
         raise SchedlabError(f"workload {args.workload!r} needs --pool {' '.join(f'{m}=PATH' for m in missing)}")
-    pools = {name: read_pool(path, POOL_COLUMNS, one_trace=True) for name, path in pools.items()}
+    # a replayed trace's pool (`tournament pool`) is one trace, in time order; others (paper B's
+    # long prompts) may join several
+    replay = args.spec["kind"] in POOLS
+    pools = {name: read_pool(path, POOL_COLUMNS, one_trace=replay) for name, path in pools.items()}
     kind = modality(args.spec)
     return pools, kind, Arena.from_spec(args.arena, kind)
 
