@@ -13,7 +13,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
 
-.PHONY: install reproduce report test test-fast test-compat fuzz bench clean gpu-profile docs record-run
+.PHONY: install reproduce report test test-fast test-compat fuzz bench clean gpu-profile gpu-transformers docs record-run
 
 install: $(STAMP)
 
@@ -76,10 +76,26 @@ $(COMPAT_DIR)/.installed: $(STAMP)
 	$(PY) -m pip install --quiet --no-deps --no-compile --target $(COMPAT_DIR) vllm==$(COMPAT_VLLM)
 	touch $@
 
-test-compat: $(COMPAT_DIR)/.installed
+# The same for transformers' continuous batching against the release GPU machines hold: its wheel
+# and the huggingface-hub it requires (below 2) beside the pinned ones, first on the path; sim's
+# rules of that release against its scheduler, and the transformers canary.
+COMPAT_TRANSFORMERS ?= 5.17.0
+COMPAT_HUB ?= 1.33.0
+COMPAT_TRANSFORMERS_DIR := .compat/transformers-$(COMPAT_TRANSFORMERS)
+
+$(COMPAT_TRANSFORMERS_DIR)/.installed: $(STAMP)
+	$(PY) -m pip install --quiet --no-deps --no-compile --target $(COMPAT_TRANSFORMERS_DIR) \
+		transformers==$(COMPAT_TRANSFORMERS) huggingface-hub==$(COMPAT_HUB)
+	touch $@
+
+test-compat: $(COMPAT_DIR)/.installed $(COMPAT_TRANSFORMERS_DIR)/.installed
 	PATH="$(abspath $(VENV))/bin:$$PATH" PYTHONPATH="$(abspath $(COMPAT_DIR))" SCHEDLAB_EXPECT_VLLM=$(COMPAT_VLLM) \
 		$(PY) -m pytest -n $(TEST_WORKERS) -p no:cacheprovider tests/test_vllm_scheduler.py tests/test_vllm_plan.py \
 		tests/test_compat.py -k "equals or expected_vllm or test_compat"
+	PATH="$(abspath $(VENV))/bin:$$PATH" PYTHONPATH="$(abspath $(COMPAT_TRANSFORMERS_DIR))" \
+		SCHEDLAB_EXPECT_TRANSFORMERS=$(COMPAT_TRANSFORMERS) $(PY) -m pytest -n $(TEST_WORKERS) -p no:cacheprovider \
+		tests/test_transformers_backend.py tests/test_compat.py \
+		-k "equals or expected_transformers or continuous_batching_still"
 
 # The documentation site (mkdocs.yml), built as the tests build it (--strict) and served at
 # http://$(DOCS_ADDR), rebuilt on every change; its results page shows the last run in results/.
@@ -99,6 +115,11 @@ bench: $(STAMP)
 GPU_PYTHON ?= python3
 gpu-profile:
 	PYTHONPATH=src $(GPU_PYTHON) -m schedlab.latency.suite --device cuda:0 --out results/gpu-profile
+
+# The papers' queue policies in transformers' continuous-batching engine on one GPU (no venv
+# needed): the run shipped in src/schedlab/assets/transformers-runs/<hardware>/.
+gpu-transformers:
+	PYTHONPATH=src $(GPU_PYTHON) -m schedlab.backends.transformers_study --device cuda:0 --out results/gpu-transformers
 
 clean:
 	rm -rf results .snakemake site

@@ -43,6 +43,8 @@ from schedlab.fit.chunk_times import chunk_time
 from schedlab.fit.steptime import predict
 from schedlab.render import read_manifest
 from schedlab.report import save_figure
+from schedlab.report import interval_words, legend_beside, plain_log_ticks
+from schedlab.slai.report import palette as scheduler_colours
 from schedlab.engine.steptime import StepTimeModel
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -71,7 +73,7 @@ print(f"{len(summary)} runs: shares {shares}, rates {rates}, seeds {sorted(summa
 # below is a prediction. Full table at the end.
 
 # %%
-from schedlab.report import paper_vs_ours, within_count
+from schedlab.counting import count_line, paper_vs_ours
 from schedlab.slai.report import slai_rows
 
 serving = model.meta["calibration"].get("serving", {})
@@ -81,7 +83,7 @@ WHY = {"chunk": "Three points fitted by two efficiency factors: the staircase's 
        "capacity": "The capacity search bisects between swept rates a few times: its resolution is about 0.05 req/s; "
                    "the serving overhead is fitted to the edge at 1.15 req/s."}
 vs_paper = paper_vs_ours(slai_rows(capacity, isolated_ms), why=WHY)
-print(within_count(vs_paper))
+print(count_line(vs_paper))
 
 # %% [markdown]
 # ## 1. Workload
@@ -119,7 +121,10 @@ display(pd.DataFrame({
     "model (ms)": np.array(cal["achieved_s"]) * 1e3,
 }).assign(**{"error %": lambda d: (d["model (ms)"] / d["measured (ms)"] - 1) * 100}))
 print(f"roofline fit R² = {fit.meta['r2']:.6f} over {fit.meta['n_rows']} batch compositions; "
-      f"achieved compute efficiency {1 / cal['compute']:.0%}, bandwidth efficiency {1 / cal['memory']:.0%}")
+      f"achieved compute efficiency {1 / cal['compute']:.0%}, bandwidth efficiency {1 / cal['memory']:.0%}"
+      + "".join(f"; the {name} factor is held at the hardware's peak: the additive roofline needs more than the peak "
+                "there to match the measured chunks, so the model fails at that point (no kernel runs above the peak)"
+                for name in cal.get("at_peak", [])))
 display(coef.to_frame("calibrated coefficient (s per unit)"))
 if serving:
     lo, hi = serving["overhead_interval_s"]
@@ -134,7 +139,7 @@ axes[0].plot(c, (chunk_time(model, c) - overhead_s) * 1e3, label="calibrated mod
 axes[0].plot(c, chunk_time(model, c) * 1e3, ls="--", label="with the serving overhead")
 axes[0].scatter(MEASURED_CHUNKS, np.array(MEASURED_TIMES_S) * 1e3, color="k", marker="D", zorder=3, label="paper")
 axes[0].set(xlabel="prefill chunk (tokens)", ylabel="batch time (ms)", title="batch time of one prefill chunk")
-axes[0].legend()
+axes[0].legend(loc="upper left", bbox_to_anchor=(0, -0.2), frameon=False)
 axes[1].scatter(profile["time_s"] * 1e3, predict(fit, profile) * 1e3, s=6)
 axes[1].set(xlabel="roofline (ms)", ylabel="fitted (ms)", title="OLS fit of the roofline profile")
 save_figure(fig, figures_dir, "engine_calibration")
@@ -155,14 +160,20 @@ ax.set(xscale="log", xlabel="token budget", ylabel="median TTFT (s)", title="(a)
 ax2 = ax.twinx()
 ax2.plot(b["budget"], b["mean_batch_ms"], "s--", color="C1", label="mean batch time (ms)")
 ax2.set(ylabel="mean batch time (ms)")
-fig.legend(loc="upper left", bbox_to_anchor=(0.07, 0.88))
+ax2.grid(False)
+plain_log_ticks(ax.xaxis)
+ax.legend(*(sum(pair, []) for pair in zip(ax.get_legend_handles_labels(), ax2.get_legend_handles_labels())),
+          loc="upper left", bbox_to_anchor=(0, -0.2), frameon=False)
 k = params[params["study"] == "kv"]
 axes[1].plot(k["n_decode"], k["kv_frac"] * 100, "o-")
 axes[1].axhline(100, color="k", lw=0.8)
 axes[1].set(xlabel="concurrent decode requests", ylabel="KV memory used (%)", title="(b) KV memory")
 m = params[params["study"] == "mixed"]
-axes[2].plot(m["n_decode"], m["batch_ms"], "o-")
+axes[2].plot(m["n_decode"], m["batch_ms"], "o-", label="engine model (with the serving overhead)")
+chunk_512 = MEASURED_TIMES_S[MEASURED_CHUNKS.index(512)] * 1e3
+axes[2].scatter([0], [chunk_512], color="k", marker="D", zorder=3, label="paper's artifact: the 512-token chunk alone")
 axes[2].set(xlabel="decodes beside one prefill (budget 512)", ylabel="batch time (ms)", title="(c) mixed batch")
+axes[2].legend(loc="upper left", bbox_to_anchor=(0, -0.2), frameon=False)
 fig.subplots_adjust(wspace=0.5)
 save_figure(fig, figures_dir, "fig6_parameters")
 
@@ -181,12 +192,17 @@ def tbt_ttft_panels(share, name):
         (axes[1], "p99_tbt_ms_free", 500, "P99 TBT, free tier"),
         (axes[2], "p50_ttft_ms", 500, "median TTFT"),
     ):
-        sns.lineplot(data=rows, x="rate", y=col, hue="label", marker="o", ax=ax, errorbar=None,
+        sns.lineplot(data=rows, x="rate", y=col, hue="label", marker="o", ax=ax, errorbar=None, palette=scheduler_colours(),
                      hue_order=[LABELS[s] for s in FIG7 if s in set(rows["scheduler"])], legend=ax is axes[2])
         ax.axhline(target, ls="--", color="k", lw=0.8)
         ax.set(title=f"{title} (p = {share:.0%})", xlabel="arrival rate (req/s)", ylabel=f"{title} (ms)")
+    # The paper's one number here: Sarathi-Serve (FCFS)'s median TTFT reaches 0.5 s at 1.15 req/s.
+    axes[2].scatter([1.15], [500], marker="D", s=60, facecolors="none", edgecolors="k", lw=1.5, zorder=4,
+                    label="paper: Sarathi (FCFS) at its capacity")
     axes[2].set_yscale("log")
-    sns.move_legend(axes[2], "upper left", bbox_to_anchor=(1, 1))
+    plain_log_ticks(axes[2].yaxis)
+    fig.tight_layout()
+    legend_beside(fig, title="scheduler")
     save_figure(fig, figures_dir, name)
 
 
@@ -205,16 +221,39 @@ for share, name in zip(shares, ("fig7_p5", "fig11_p50", "fig12_p95")):
 # %%
 fid = pd.concat([pd.read_parquet(p) for p in inputs["fidelity"]], ignore_index=True)
 fid = fid.assign(label=fid["scheduler"].map(LABELS))
-fig, axes = plt.subplots(1, 3, figsize=(17, 4.2), sharex=True)
-for ax, col, title in ((axes[0], "p99_tbt_ms_paying", "P99 TBT, paying (ms)"),
-                       (axes[1], "p99_tbt_ms_free", "P99 TBT, free tier (ms)"),
-                       (axes[2], "p50_ttft_ms", "median TTFT (ms)")):
-    sns.lineplot(data=fid, x="rate", y=col, hue="label", style="backend", markers=True, ax=ax, errorbar=None,
-                 legend=ax is axes[2])
-    ax.set(title=title, xlabel="arrival rate (req/s)", ylabel=title)
-axes[2].set_yscale("log")
-sns.move_legend(axes[2], "upper left", bbox_to_anchor=(1, 1))
-save_figure(fig, figures_dir, "fig7_vllm_sim")
+#: How each backend's line is drawn: sim's large open circles hold vllm-sim's small dots where the two agree.
+BACKEND_STYLE = {"sim": {"ls": "-", "marker": "o", "ms": 9, "mfc": "none"}, "vllm-sim": {"ls": "--", "marker": ".", "ms": 7},
+                 "vllm": {"ls": ":", "marker": "s", "ms": 5}}
+
+
+def by_backend(runs, targets, name):
+    """The Fig. 7 panels, one colour per scheduler and one line style per backend; ``targets``:
+    the class TBT targets (ms) drawn as dashed lines."""
+    from matplotlib.lines import Line2D
+
+    order = [LABELS[s] for s in LABELS if s in set(runs["scheduler"])]
+    colours = scheduler_colours()
+    backends = [b for b in BACKEND_STYLE if b in set(runs["backend"])]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharex=True)
+    for ax, col, target, title in ((axes[0], "p99_tbt_ms_paying", targets.get("paying"), "P99 TBT, paying (ms)"),
+                                   (axes[1], "p99_tbt_ms_free", targets.get("free"), "P99 TBT, free tier (ms)"),
+                                   (axes[2], "p50_ttft_ms", None, "median TTFT (ms)")):
+        for (label, backend), rows in runs.groupby(["label", "backend"]):
+            line = rows.groupby("rate")[col].mean()
+            ax.plot(line.index, line.to_numpy(), color=colours[label], **BACKEND_STYLE[backend])
+        if target:
+            ax.axhline(target, ls="--", color="k", lw=0.8)
+        ax.set(title=title, xlabel="arrival rate (req/s)", ylabel=title)
+    axes[2].set_yscale("log")
+    plain_log_ticks(axes[2].yaxis)
+    fig.tight_layout()
+    entries = {label: Line2D([], [], color=colours[label], lw=2) for label in order}
+    entries |= {backend: Line2D([], [], color="0.3", **BACKEND_STYLE[backend]) for backend in backends}
+    legend_beside(fig, entries=entries)
+    save_figure(fig, figures_dir, name)
+
+
+by_backend(fid, {"paying": 100, "free": 500}, "fig7_vllm_sim")
 diffs = backend_differences(fid)
 top = diffs.iloc[0]
 print(f"{len(fid) // 2} runs on each backend; largest difference of vllm-sim from sim: {top['diff_pct']:+.2g}% "
@@ -235,18 +274,7 @@ if "engine" in inputs:
     eng = pd.concat([pd.read_parquet(p) for p in inputs["engine"]], ignore_index=True)
     eng = eng.assign(label=eng["scheduler"].map(LABELS))
     targets = {c: float(eng[f"tbt_target_ms_{c}"].iloc[0]) for c in ("paying", "free")}
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.2), sharex=True)
-    for ax, col, target, title in ((axes[0], "p99_tbt_ms_paying", targets["paying"], "P99 TBT, paying (ms)"),
-                                   (axes[1], "p99_tbt_ms_free", targets["free"], "P99 TBT, free tier (ms)"),
-                                   (axes[2], "p50_ttft_ms", None, "median TTFT (ms)")):
-        sns.lineplot(data=eng, x="rate", y=col, hue="label", style="backend", markers=True, ax=ax, errorbar=None,
-                     legend=ax is axes[2])
-        if target:
-            ax.axhline(target, ls="--", color="k", lw=0.8)
-        ax.set(title=title, xlabel="arrival rate (req/s)", ylabel=title)
-    axes[2].set_yscale("log")
-    sns.move_legend(axes[2], "upper left", bbox_to_anchor=(1, 1))
-    save_figure(fig, figures_dir, "fig7_engine")
+    by_backend(eng, targets, "fig7_engine")
     real = eng[eng["backend"] == "vllm"].set_index(["scheduler", "rate"])
     for rate in sorted(real.index.get_level_values("rate").unique()):
         slai, sarathi = real.loc[("slai-spf-dynamic", rate)], real.loc[("sarathi-fcfs", rate)]
@@ -279,9 +307,12 @@ fig, axes = plt.subplots(1, len(peak_rates), figsize=(7 * len(peak_rates), 4), s
 for ax, rate in zip(axes[0], peak_rates):
     rows = tl[(tl["share"] == shares[0]) & (tl["rate"] == rate) & tl["scheduler"].isin(offsets) & (tl["seed"] == tl["seed"].min())]
     sns.lineplot(data=rows.assign(label=rows["scheduler"].map(LABELS), kv=rows["kv_frac"] * 100),
-                 x="t_s", y="kv", hue="label", ax=ax, lw=0.8)
-    ax.axhline(96, ls="--", color="k", lw=0.8)
+                 x="t_s", y="kv", hue="label", hue_order=[LABELS[s] for s in offsets], palette=scheduler_colours(), ax=ax,
+                 lw=0.8)
+    ax.axhline(96, ls="--", color="k", lw=0.8, label="96 %: the dynamic offset's switch")
     ax.set(xlabel="time (s)", ylabel="KV memory used (%)", title=f"{rate:g} req/s, p = {shares[0]:.0%}")
+fig.tight_layout()
+legend_beside(fig, title="SLAI (SPF), offset")
 save_figure(fig, figures_dir, "fig8_kv_memory")
 summary[(summary["share"] == shares[0]) & summary["scheduler"].isin(offsets)].pivot_table(
     index="rate", columns="scheduler", values=["peak_kv_frac", "preemptions", "p50_ttft_ms"])
@@ -296,17 +327,23 @@ bk = sweeps["buckets"]
 peak = peak_rates[0]
 fig, axes = plt.subplots(1, 3, figsize=(18, 4.2))
 rows = summary[(summary["share"] == shares[0]) & summary["scheduler"].isin(FIG7)]
-sns.lineplot(data=rows, x="rate", y="p50_ttft_ms", hue="label", marker="o", ax=axes[0], errorbar=None, legend=False)
+fig7_order = [LABELS[s] for s in FIG7 if s in set(rows["scheduler"])]
+sns.lineplot(data=rows, x="rate", y="p50_ttft_ms", hue="label", hue_order=fig7_order, palette=scheduler_colours(), marker="o",
+             ax=axes[0], errorbar=None, legend=False)
 axes[0].set(yscale="log", xlabel="arrival rate (req/s)", ylabel="median TTFT (ms)", title=f"median TTFT, p = {shares[0]:.0%}")
 b = bk[(bk["share"] == shares[0]) & (bk["rate"] == peak) & bk["scheduler"].isin(FIG7) & (bk["seed"] == bk["seed"].min())]
-b = b.assign(label=b["scheduler"].map(LABELS))
-sns.barplot(data=b, x="bucket", y="served", hue="label", ax=axes[1], legend=False)
+b = b.assign(label=b["scheduler"].map(LABELS), bucket=b["bucket"].map(interval_words))
+sns.barplot(data=b, x="bucket", y="served", hue="label", hue_order=fig7_order, palette=scheduler_colours(), ax=axes[1],
+            legend=False)
 axes[1].set(xlabel="prompt tokens", ylabel="requests served", title=f"served by prompt length, {peak:g} req/s")
-sns.barplot(data=b, x="bucket", y="mean_ttft_ms", hue="label", ax=axes[2])
+sns.barplot(data=b, x="bucket", y="mean_ttft_ms", hue="label", hue_order=fig7_order, palette=scheduler_colours(), ax=axes[2])
 axes[2].set(yscale="log", xlabel="prompt tokens", ylabel="mean TTFT (ms)", title=f"mean TTFT by prompt length, {peak:g} req/s")
-sns.move_legend(axes[2], "upper left", bbox_to_anchor=(1, 1))
+for ax in (axes[0], axes[2]):
+    plain_log_ticks(ax.yaxis)
 for ax in axes[1:]:
     ax.tick_params(axis="x", rotation=30)
+fig.tight_layout()
+legend_beside(fig, title="scheduler")
 save_figure(fig, figures_dir, "fig9_ttft_buckets")
 
 # %% [markdown]
@@ -336,11 +373,14 @@ shown = cap[cap["capacity_rps"] > 0]
 missing = sorted(set(cap["label"]) - set(shown["label"]))
 if missing:
     print(f"no capacity within the rates tried (no bar): {', '.join(missing)}")
-g = sns.catplot(data=shown, x="share", y="capacity_rps", hue="label", kind="bar", height=4, aspect=2, legend=False)
-g.set(xlabel="paying share", ylabel="serving capacity (req/s)")
-g.ax.axhline(1.15, color="k", ls="--", label="the paper's Sarathi-Serve (FCFS)")
-g.ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", frameon=False)
-save_figure(g.figure, figures_dir, "capacity")
+fig, ax = plt.subplots(figsize=(9, 4))
+sns.barplot(data=shown.assign(share=shown["share"].map("{:.0%}".format)), x="share", y="capacity_rps", hue="label",
+            hue_order=[LABELS[s] for s in LABELS if s in set(shown["scheduler"])], palette=scheduler_colours(), ax=ax)
+ax.axhline(1.15, color="k", ls="--", label="paper: Sarathi-Serve (FCFS), 1.15 req/s")
+ax.set(xlabel="paying share", ylabel="serving capacity (req/s)")
+fig.tight_layout()
+legend_beside(fig, title="scheduler")
+save_figure(fig, figures_dir, "capacity")
 
 # %% [markdown]
 # ### How robust is SLAI's capacity gain to the calibration?
@@ -355,7 +395,8 @@ if "sensitivity" in serving:
     ax.plot(sens["overhead_s"] * 1e3, sens["gain_pct"], marker="o")
     for _, r in sens.iterrows():
         ax.annotate(f"{r['sarathi-fcfs']:.2f} -> {r['slai-spf-dynamic']:.2f} req/s", (r["overhead_s"] * 1e3, r["gain_pct"]),
-                    textcoords="offset points", xytext=(4, 6), fontsize="small")
+                    textcoords="offset points", xytext=(6, -6), va="top", fontsize="small")
+    ax.margins(x=0.3, y=0.2)  # room for the labels inside the panel
     ax.set(xlabel="serving overhead per batch (ms)", ylabel="SLAI capacity gain (%)",
            title="SLAI (SPF, dynamic) vs Sarathi-Serve (FCFS), 5 % paying")
     save_figure(fig, figures_dir, "sensitivity_capacity_gain")
@@ -376,16 +417,19 @@ if "sensitivity" in serving:
 # %%
 display(thr.pivot_table(index="scheduler", columns="engine_model", values="saturation_rps"))
 g = sns.catplot(data=thr.assign(label=thr["scheduler"].map(LABELS)), x="engine_model", y="saturation_rps",
-                hue="label", kind="bar", height=4, aspect=2.2)
+                hue="label", kind="bar", palette=scheduler_colours(), height=4, aspect=2.2)
 g.set(xlabel="engine model", ylabel="highest stable rate (req/s)")
+g.legend.set_title("scheduler")
 save_figure(g.figure, figures_dir, "throughput_optimality")
 
 # %%
 q = queue[queue["engine_model"] == "calibrated"]
 g = sns.relplot(data=q.assign(label=q["scheduler"].map(LABELS), load=q["factor"].map(lambda f: f"{f:g} x capacity")),
-                x="t_s", y="waiting", hue="label", col="load", kind="line", height=3.8, aspect=1.4, lw=0.9)
+                x="t_s", y="waiting", hue="label", col="load", kind="line", palette=scheduler_colours(), height=3.8, aspect=1.4,
+                lw=0.9)
 g.set(xlabel="time (s)", ylabel="waiting requests")
 g.set_titles("{col_name}")
+g.legend.set_title("scheduler")
 save_figure(g.figure, figures_dir, "queue_around_capacity")
 
 # %% [markdown]
@@ -415,6 +459,7 @@ axes[1].set(xlabel="engines", ylabel="median TTFT (s)", xscale="log", yscale="lo
 for ax in axes:
     ax.xaxis.set_major_formatter(plt.ScalarFormatter())
 axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", frameon=False)
+fig.tight_layout()
 save_figure(fig, figures_dir, "routing_capacity")
 plt.show()
 for sentence in routing_reading(routing):
@@ -450,7 +495,7 @@ findings(summary, capacity, share=shares[0])
 # inputs; the paper's treatment numbers are predictions the notebook shows above).
 
 # %%
-print(within_count(vs_paper))
+print(count_line(vs_paper))
 with pd.option_context("display.max_colwidth", None):
     display(vs_paper.round(2))
 

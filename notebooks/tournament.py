@@ -67,6 +67,7 @@ from IPython.display import Markdown, display
 
 from schedlab.render import read_manifest
 from schedlab.report import save_figure
+from schedlab.report import legend_beside, plain_log_ticks
 from schedlab.tournament.report import cluster_reading, metrics_table, ranks, winners
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -99,46 +100,120 @@ shown[shown["load"] == top].style.format(fmt).hide(axis="index")
 # One panel per workload at the highest load; the line joins the Pareto front.
 
 # %%
-at_top = table[table["load"] == top].assign(p50_s=lambda d: d["p50_e2el_ms"] / 1e3, p99_s=lambda d: d["p99_e2el_ms"] / 1e3)
-grid = sns.relplot(data=at_top, x="p50_s", y="p99_s", hue="paper", style="kind", col="workload",
-                   col_wrap=4, s=70, facet_kws={"sharex": False, "sharey": False}, height=3.2)
-grid.set_titles("{col_name}")
-for ax, name in zip(grid.axes.flat, grid.col_names):
-    g = at_top[at_top["workload"] == name]
-    f = g[g["pareto"]].sort_values("p50_s")
-    ax.plot(f["p50_s"], f["p99_s"], color="0.3", lw=1, zorder=0)
-    labels = [ax.text(r["p50_s"], r["p99_s"], r["policy"], fontsize=6) for _, r in g.iterrows()]
-    for axis, col in ((ax.xaxis, "p50_s"), (ax.yaxis, "p99_s")):
-        if g[col].max() > 10 * g[col].min():  # log only where the entrants span decades
-            (ax.set_xscale if axis is ax.xaxis else ax.set_yscale)("log")
-            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            axis.set_minor_formatter(NullFormatter())
-    # Labels moved apart from each other and from the points, with a line back to their point.
+import textwrap
+
+from matplotlib.lines import Line2D
+
+at_top = table[table["load"] == top].assign(p50_s=lambda d: d["p50_e2el_ms"] / 1e3, p99_s=lambda d: d["p99_e2el_ms"] / 1e3,
+                                           paper=lambda d: d["paper"].fillna("schedlab"))
+# A paper's colour (its extension A+ a lighter shade of A's), from the colour-blind palette.
+cb = sns.color_palette("colorblind", 10)
+PAPER_COLOURS = {"A": cb[0], "A+": cb[9], "B": cb[2], "C": cb[3], "D": cb[4], "schedlab": (0.2, 0.2, 0.2)}
+PAPERS = list(dict.fromkeys([*PAPER_COLOURS, *at_top["paper"]]))
+PAPER_COLOURS |= dict(zip(PAPERS[len(PAPER_COLOURS):], cb[5:9]))
+KIND_MARKERS = {"queue": "o", "batch": "X"}
+
+
+def pareto_panel(ax, g, name):
+    """One workload: every entrant by paper (colour) and kind (marker), the front joined and its
+    members named (entrants at the same point named together). The view holds the front, FCFS
+    and every entrant within twice their spread of them; one farther out is drawn on the edge it
+    lies past, as an arrowhead pointing at it, and named in the title."""
+    front = g[g["pareto"]].sort_values("p50_s")
+    core = pd.concat([front, g[g["policy"] == "fcfs"]])
+    near = pd.Series(True, index=g.index)
+    for col in ("p50_s", "p99_s"):
+        low, high = core[col].min(), core[col].max()
+        near &= g[col] <= high + 2 * max(high - low, 0.02 * high)
+    view = {}
+    for col in ("p50_s", "p99_s"):
+        low, high = g.loc[near, col].min(), g.loc[near, col].max()
+        pad = 0.08 * max(high - low, 0.02 * high)
+        view[col] = (max(low - pad, 0), high + pad)
+    for (paper, kind), rows in g[near].groupby(["paper", "kind"]):
+        ax.scatter(rows["p50_s"], rows["p99_s"], color=PAPER_COLOURS[paper], marker=KIND_MARKERS.get(kind, "o"), s=60,
+                   zorder=3, edgecolors="white", lw=0.5)
+    far = g[~near].sort_values("p50_s")
+    for r in far.itertuples():
+        right, above = r.p50_s > view["p50_s"][1], r.p99_s > view["p99_s"][1]
+        ax.scatter(min(r.p50_s, view["p50_s"][1]), min(r.p99_s, view["p99_s"][1]), color=PAPER_COLOURS[r.paper],
+                   marker=(3, 0, -45) if right and above else ">" if right else "^", s=70, clip_on=False, zorder=3)
+    ax.plot(front["p50_s"], front["p99_s"], color="0.3", lw=1, zorder=2)
+    names = front.groupby(["p50_s", "p99_s"], sort=False)["policy"].agg(", ".join).reset_index()
+    middle = sum(view["p50_s"]) / 2
+    labels = [ax.text(r.p50_s, r.p99_s, textwrap.fill(r.policy, 30, max_lines=3, placeholder=" …"), fontsize=7, zorder=4,
+                      ha="right" if r.p50_s > middle else "left") for r in names.itertuples()]
+    ax.set(xlim=view["p50_s"], ylim=view["p99_s"])
+    title = name if far.empty else name + "\n" + textwrap.fill("beyond the edges: " + ", ".join(far["policy"]), 42)
+    ax.set_title(title, fontsize=9)
+    # Front labels moved apart from each other and from the points, a line back to their point.
     adjust_text(labels, ax=ax, arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.5})
-grid.set_axis_labels("P50 E2EL (s)", "P99 E2EL (s)")
-grid.fig.suptitle(f"Median vs tail end-to-end latency at load {top}", y=1.02)
-save_figure(grid.fig, figures_dir, "pareto")
+
+
+panels = list(dict.fromkeys(at_top["workload"]))
+columns = 4
+rows_n = -(-len(panels) // columns)
+fig, axes = plt.subplots(rows_n, columns, figsize=(4 * columns, 3.9 * rows_n), squeeze=False)
+for ax, name in zip(axes.flat, panels):
+    pareto_panel(ax, at_top[at_top["workload"] == name], name)
+    ax.set(xlabel="P50 E2EL (s)", ylabel="P99 E2EL (s)")
+for ax in axes.flat[len(panels):]:
+    ax.set_visible(False)
+fig.suptitle(f"Median vs tail end-to-end latency at load {top}: the Pareto front of each workload", y=1.0)
+fig.tight_layout()
+entries = {f"paper {p}" if p != "schedlab" else "schedlab": Line2D([], [], ls="", marker="o", color=c, ms=7)
+           for p, c in PAPER_COLOURS.items() if p in set(at_top["paper"])}
+entries |= {f"{kind} scheduler": Line2D([], [], ls="", marker=m, color="0.3", ms=7) for kind, m in KIND_MARKERS.items()}
+entries["Pareto front"] = Line2D([], [], color="0.3", lw=1)
+entries["beyond the edge (named above the panel)"] = Line2D([], [], ls="", marker=">", color="0.3", ms=7)
+legend_beside(fig, entries=entries)
+save_figure(fig, figures_dir, "pareto")
 
 # %% [markdown]
 # ## 3. SLO attainment and G across workloads and loads
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(14, 0.45 * table["policy"].nunique() + 2))
-for ax, metric, title in zip(axes, ("slo_attainment", "g_per_s"), ("SLO attainment", "G (on time per s of summed e2e)")):
-    pivot = table[table["load"] == top].pivot_table(index="policy", columns="workload", values=metric)
-    scaled = pivot / pivot.max() if metric == "g_per_s" else pivot
-    sns.heatmap(scaled, annot=pivot, fmt=".2f" if metric == "slo_attainment" else ".3g", cmap="viridis",
-                ax=ax, cbar=False, vmin=0, vmax=1)
-    ax.set_title(f"{title}, load {top}" + (" (colour: share of the workload's best)" if metric == "g_per_s" else ""))
+# Both in percent, so every number is at most three digits and its cell is sized to hold it.
+at_load = table[table["load"] == top]
+shares = {"SLO attainment (%)": at_load.pivot_table(index="policy", columns="workload", values="slo_attainment") * 100}
+g_wide = at_load.pivot_table(index="policy", columns="workload", values="g_per_s")
+shares["G, % of the workload's best"] = g_wide / g_wide.max() * 100
+n_rows, n_cols = g_wide.shape
+fig, axes = plt.subplots(1, 2, figsize=(2 * 0.55 * n_cols + 3.5, 0.32 * n_rows + 2.4), sharey=True)
+for ax, (title, values) in zip(axes, shares.items()):
+    sns.heatmap(values[list(dict.fromkeys(at_load["workload"]))], annot=True, fmt=".0f", annot_kws={"fontsize": 8},
+                cmap="viridis", vmin=0, vmax=100, cbar=False, ax=ax)
+    ax.set(title=title, xlabel="", ylabel="")
+    ax.tick_params(axis="x", rotation=90)
+    ax.grid(False)
+axes[0].set_ylabel("entrant")
+fig.suptitle(f"Load {top}; the table above gives G itself")
 fig.tight_layout()
 save_figure(fig, figures_dir, "slo_g_heatmap")
 
 # %%
-grid = sns.relplot(data=table, x="load", y="slo_attainment", hue="policy", style="paper", col="workload",
-                   col_wrap=4, kind="line", marker="o", height=3)
-grid.set_axis_labels("load (fraction of FCFS backlog capacity)", "SLO attainment")
-grid.set_titles("{col_name}")
-save_figure(grid.fig, figures_dir, "attainment_vs_load")
+# Colour by paper, and within a paper a marker and dashes per entrant: fifteen entrants stay apart.
+played = table.assign(paper=table["paper"].fillna("schedlab"))
+entrants = played[["paper", "policy"]].drop_duplicates().sort_values("paper", key=lambda p: p.map(PAPERS.index), kind="stable")
+style = {}
+for paper, members in entrants.groupby("paper", sort=False):
+    for k, policy in enumerate(members["policy"]):
+        style[policy] = {"color": PAPER_COLOURS[paper], "marker": "osD^vPX*"[k % 8], "ls": ("-", "--", ":", "-.")[k % 4]}
+fig, axes = plt.subplots(rows_n, columns, figsize=(3.4 * columns, 2.8 * rows_n), sharex=True, sharey=True, squeeze=False)
+for ax, name in zip(axes.flat, panels):
+    for policy, rows in played[played["workload"] == name].sort_values("load").groupby("policy", sort=False):
+        ax.plot(rows["load"], rows["slo_attainment"], ms=5, label=f"{policy} ({rows['paper'].iloc[0]})", **style[policy])
+    ax.set_title(name)
+for ax in axes.flat[len(panels):]:
+    ax.set_visible(False)
+    axes.flat[list(axes.flat).index(ax) - columns].xaxis.set_tick_params(labelbottom=True)  # the panel above shows the ticks
+for ax in axes[:, 0]:
+    ax.set_ylabel("SLO attainment")
+fig.supxlabel("load: offered rate as a fraction of FCFS's capacity on a backlog of the same requests")
+fig.tight_layout()
+legend_beside(fig, entries={f"{p} ({paper})": Line2D([], [], ms=5, **style[p]) for paper, p in entrants.itertuples(index=False)},
+              title="entrant (paper)")
+save_figure(fig, figures_dir, "attainment_vs_load")
 
 # %% [markdown]
 # ## 4. Who wins where
@@ -147,10 +222,11 @@ save_figure(grid.fig, figures_dir, "attainment_vs_load")
 
 # %%
 mean_rank = pd.DataFrame({m: ranks(table, m).mean() for m in ("g_per_s", "p99_e2el_ms", "p50_e2el_ms")})
-fig, ax = plt.subplots(figsize=(8, 4))
-mean_rank.sort_values("g_per_s").plot.barh(ax=ax)
-ax.set_xlabel("mean rank within (workload, load); lower is better")
+fig, ax = plt.subplots(figsize=(8, 0.3 * len(mean_rank) + 1.5))
+mean_rank.sort_values("g_per_s").rename(columns={"g_per_s": "G", "p99_e2el_ms": "P99 E2EL", "p50_e2el_ms": "P50 E2EL"}).plot.barh(ax=ax)
+ax.set(xlabel="mean rank within (workload, load); lower is better", ylabel="entrant")
 ax.invert_yaxis()
+ax.legend(title="ranked by", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 save_figure(fig, figures_dir, "mean_rank")
 mean_rank.sort_values("g_per_s").round(2)
 
@@ -199,6 +275,7 @@ if cache_pairs:
                        aspect=1.2, sharex=False, log_scale=(True, False))
     grid.set_titles("{col_name}")
     grid.set_axis_labels(f"P50 TTFT (s, log scale), load {top} of the capacity without the cache", "")
+    plain_log_ticks(*(ax.xaxis for ax in grid.axes.flat))
     grid.fig.suptitle("The prefix cache off and on: the same traces", y=1.02)
     save_figure(grid.fig, figures_dir, "prefix_cache")
     display(cache_table.round(3))
@@ -232,7 +309,8 @@ display(shown[cols].sort_values(["workload", "p99_e2el_ms"]).style.format(
     {c: "{:.0f}" for c in cols if c.endswith("_ms")} | {"slo_attainment": "{:.3f}", "prefix_cache_hit_rate": "{:.2f}"})
     .hide(axis="index"))
 at = shown.assign(p50_s=shown["p50_e2el_ms"] / 1e3, p99_s=shown["p99_e2el_ms"] / 1e3)
-grid = sns.relplot(data=at, x="p50_s", y="p99_s", hue="router", style="policy", col="workload", s=70,
+grid = sns.relplot(data=at.rename(columns={"policy": "scheduler per replica"}), x="p50_s", y="p99_s", hue="router",
+                   style="scheduler per replica", col="workload", s=70,
                    facet_kws={"sharex": False, "sharey": False}, height=3.4)
 grid.set_titles("{col_name}")
 for ax, name in zip(grid.axes.flat, grid.col_names):

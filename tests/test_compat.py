@@ -64,6 +64,31 @@ def test_snakemake_still_refuses_a_held_lock_with_advice_to_unlock():
     assert "--unlock" in str(LockException())
 
 
+# -- CPython ----------------------------------------------------------------------------------
+def test_cpython_still_ends_by_sigint_after_an_interrupt_left_a_pyrun_call(tmp_path):
+    """A KeyboardInterrupt that leaves a PyRun_* call, caught afterwards, still ends a module run
+    with ``python -m`` by SIGINT as it exits, whatever its exit status: the reason for
+    ``forget_unhandled_interrupt``, which clears that."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "interrupted_once.py").write_text(
+        "import ctypes, sys\n"
+        "ctypes.pythonapi.PyRun_SimpleString(b'raise KeyboardInterrupt')  # over: PyRun_SimpleString returns -1\n"
+        "if len(sys.argv) > 1:\n"
+        "    from schedlab.compat.cpython import forget_unhandled_interrupt\n"
+        "    forget_unhandled_interrupt()\n"
+        "sys.exit(3)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    plain = subprocess.run([sys.executable, "-m", "interrupted_once"], capture_output=True, timeout=60, env=env)
+    assert plain.returncode == -signal.SIGINT
+    forgotten = subprocess.run([sys.executable, "-m", "interrupted_once", "forget"], capture_output=True, timeout=60,
+                               env=env)
+    assert forgotten.returncode == 3
+
+
 # -- vLLM -------------------------------------------------------------------------------------
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
 
@@ -246,3 +271,27 @@ def test_vllm_still_skips_the_vocabulary_check_without_a_tokenizer():
     BaseRenderer.validate_token_ids(renderer, [0, 31999])
     renderer.config.scheduler_config.scheduler_cls = "vllm.v1.core.sched.scheduler.Scheduler"
     BaseRenderer.validate_token_ids(renderer, [10**9])  # another scheduler class: vLLM's own behaviour
+
+
+# -- transformers ---------------------------------------------------------------------------
+def test_transformers_continuous_batching_still_takes_what_schedlab_sets():
+    """On the installed release: the real engine's batching config holds every field schedlab
+    sets, under that release's names; the stand-in cache of transformers-sim holds the blocks,
+    pages and token budget asked for, and the shims read its free blocks and its cache-read
+    budget; a field no release has is refused, not dropped."""
+    pytest.importorskip("transformers")
+    from schedlab.backends.transformers_engine import TransformersSpec, engine_batching
+    from schedlab.backends.transformers_sim import stand_in_cache
+    from schedlab.compat.transformers import batching_config, free_blocks, read_budget
+    from schedlab.errors import SchedlabError
+
+    spec = TransformersSpec(block_size=16, kv_capacity_blocks=64, max_num_batched_tokens=128, max_num_seqs=8)
+    made = batching_config(scheduler_type="schedlab", **engine_batching(spec))
+    assert (made.page_size if hasattr(made, "page_size") else made.block_size) == 16
+    assert (made.num_blocks, made.max_batch_tokens, made.max_requests_per_batch) == (64, 128, 8)
+    assert made.scheduler_type == "schedlab" and made.allow_block_sharing is False and made.use_async_batching is False
+    cache, _, _ = stand_in_cache(spec.limits)
+    assert cache.num_blocks == free_blocks(cache) == 64 and cache.max_batch_tokens == 128
+    assert read_budget(cache) == 64 * 16
+    with pytest.raises(SchedlabError, match="has no field 'pages'"):
+        batching_config(pages=16)

@@ -213,9 +213,10 @@ def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     asr, fid, seeds = config["asr"], config["fidelity"], config["seeds"]
     # Simulated runs as (backend, experiment, policy, rate, seed): the paper A sweep on sim,
     # the fidelity points on sim and vllm-sim, and the engine fidelity runs on both simulators.
+    # Paper A's sweep on its own seeds (asr.seeds), the rest on the configured seeds.
     runs = {
         ("sim", name, p, r, s)
-        for name, e in asr["experiments"].items() for p in asr["policies"] for r in e["rates"] for s in seeds
+        for name, e in asr["experiments"].items() for p in asr["policies"] for r in e["rates"] for s in asr["seeds"]
     }
     runs |= {
         (b, fid["asr"]["experiment"], p, r, s)
@@ -230,14 +231,15 @@ def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     stats = stats[: stats.index("\ntotal")]  # the dry run prints the table twice
     jobs = lambda prefix: sum(int(n) for n in re.findall(rf"^{prefix}\S*\s+(\d+)\s*$", stats, re.M))
     assert jobs("simulate_") == len({run[:3] + run[4:] for run in runs})
-    workloads = {asr["experiments"][run[1]]["workload"] if run[1] in asr["experiments"] else fid["engine"]["workload"]
-                 for run in runs}
-    assert jobs("workload_") == len(workloads) * len(seeds)
+    workload = lambda name: asr["experiments"][name]["workload"] if name in asr["experiments"] else fid["engine"]["workload"]
+    assert jobs("workload_") == len({(workload(run[1]), run[4]) for run in runs})
     # The engine: one `vllm serve` job per policy, replaying every rate and repeat.
     m = re.search(r"^vllm_serve\s+(\d+)\s*$", r.output, re.M)
     assert m, r.output[-3000:]
     assert int(m.group(1)) == len(fid["policies"])
-    assert int(re.search(r"^total\s+(\d+)\s*$", r.output, re.M).group(1)) < 120
+    # Beside paper A's sweep on its seeds, the plan stays small.
+    total = int(re.search(r"^total\s+(\d+)\s*$", r.output, re.M).group(1))
+    assert total - jobs("simulate_") - jobs("workload_") < 130
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
 
 
@@ -273,6 +275,8 @@ def test_the_schema_names_no_scheduler():
     (("vllm", "asr", "policies"), "sarathi-fcfs", "vllm.asr.policies: scheduler 'sarathi-fcfs' is a batch builder, not a queue"),
     (("tournament", "entrants"), "lifo", "tournament: entrants: unknown scheduler 'lifo'"),
     (("slai", "routing", "routers"), "nearest", "slai: routing.routers: unknown router 'nearest'; known: random"),
+    (("transformers", "held_out"), "sarathi-fcfs", "transformers: held_out: scheduler 'sarathi-fcfs' is a batch builder"),
+    (("transformers", "held_out"), "slo-sa", "transformers: held_out: 'slo-sa' plans with a step-time model"),
 ])
 def test_dry_run_checks_scheduler_names_against_the_registry(config, tmp_path, section, name, message):
     bad = copy.deepcopy(config)
@@ -402,3 +406,41 @@ def test_the_readmes_paper_c_on_vllm_sim_line_plans_paper_cs_jobs_on_vllm_sim(tm
     stats = out[out.index("Job stats"):]
     assert int(re.search(r"^total\s+(\d+)", stats, re.M).group(1)) == 16
     assert re.search(r"schedlab slai sweep .*--backend vllm-sim", out)
+
+
+# -- transformers' engine on the CPU (the `transformers` option) ------------------------------
+def test_the_transformers_option_plans_one_cpu_run_that_the_calibration_notebook_reads(config, tmp_path):
+    """Off (as shipped), no job starts transformers' engine and the calibration notebook reads no
+    run of it; on, one job runs the held-out study on the CPU with the section's settings, on the
+    whole machine, and the notebook reads its folder; an encoder-decoder model is refused in one
+    line before any job."""
+    import shlex
+
+    for name in ("off", "on", "bad"):
+        (tmp_path / name).mkdir()
+    off = _dry_run("--configfile", _write(tmp_path / "off", config), "-p")
+    assert off.returncode == 0, off.output[-3000:]
+    assert "transformers_study" not in off.output and "runs/transformers" not in off.output
+
+    on = copy.deepcopy(config)
+    on["transformers"]["enabled"] = True
+    results = tmp_path / "on" / "results"
+    r = _dry_run("--configfile", _write(tmp_path / "on", on), "-p", "--cores", "2")
+    assert r.returncode == 0, r.output[-3000:]
+    assert re.search(r"^transformers_study\s+1\s*$", r.output, re.M), r.output[-3000:]
+    (line,) = [ln for ln in r.output.splitlines() if "schedlab.backends.transformers_study" in ln]
+    words = shlex.split(line.removeprefix("Shell command: ").split(">")[0])
+    flag = lambda name, n=1: words[words.index(name) + 1: words.index(name) + 1 + n]  # noqa: E731
+    t = config["transformers"]
+    assert flag("--device") == ["cpu"] and flag("--model") == [t["model"]] and flag("--budget-s") == ["inf"]
+    assert flag("--held-out", len(t["held_out"])) == t["held_out"] and flag("--threads") == ["2"]
+    assert flag("--requests") == [str(t["requests"])] and flag("--order") == [t["engine"]["order"]]
+    assert flag("--out") == [str(results / "runs" / "transformers" / "cpu")]
+    (notebook,) = [b for b in r.output.split("\n\n") if "rule notebook:" in b and "calibration.html" in b]
+    assert str(results / "runs" / "transformers" / "cpu") in notebook
+
+    bad = copy.deepcopy(on)
+    bad["transformers"]["model"] = "whisper-tiny"
+    r = _dry_run("--configfile", _write(tmp_path / "bad", bad))
+    assert r.returncode == 2
+    assert "config: transformers: model 'whisper-tiny' is an encoder-decoder model" in r.output, r.output[-2000:]

@@ -55,16 +55,25 @@ def _commands(parser: argparse.ArgumentParser, prefix: str = "schedlab") -> list
 
 # -- the site --------------------------------------------------------------------------------------
 def _synthetic_numbers() -> dict:
-    row = lambda q, paper, ours, within, role: {"quantity": q, "unit": "ms", "paper": paper, "ours": ours, "role": role,
-                                                 "error": (ours / paper - 1) * 100, "error unit": "%",
-                                                 "within": within, "why": "" if within == "yes" else "slow engine"}
+    from schedlab.counting import paper_vs_ours
+
+    def rows(*rows):
+        table = paper_vs_ours([{"unit": "ms", "group": "g", **r} for r in rows], why={"g": "slow engine"})
+        return json.loads(table.to_json(orient="records"))
+
     fid = {"policy": "fcfs", "rate": 5.0, "fit": "own steps, rate held out", "below_80": True, "repeats": 5}
     for m, (eng, err) in {"p50_e2el_ms": (345.0, -4.25), "p90_e2el_ms": (500.0, 2.0), "throughput_rps": (5.0, 0.5)}.items():
         fid |= {f"{m}_engine": eng, f"{m}_min": 0.9 * eng, f"{m}_max": 1.2 * eng, f"{m}_error_pct": err}
     return {
-        "asr_duration": {"paper_vs_ours": [row("FCFS median", 100.0, 110.0, "yes", "fitted"),
-                                           row("SJF median", 100.0, 150.0, "no", "predicted")]},
-        "ewsjf": {"paper_vs_ours": [row("FCFS throughput", 8.45, 8.45, "yes", "fitted")],
+        "asr_duration": {"paper_vs_ours": rows(
+            {"quantity": "FCFS median", "paper": 100.0, "ours": 110.0, "role": "fitted"},
+            {"quantity": "SJF median", "paper": 100.0, "ours": 150.0, "role": "predicted", "low": 95.0, "high": 160.0,
+             "seeds": 10},
+            {"quantity": "SJF median at 1 req/s", "paper": 80.0, "ours": 81.0, "role": "derived", "reason": "no queue"},
+            {"quantity": "SJF change", "unit": "% vs FCFS", "paper": -40.0, "ours": -60.0, "role": "predicted",
+             "low": -70.0, "high": -50.0, "seeds": 10})},
+        "ewsjf": {"paper_vs_ours": rows({"quantity": "FCFS throughput", "unit": "req/s", "paper": 8.45, "ours": 8.45,
+                                         "role": "fitted"}),
                   "sharing": {"levels": [{"questions_per_doc": 1, "fcfs_hit_rate": 0.0, "kmeans-5": -3.21, "ewsjf": -2.0},
                                          {"questions_per_doc": 8, "fcfs_hit_rate": 0.052, "kmeans-5": -20.04, "ewsjf": -9.0}],
                               "conclusion": "The cache does not explain Table 3 as a whole."}},
@@ -125,7 +134,9 @@ def test_the_results_page_shows_what_the_pipeline_wrote(tmp_path):
     results = _synthetic_results(tmp_path)
     md = (results / "results.md").read_text()
     assert [h for h in re.findall(r"^## (.+)$", md, re.M)] == list(results_page.SECTIONS)
-    assert "| A | Duration-aware scheduling for ASR serving | `asr_duration` | 1 of 2 | 1 of 1 | 0 of 1 |" in md
+    assert ("| A | Duration-aware scheduling for ASR serving | `asr_duration` | 0 of 1 | 1 of 1 | 0 of 1 |  | 1 of 1 | 1 |  |"
+            in md)  # one column per role and kind
+    assert "| SJF median | ms | 100.00 | 150.00 | 95.00 to 160.00 (10 seeds) | +50.0 % | predicted | no | yes | no | slow engine |" in md
     assert "| C | Sarathi-Serve, RAD and SLAI | `slai` | not compared in this run |" in md
     assert "| fcfs | 5 | 5 | -4.2 | 345 [310-414], 30 % |" in md  # the error beside the repeats' spread
     assert "Snakemake kept no record of this run's jobs." in md
@@ -290,7 +301,8 @@ def test_a_run_is_appended_to_the_history_and_the_docs_show_the_spread(tmp_path)
     results = _synthetic_results(tmp_path)
     history = tmp_path / "runs.csv"
     first = record_run.append(results / "results.json", history)
-    assert (first["A_within"], first["A_numbers"], first["C_numbers"]) == (1, 2, "")
+    assert (first["A_predicted"], first["A_predicted_within"], first["A_predicted_in_band"], first["A_changes"],
+            first["A_changes_in_band"], first["C_predicted"]) == (1, 0, 1, 1, 0, "")
     assert (first["p50_e2el_error_pct"], first["engine_repeat_span_pct"]) == (4.25, 30.0)
     record_run.append(results / "results.json", history)
     assert len(history.read_text().splitlines()) == 3
@@ -323,5 +335,5 @@ def test_the_results_page_script_runs_under_snakemakes_script_directive(tmp_path
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     page = (tmp_path / "results" / "results.md").read_text()
-    assert "| A | Duration-aware scheduling for ASR serving | `asr_duration` | 1 of 2 |" in page
+    assert "| A | Duration-aware scheduling for ASR serving | `asr_duration` | 0 of 1 | 1 of 1 | 0 of 1 |" in page
     assert f"{len(_synthetic_numbers())} jobs from the first job's start" in page and "| `numbers` |" in page

@@ -725,3 +725,20 @@ def test_token_gaps_logged_apart_per_server_and_gathered_are_one_logs_gaps():
                 if server[i] == k:
                     mine.tokens(np.array([i]), t)
         assert np.array_equal(part.gaps.counts, mine.gaps.counts)
+
+
+def test_job_sizes_in_one_pass_are_the_client_hints_estimates():
+    """The one-pass sizes of a trace without priorities are size_estimate's on each request's
+    hints, bit for bit: missing durations and languages without a kappa fall back to max_tokens."""
+    from schedlab.estimate import size_estimate, size_hints
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    trace = pd.DataFrame({"audio_duration_s": np.where(rng.random(n) < 0.05, np.nan, rng.uniform(0.01, 40, n)),
+                          "language": rng.choice(["en", "es", "xx"], n), "output_tokens": rng.integers(1, 300, n)})
+    kappa = {"en": 2.93, "es": 3.1}
+    for t in (trace, trace.drop(columns="language")):
+        hinted = np.array([size_estimate(h, kappa, m) for h, m in zip(size_hints(t), t["output_tokens"])], dtype=float)
+        assert np.array_equal(job_sizes(t, kappa), hinted)
+    assert (job_sizes(trace, kappa)[trace["language"].eq("xx").to_numpy()] ==
+            trace.loc[trace["language"].eq("xx"), "output_tokens"].to_numpy()).all()

@@ -499,6 +499,32 @@ def test_the_step_time_target_is_fcfs_on_the_overloaded_trace():
     assert fits["outside"]["cost"] > 10 * fits["inside"]["cost"]
 
 
+def test_the_fit_matches_the_median_over_seeds_not_one_draw():
+    """Reported FCFS rows that are the median over three trace seeds of a known engine: the fit
+    on all three seeds recovers the engine, and its record names the seeds' statistic; the fit
+    on one seed alone is another engine."""
+    from schedlab.fit.calibrate import simulate_baseline
+
+    pool = _pool()
+    truth = BASE.scaled(4.0, 2.5, 0.02)
+    rates, seeds = [1.0, 13.0], [0, 1, 2]
+    traces = {r: [_trace(pool, r, 120, s) for s in seeds] for r in rates}
+    overload = [_trace(pool, 60.0, 200, s) for s in seeds]
+    arena = Arena(BASE, ENGINE, KAPPA)
+    rows, saturation, _ = simulate_baseline(arena, truth, traces, overload)
+    per_seed = [simulate_baseline(arena, truth, {r: t[k] for r, t in traces.items()}, overload[k])[0] for k in range(3)]
+    assert rows.loc[13.0, "p90_e2el_ms"] == pytest.approx(np.median([p.loc[13.0, "p90_e2el_ms"] for p in per_seed]))
+    reported = rows.reset_index().assign(policy="fcfs")
+    _, record = calibrate(arena, baseline=baseline_rows(reported), traces=traces, overload_trace=overload,
+                          saturation_rps=saturation)
+    assert record["seeds"] == 3 and record["seed_statistic"] == "median"
+    for name, value in {"compute": 4.0, "memory": 2.5, "frontend_s": 0.02}.items():
+        assert record[name] == pytest.approx(value, rel=0.1), name
+    _, one = calibrate(arena, baseline=baseline_rows(reported), traces={r: t[:1] for r, t in traces.items()},
+                       overload_trace=overload[:1], saturation_rps=saturation)
+    assert one["seeds"] == 1 and one["cost"] > 10 * record["cost"]
+
+
 def test_the_front_end_station_is_fitted_when_asked_and_recovers_a_known_service_time():
     """Reported FCFS rows simulated with a 30 ms API process in front of the scheduler: the fit
     with the station finds it (within its 95 % interval), from the best of its starts."""

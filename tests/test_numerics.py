@@ -66,11 +66,12 @@ def test_a_model_with_no_cost_to_scale_is_refused(capsys, files, utterances, com
     _refused(capsys, files, argv, "--base", "no compute-bound cost")
 
 
-@pytest.mark.parametrize("hardware, model, named", [("1000xA100-40GB", "qwen2.5-7b", "bandwidth efficiency"),
-                                                     ("2xV100-32GB", "tiny-llama", "compute efficiency")])
-def test_a_roofline_that_cannot_match_the_reference_says_why(capsys, files, hardware, model, named):  # noqa: F811
+@pytest.mark.parametrize("hardware", ["100000xA100-40GB", "1000000xA100-40GB"])
+def test_a_roofline_that_cannot_match_the_reference_says_why(capsys, files, hardware):  # noqa: F811
+    """A roofline so fast that no efficiency down to 1e-4 slows it to the reference's time
+    (scipy's "f(a) and f(b) must have different signs" before)."""
     _refused(capsys, files, ["slosa", "profile", "--source", "roofline", "--calibrate", "--hardware", hardware,
-                             "--model", model, "--out", str(files["out"] / "p.parquet")], hardware, named, "from 0.001 to 10")
+                             "--out", str(files["out"] / "p.parquet")], hardware, "bw_eff", "from 0.0001 to 1")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -1,6 +1,7 @@
 """Schedulers from packages of their own: the example plug-in (examples/schedlab-edf), installed
 for real with pip, runs everywhere a built-in does with no change under src/schedlab; a broken
-plug-in is set aside with one line naming it while every built-in keeps working."""
+plug-in is set aside with one line naming it while every built-in keeps working (a run that
+calls a plug-in that misbehaves: tests/test_policy_contract.py)."""
 
 from __future__ import annotations
 
@@ -105,7 +106,7 @@ SCRIPT = textwrap.dedent('''
     table = (__import__("pandas").DataFrame([dict(r, rate=r["load"]) for r in rows])
              .set_index(["rate", "policy"]))
     fig = plot_beside_paper(table, ["p50_e2el_ms"], ylabel="ms", title="t")
-    out["legend"] = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    out["legend"] = [t.get_text() for t in fig.legends[0].get_texts()]  # one legend beside the panels
     out["order"] = scheduler_order(["edf", "sjf", "fcfs"])
     json.dump(out, sys.stdout)
 ''')
@@ -170,17 +171,21 @@ def test_a_broken_plug_in_is_set_aside_in_one_line_and_built_ins_keep_working(tm
     site = tmp_path / "site"
     for module, (dist, source, _) in BROKEN.items():
         _fake_plugin(site, dist, module, source)
-    listed = _schedlab(_env(site), "schedulers")
-    assert listed.returncode == 0 and "fcfs" in listed.stdout and "shapeless" not in listed.stdout.split()
+    listed = _schedlab(_env(site), "schedulers")  # the listing, and a non-zero exit
+    assert listed.returncode == 2 and "fcfs" in listed.stdout and "shapeless" not in listed.stdout.split()
     errors = listed.stderr.strip().splitlines()
     assert len(errors) == len(BROKEN)
     for _, _, reason in BROKEN.values():
         assert any(reason in line and "Traceback" not in line for line in errors), (reason, errors)
     assert "lacks peek, pop, remove" in next(l for l in errors if "shapeless" in l)
-    # A built-in still runs; the broken plug-in's own name fails with its reason, in one line.
-    run = subprocess.run([sys.executable, "-c", "from schedlab import registry; print(registry.make('fcfs').name)"],
+    # A built-in still runs; the broken plug-in's own name fails with its reason, in one line, and
+    # so does the built-in name a plug-in tried to take.
+    run = subprocess.run([sys.executable, "-c", "from schedlab import registry; print(registry.make('sjf').name)"],
                          capture_output=True, text=True, env=_env(site))
-    assert run.stdout.strip() == "fcfs"
+    assert run.stdout.strip() == "sjf"
+    claimed = subprocess.run([sys.executable, "-c", "from schedlab import registry; registry.make('fcfs')"],
+                             capture_output=True, text=True, env=_env(site))
+    assert "scheduler 'fcfs' is claimed by a rejected plug-in: plug-in 'clash' (clash-plugin, clash)" in claimed.stderr
     asked = subprocess.run([sys.executable, "-c", "from schedlab import registry; registry.make('shapeless')"],
                            capture_output=True, text=True, env=_env(site))
     assert "plug-in 'shapeless' (shapeless-plugin, shapeless) failed to load" in asked.stderr

@@ -14,6 +14,7 @@ make_policy = lambda name: registry.make(name, kind=registry.QUEUE)
 from schedlab.policies.fcfs import FCFS
 from schedlab.policies.hrrn import HRRN, response_ratio
 from schedlab.policies.sjf import SJF
+from schedlab.policies.waiting import WaitingArrays
 
 
 def J(request_id: int, arrival_s: float, size: float, prompt_tokens: int = 1) -> Job:
@@ -145,7 +146,8 @@ def test_hrrn_tie_goes_to_earliest_arrival_then_lowest_id():
 
 def test_hrrn_matches_brute_force_over_random_pops_including_growth():
     rng = np.random.default_rng(3)
-    q = HRRN(capacity=4)  # force the arrays to grow several times
+    q = HRRN()
+    q._waiting = WaitingArrays(capacity=4)  # a small store, forced to grow several times
     ref: list[J] = []
     now = 0.0
     rid = 0

@@ -1,55 +1,10 @@
-"""The paper-vs-ours tables: errors, the tolerance, the count, and paper A's rows."""
+"""The notebooks' shared tables: the simulators' fidelity against a real engine (the
+paper-vs-ours counting: tests/test_counting.py)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from schedlab.asr.report import asr_rows, reported_asr_table1
-from schedlab.report import paper_vs_ours, within_count
-
-
-def test_paper_vs_ours_computes_errors_on_a_toy_table():
-    rows = [
-        {"quantity": "a", "unit": "ms", "paper": 100.0, "ours": 110.0, "role": "fitted", "group": "g1"},
-        {"quantity": "b", "unit": "ms", "paper": 200.0, "ours": 140.0, "role": "predicted", "group": "g1"},
-        {"quantity": "c", "unit": "% vs FCFS", "paper": -73.0, "ours": -60.0, "role": "predicted", "group": "g2"},
-        {"quantity": "d", "unit": "% vs FCFS", "paper": 79.0, "ours": -41.0, "role": "predicted", "group": "g2"},
-        {"quantity": "e", "unit": "req/s", "paper": 1.15, "ours": np.nan, "role": "fitted", "group": "g3"},
-        {"quantity": "f", "unit": "req/s", "paper": 1.0, "ours": 1.15, "role": "fitted", "group": "g3"},
-        {"quantity": "g", "unit": "ms", "paper": 0.48, "ours": 0.9, "role": "bound", "bound": "<= 1", "group": "g4"},
-        {"quantity": "h", "unit": "%", "paper": 99.0, "ours": 97.5, "role": "bound", "bound": ">= 99", "group": "g4"},
-        {"quantity": "i", "unit": "ms", "paper": 5.7, "ours": 0.3, "role": "not identified", "group": "g5"},
-    ]
-    t = paper_vs_ours(rows, why={"g1": "too slow", "g2": "starvation", "g3": "no run", "g4": "slower"}).set_index("quantity")
-    assert t["error"].to_dict() == pytest.approx({"a": 10.0, "b": -30.0, "c": 13.0, "d": -120.0, "e": np.nan, "f": 15.0,
-                                                  "g": 87.5, "h": -1.5, "i": -94.7368}, nan_ok=True, rel=1e-4)
-    assert list(t["error unit"]) == ["%", "%", "points", "points", "%", "%", "%", "points", "%"]
-    # 15 % exactly is within; a bound's row is within when ours meets it, whatever its error
-    assert list(t["within"]) == ["yes", "no", "yes", "no", "no", "yes", "yes", "no", "no"]
-    assert list(t["why"]) == ["", "too slow", "", "starvation", "no run", "", "", "slower", ""]
-    assert list(t["bound"]) == ["", "", "", "", "", "", "<= 1", ">= 99", ""]
-    assert within_count(t) == ("fitted within 15 %: 2 of 3; predicted within 15 %: 1 of 3; bounds met: 1 of 2; "
-                               "not separately identified, within: 0 of 1")
-    assert within_count(t, tolerance=10).startswith("fitted within 10 %: 2 of 3")
-    with pytest.raises(ValueError, match="unknown roles"):
-        paper_vs_ours([dict(rows[0], role="guessed")])
-
-
-def test_asr_rows_cover_table1_changes_and_saturation():
-    rep = reported_asr_table1()
-    ours = rep.set_index(["rate", "policy"]).assign(throughput_rps=18.0)
-    ours.loc[(25, "fcfs"), "p50_e2el_ms"] *= 2  # one cell off by 100 %
-    t = paper_vs_ours(asr_rows(ours, rep))
-    assert len(t) == len(rep) * 3 + 2 * 2 * 2 + 1
-    off = t[t["within"] == "no"]
-    # SJF's change moves by 13.7 points (within), HRRN's by 36 (not).
-    assert list(off["quantity"]) == ["FCFS median E2E latency at 25 req/s", "HRRN median E2E latency change vs FCFS at 25 req/s"]
-    assert off["error"].iloc[0] == pytest.approx(100.0)
-    sjf = t.set_index("quantity").loc["SJF median E2E latency change vs FCFS at 25 req/s"]
-    assert sjf["paper"] == pytest.approx((1486.8 / 5423.8 - 1) * 100)
-    assert sjf["ours"] == pytest.approx((1486.8 / (2 * 5423.8) - 1) * 100)
-    assert set(t.loc[t["quantity"].str.startswith("FCFS"), "role"]) == {"fitted"}
-    assert set(t.loc[t["quantity"].str.startswith(("SJF", "HRRN")), "role"]) == {"predicted"}
 
 
 def _engine_summary():
@@ -184,28 +139,9 @@ def test_seed_changes_are_each_seeds_own_change_vs_fcfs():
                                (1, 20.0, "sjf", 150.0), (0, 25.0, "fcfs", 400.0), (0, 25.0, "sjf", 100.0),
                                (1, 25.0, "fcfs", 400.0), (1, 25.0, "sjf", 300.0)]]
     out = seed_changes(runs)
-    assert out.loc[("sjf", "p50_e2el_ms", 20.0)].tolist() == [-50.0, -37.5, -25.0, 2]
-    assert out.loc[("sjf", "p90_e2el_ms", 25.0), ["min", "max"]].tolist() == [-75.0, -25.0]
-    assert set(out.index.get_level_values("policy")) == {"sjf"}
-
-
-def test_save_figure_refuses_seaborn_default_facet_titles(tmp_path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import pandas as pd
-    import seaborn as sns
-
-    from schedlab.report import save_figure
-
-    data = pd.DataFrame({"x": [1, 2, 1, 2], "y": [1, 2, 2, 1], "workload": ["a", "a", "b", "b"]})
-    g = sns.relplot(data=data, x="x", y="y", col="workload", kind="line")
-    with pytest.raises(ValueError, match="facet title 'workload = a' is in the 'column = value' form"):
-        save_figure(g.figure, tmp_path, "bad")
-    assert not list(tmp_path.iterdir())
-    g.set_titles("{col_name}")
-    save_figure(g.figure, tmp_path, "good")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.pdf", "good.png"]
+    assert out.loc[(20.0, "sjf"), "p50_e2el_ms"].tolist() == [-50.0, -25.0]
+    assert out.loc[(25.0, "sjf"), "p90_e2el_ms"].tolist() == [-75.0, -25.0]
+    assert out.index.names == ["rate", "policy", "seed"] and set(out.index.get_level_values("policy")) == {"sjf"}
 
 
 def test_the_fidelity_table_sets_each_error_beside_the_engines_clean_repeats():

@@ -342,7 +342,7 @@ def test_paper_d_is_compared_by_what_its_predictor_predicts():
     """The paper's predictor against itself: every prediction row matches, its coefficients are
     shown but counted apart, and SA's two claims are bounds (met or not by the value alone)."""
     from schedlab.fit.latency_predictor import REFERENCE
-    from schedlab.report import paper_vs_ours, within_count
+    from schedlab.counting import counts, paper_vs_ours
     from schedlab.slosa.report import ROW_BATCHES, ROW_LENGTHS, prediction_errors, slosa_rows
 
     grid = prediction_errors(REFERENCE)
@@ -352,10 +352,11 @@ def test_paper_d_is_compared_by_what_its_predictor_predicts():
     assert off.loc["decode", "error_pct"] == pytest.approx(0.0)
     assert off.loc["prefill", "error_pct"] == pytest.approx(REFERENCE.prefill.d / REFERENCE.prefill(1, 1000) * 100)
     table = paper_vs_ours(slosa_rows(REFERENCE, 99.4, 0.2))
-    counts = table.groupby("role").size().to_dict()
-    assert counts == {"predicted": 2 * len(ROW_BATCHES) * len(ROW_LENGTHS), "not identified": 8, "bound": 2}
+    roles = table.groupby("role").size().to_dict()
+    assert roles == {"fitted": 2, "predicted": 2 * len(ROW_BATCHES) * len(ROW_LENGTHS) - 2, "not identified": 8, "bound": 2}
     assert (table.loc[table["role"] != "bound", "within"] == "yes").all()
-    assert within_count(table).startswith(f"predicted within 15 %: {counts['predicted']} of {counts['predicted']}; "
-                                          "bounds met: 2 of 2")
+    n = roles["predicted"]
+    assert counts(table) == {"fitted": (2, 2), "derived": 0, "predicted": (n, 0, n), "changes": (0, 0, 0),
+                             "bound": (2, 2), "not identified": 8}
     missed = paper_vs_ours(slosa_rows(REFERENCE, 97.0, 1.5))
     assert (missed.loc[missed["role"] == "bound", "within"] == "no").all()

@@ -10,42 +10,18 @@ the short ones that arrived after it would have to wait past it: it cannot starv
 
 from __future__ import annotations
 
-import heapq
-
-from schedlab.policies import Job, Policy
+from schedlab.policies import Job, KeyedPolicy
 from schedlab.registry import ASR, LLM, QUEUE, register
 
 
 @register("edf", kind=QUEUE, modalities=(ASR, LLM),
           summary="earliest deadline first: arrival plus 50 ms per expected output token")
-class EDF(Policy):
+class EDF(KeyedPolicy):
     name = "edf"
 
     def __init__(self, seconds_per_token: float = 0.05) -> None:
+        super().__init__()
         self.seconds_per_token = seconds_per_token
-        self._heap: list[tuple[float, float, int, Job]] = []
 
-    def deadline(self, job: Job) -> float:
+    def key(self, job: Job, now: float | None) -> float:
         return job.arrival_s + self.seconds_per_token * job.size
-
-    def push(self, job: Job) -> None:
-        heapq.heappush(self._heap, (self.deadline(job), job.arrival_s, job.request_id, job))
-
-    def peek(self, now: float) -> Job:
-        return self._heap[0][3]
-
-    def pop(self, now: float) -> Job:
-        return heapq.heappop(self._heap)[3]
-
-    def remove(self, job: Job) -> None:
-        self._heap = [e for e in self._heap if e[3] is not job]
-        heapq.heapify(self._heap)
-
-    def __iter__(self):
-        return (e[3] for e in self._heap)
-
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    def victim_key(self, job: Job, now: float) -> tuple:
-        return (self.deadline(job), job.arrival_s, job.request_id)

@@ -1,5 +1,5 @@
-"""``schedlab`` command line: data, workload, profile, fit, simulate, cluster, schedulers, collect, vllm-run,
-vllm-serve, slosa, ewsjf, slai, tournament, extensions."""
+"""``schedlab`` command line: data, workload, profile, steptime, fit, simulate, cluster, schedulers, collect,
+vllm-run, vllm-serve, transformers-run, slosa, ewsjf, slai, tournament, extensions."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import errno
 import os
 import signal
 import sys
+import traceback
 from pathlib import Path
 
 from schedlab.cli_types import (
@@ -27,7 +28,7 @@ from schedlab.cli_types import (
     server_url,
     vllm_engine_args,
 )
-from schedlab.contracts import MAX_REPLICAS
+from schedlab.contracts import BATCHINGS, MAX_REPLICAS, SIMULATE_BACKENDS
 from schedlab.errors import SchedlabError
 from schedlab.io import check_paths, end_guard, read_json, write_json, write_outputs, write_parquet
 
@@ -46,6 +47,11 @@ class _Parser(argparse.ArgumentParser):
         print(f"schedlab: error: {message}", file=sys.stderr)
         sys.exit(2)
 
+
+#: Profile sources that need no machine: a catalogue GPU and model are enough.
+CATALOGUE_SOURCES = ("shipped", "roofline", "measured")
+#: The environment variable that makes every command print an error's traceback (as --debug).
+DEBUG_VARIABLE = "SCHEDLAB_DEBUG"
 
 _positive = positive_number(float)
 _positive_int = positive_number(int)
@@ -142,21 +148,34 @@ def cmd_workload(args) -> None:
 
 
 # -- profile ------------------------------------------------------------------------------
-def cmd_profile(args) -> None:
+def _catalogue_profile(source: str, hardware_name: str, model: str):
+    """The profile table a catalogue GPU and model have without a machine: the ``roofline``'s
+    prediction, the ``measured`` step costs priced at the GPU's peaks, or the measurement
+    ``shipped`` with the package."""
     from schedlab.latency.catalogue import hardware, model_arch
 
-    if args.source == "roofline":
+    if source == "roofline":
         from schedlab.latency.roofline import profile
 
-        table = profile(hardware(args.hardware), model_arch(args.model))
+        return profile(hardware(hardware_name), model_arch(model))
+    if source == "measured":
+        from schedlab.latency.measured import profile
+
+        return profile(hardware(hardware_name), model_arch(model))
+    from schedlab.latency.shipped import read_shipped
+
+    return read_shipped(hardware_name, model)
+
+
+def cmd_profile(args) -> None:
+    from schedlab.latency.catalogue import model_arch
+
+    if args.source in CATALOGUE_SOURCES:
+        table = _catalogue_profile(args.source, args.hardware, args.model)
     elif args.source == "vllm":
         from schedlab.backends.vllm_profile import profile
 
         table = profile(launch_spec(args))
-    elif args.source == "shipped":
-        from schedlab.latency.shipped import read_shipped
-
-        table = read_shipped(args.hardware, args.model)
     else:
         from schedlab.latency.torch_profile import profile
 
@@ -175,6 +194,14 @@ def cmd_fit_steptime(args) -> None:
     fits = {out: fit_steptime(read_profile(path), tile=args.tile) for path, out in zip(args.profile, args.out)}
     for out, model in fits.items():
         model.save(out)
+
+
+def cmd_steptime(args) -> None:
+    """A catalogue GPU and model's step-time model in one command: their profile (shipped or
+    roofline), fitted as `schedlab fit steptime` fits one."""
+    from schedlab.fit.steptime import fit_steptime
+
+    fit_steptime(_catalogue_profile(args.source, args.hardware, args.model), tile=args.tile).save(args.out)
 
 
 def cmd_fit_engine_steps(args) -> None:
@@ -219,40 +246,46 @@ def cmd_fit_calibrate(args) -> None:
     from schedlab.workload.asr import asr_trace, librispeech_pool
 
     pool = librispeech_pool(read_pool(args.utterances, ("duration_s", "output_tokens")))
+    seeds = list(dict.fromkeys(args.seeds))
+    fit_seeds = list(dict.fromkeys(args.fit_seeds or seeds))
+    if not set(fit_seeds) <= set(seeds):
+        raise SchedlabError(f"--fit-seeds {fit_seeds} must be among --seeds {seeds}")
 
-    def trace(rate: float, seed: int = args.seed, **bound):
+    def trace(rate: float, seed: int, **bound):
         arrivals = arrival_times(rate, rng=np.random.default_rng([seed, 0]), **bound)
         return asr_trace(pool, arrivals, rng=np.random.default_rng([seed, 1]))
 
     baseline = baseline_rows(reported_asr_table1())
     arena = Arena(StepTimeModel.load(args.base), _engine(args), _kappa(args.kappa))
-    # Each trace is built once: the fit, the bounds, the seed spread and the sensitivity share them.
-    traces = {r: trace(r, n_requests=args.requests_per_rate) for r in baseline.index}
-    overload = trace(args.overload_rate, n_requests=args.n_requests)
-    model, record = calibrate(arena, baseline=baseline, traces=traces, overload_trace=overload,
-                              saturation_rps=args.saturation_rps, step_ms=args.step_ms, station=args.station)
+    # Each trace is built once, per rate and seed: the fit, the runs by seed, the bounds and the
+    # sensitivity share them.
+    by_seed = {s: {r: trace(r, s, n_requests=args.requests_per_rate) for r in baseline.index} for s in seeds}
+    overload = {s: trace(args.overload_rate, s, n_requests=args.n_requests) for s in fit_seeds}
+    model, record = calibrate(arena, baseline=baseline, traces={r: [by_seed[s][r] for s in fit_seeds] for r in baseline.index},
+                              overload_trace=[overload[s] for s in fit_seeds], saturation_rps=args.saturation_rps,
+                              step_ms=args.step_ms, station=args.station)
+    record["fit_seeds"], record["run_seeds"] = fit_seeds, seeds
+    calibrated = replace(arena, step_time=model)
+    # Every policy at every reported rate on every seed, under this fit: the rows each paper
+    # number is counted on (median and band over the seeds), for this fit and any other.
+    record["seed_runs"] = bound_study(calibrated, {f"seed {s}": (by_seed[s], None) for s in seeds}).to_dict(orient="records")
     if args.fit_only:
         model.save(args.out)
         return
     top = sorted(baseline.index)[-2:]
-    fixed = {r: traces[r] for r in top}
-    timed = {r: trace(r, duration_s=args.alt_duration_s) for r in top}
+    first = seeds[0]
+    fixed = {r: by_seed[first][r] for r in top}
+    timed = {r: trace(r, first, duration_s=args.alt_duration_s) for r in top}
     bounds = {f"{args.requests_per_rate} requests": (fixed, None),
               f"{args.alt_duration_s:g} s, at most {args.alt_max_in_flight} in flight": (timed, args.alt_max_in_flight),
               f"{args.alt_duration_s:g} s, open": (timed, None)}
     if model.frontend_service_s:  # a client's cap is not modelled with a front-end station
         bounds = {k: v for k, v in bounds.items() if v[1] is None}
-    study = bound_study(replace(arena, step_time=model), bounds)
-    record["bounds"] = study.to_dict(orient="records")  # the model's meta holds this record
-    # Every policy on other trace seeds at the overloaded rates: how much one run's arrivals move
-    # the treatments' changes vs FCFS there (the paper reports one run).
-    seeds = range(args.seed, args.seed + args.spread_seeds)
-    record["seed_spread"] = bound_study(replace(arena, step_time=model), {
-        f"seed {k}": (fixed if k == args.seed else {r: trace(r, seed=k, n_requests=args.requests_per_rate) for r in top},
-                      None) for k in seeds
-    }).to_dict(orient="records")
-    record["implied_saturation"] = implied_saturation(arena, model, baseline.loc[top], fixed, overload)
-    record["sensitivity"] = sensitivity(arena, record, fixed[top[-1]]).assign(rate=float(top[-1])).to_dict(orient="records")
+    record["bounds"] = bound_study(calibrated, bounds).to_dict(orient="records")  # the model's meta holds this record
+    record["implied_saturation"] = implied_saturation(arena, model, baseline.loc[top], {r: [by_seed[s][r] for s in fit_seeds] for r in top},
+                                                      [overload[s] for s in fit_seeds])
+    record["sensitivity"] = sensitivity(arena, record, [by_seed[s][top[-1]] for s in fit_seeds]).assign(
+        rate=float(top[-1])).to_dict(orient="records")
     model.save(args.out)
 
 
@@ -307,6 +340,7 @@ def cmd_simulate(args) -> None:
             backend=args.backend,
             model=args.model,
             max_in_flight=args.max_in_flight,
+            batching=args.batching,
         )
         write_outputs({out_results: result.requests, out_summary: check_measured(summary, f"the run of {trace_path}")})
 
@@ -367,8 +401,11 @@ def cmd_schedulers(args) -> None:
     widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(5)]
     for row in [header, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + row[5])
-    for reason in registry.broken().values():
+    reasons = list(registry.broken().values())
+    for reason in reasons[:-1]:
         print(f"schedlab: error: {reason}", file=sys.stderr)
+    if reasons:  # the last one as the command's own error: the listing exits non-zero
+        raise SchedlabError(reasons[-1])
 
 
 def cmd_collect(args) -> None:
@@ -411,6 +448,22 @@ def cmd_vllm_run(args) -> None:
         wall_s=time.perf_counter() - t0,
     )
     write_outputs({args.out_results: result.requests, args.out_summary: check_measured(summary, "the run")})
+
+
+def cmd_transformers_run(args) -> None:
+    """A trace replayed through transformers' real engine (random weights) running a queue policy."""
+    from schedlab import registry
+    from schedlab.backends.transformers_engine import Engine, TransformersSpec, run_summary
+
+    registry.entry(args.policy, registry.QUEUE)  # fail early on an unknown name
+    spec = TransformersSpec(model=args.model, device=args.device, dtype=args.dtype, order=args.order,
+                            block_size=args.block_size, kv_capacity_blocks=args.kv_capacity_blocks,
+                            max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+                            seed=args.seed, threads=args.threads)
+    trace = _trace(args)
+    engine = Engine(spec, args.policy, _kappa(args.kappa))
+    result, summary, steps = run_summary(engine, trace, {"workload": args.workload, "rate": args.rate, "seed": args.seed})
+    write_outputs({args.out_results: result.requests, args.out_summary: summary, args.out_steps: steps})
 
 
 def cmd_vllm_serve(args) -> None:
@@ -466,6 +519,8 @@ def _run_args(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="schedlab", description=__doc__)
+    p.add_argument("--debug", action="store_true",
+                   help=f"print an error's traceback before its one line (also: {DEBUG_VARIABLE}=1)")
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("data", help="LibriSpeech test-clean utterances with Whisper token counts")
@@ -486,16 +541,28 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--out", type=OutputPath, nargs="+", required=True, help="one parquet per rate")
     w.set_defaults(func=cmd_workload)
 
-    pr = sub.add_parser("profile", help="a latency profile table (roofline, timed torch passes or vLLM steps, "
-                                         "or a GPU profile shipped with the package)")
-    pr.add_argument("--source", choices=("roofline", "torch", "vllm", "shipped"), required=True)
-    pr.add_argument("--hardware", default="A100-40GB", help="catalogue device (roofline, shipped)")
+    pr = sub.add_parser("profile", help="a latency profile table (roofline, the passes measured on the shipped GPUs, "
+                                         "timed torch passes or vLLM steps, or a GPU profile shipped with the package)")
+    pr.add_argument("--source", choices=("roofline", "measured", "torch", "vllm", "shipped"), required=True)
+    pr.add_argument("--hardware", default="A100-40GB", help="catalogue device (roofline, measured, shipped)")
     pr.add_argument("--model", required=True)
     pr.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per point (torch)")
     pr.add_argument("--device", default="cpu", help="device, e.g. cpu or cuda:0 (torch, vllm)")
     vllm_engine_args(pr, device=False)
     pr.add_argument("--out", type=OutputPath, required=True)
     pr.set_defaults(func=cmd_profile)
+
+    st = sub.add_parser("steptime", help="a step-time model for a catalogue GPU and model: its shipped profile or "
+                                         "the roofline's, fitted (profile and fit steptime in one)")
+    st.add_argument("--source", choices=CATALOGUE_SOURCES, required=True,
+                    help="shipped: a GPU profile measured and shipped with the package; roofline: predicted; "
+                         "measured: the shipped GPUs' step costs priced at this GPU's peaks")
+    st.add_argument("--hardware", required=True, help="catalogue device, e.g. H100-SXM")
+    st.add_argument("--model", required=True, help="model architecture, e.g. mistral-7b")
+    st.add_argument("--tile", type=number(int, minimum=0, strict=False, maximum=2**20), default=0,
+                    help="GEMM tile width: fit the tile staircase (0: none)")
+    st.add_argument("--out", type=OutputPath, required=True, help="step-time JSON")
+    st.set_defaults(func=cmd_steptime)
 
     f = sub.add_parser("fit", help="fit kappa, step-time coefficients, calibration")
     fsub = f.add_subparsers(dest="what", required=True)
@@ -531,13 +598,16 @@ def build_parser() -> argparse.ArgumentParser:
     fc.add_argument("--alt-duration-s", type=duration, default=300.0,
                     help="the other bound, shown beside the fit: seconds of arrivals ...")
     fc.add_argument("--alt-max-in-flight", type=_positive_int, default=100, help="... with this cap on requests in flight")
-    fc.add_argument("--seed", type=seed, default=0)
-    fc.add_argument("--spread-seeds", type=positive_number(int, 10**4), default=10,
-                    help="trace seeds (from --seed on) on which every policy also runs at the two highest rates")
+    fc.add_argument("--seeds", type=seed, nargs="+", default=list(range(10)),
+                    help="trace seeds: the fit matches the median of each FCFS cell over them, and every policy runs "
+                         "on each at every reported rate")
+    fc.add_argument("--fit-seeds", type=seed, nargs="+",
+                    help="fit on these of --seeds only (default: all), e.g. one seed to see what one draw gives")
     fc.add_argument("--step-ms", type=_positive, nargs=2, metavar=("LOW", "HIGH"),
                     help="FCFS's mean step time on the overloaded trace, a target interval (ms)")
     fc.add_argument("--station", action="store_true", help="fit the front end as a queue (its service time)")
-    fc.add_argument("--fit-only", action="store_true", help="the fit alone, without the studies beside it")
+    fc.add_argument("--fit-only", action="store_true",
+                    help="the fit and its runs by seed alone, without the bounds, sensitivity and implied speeds")
     _engine_args(fc)
     fc.add_argument("--out", type=OutputPath, required=True)
     fc.set_defaults(func=cmd_fit_calibrate)
@@ -548,8 +618,12 @@ def build_parser() -> argparse.ArgumentParser:
     fa.set_defaults(func=cmd_fit_apply)
 
     s = sub.add_parser("simulate", help="simulated runs of one policy, one per trace (schedlab's engine, or vLLM's scheduler)")
-    s.add_argument("--backend", choices=("sim", "vllm-sim"), default="sim",
-                   help="sim: schedlab's engine; vllm-sim: vLLM's real scheduler on a virtual clock")
+    s.add_argument("--backend", choices=SIMULATE_BACKENDS, default="sim",
+                   help="sim: schedlab's engine; vllm-sim, transformers-sim: vLLM's or transformers' real scheduler "
+                        "on a virtual clock")
+    s.add_argument("--batching", choices=BATCHINGS, default="vllm",
+                   help="the batching rules a queue policy runs inside: vLLM v1's, or transformers' FIFO or "
+                        "prefill-first scheduler's (sim, transformers-sim)")
     _run_args(s, sweep=True)
     s.add_argument("--steptime", type=InputPath, required=True, nargs="+",
                    help="step-time JSON from `schedlab fit`: one for every run, or one per run")
@@ -563,6 +637,22 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
     vllm_engine_args(v, device=True)
     v.set_defaults(func=cmd_vllm_run)
+    tr = sub.add_parser("transformers-run", help="replay a trace through transformers' continuous-batching engine "
+                                                 "(random weights) running a queue policy")
+    _run_args(tr)
+    tr.add_argument("--model", default="tiny-llama", help="architecture folder under schedlab/assets/models")
+    tr.add_argument("--out-steps", type=OutputPath, required=True, help="the engine's steps (parquet, profile columns)")
+    g = tr.add_argument_group("transformers engine")
+    g.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
+    g.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    g.add_argument("--order", choices=("fifo", "prefill-first"), default="fifo",
+                   help="transformers' scheduler class the policy's waiting queue sits in")
+    g.add_argument("--block-size", type=_positive_int, default=16, help="tokens of a KV page")
+    g.add_argument("--kv-capacity-blocks", type=positive_number(int, 2**24), default=1024)
+    g.add_argument("--max-num-batched-tokens", type=_positive_int, default=256)
+    g.add_argument("--max-num-seqs", type=_positive_int, default=32, help="requests per step")
+    g.add_argument("--threads", type=_positive_int, help="torch threads on the CPU")
+    tr.set_defaults(func=cmd_transformers_run)
     vs = sub.add_parser("vllm-serve", help="start `vllm serve` with a policy and replay traces over HTTP")
     vs.add_argument("--scheduler", "--policy", dest="policy", required=True,
                     help="a registered queue policy (`schedlab schedulers`), e.g. fcfs, sjf, hrrn, adaptive")
@@ -696,6 +786,8 @@ def main(argv: list[str] | None = None) -> int:
         check_paths(inputs, outputs, folders, implicit=data_folders())
         args.func(args)
     except SchedlabError as e:
+        if args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+            traceback.print_exc()
         print("schedlab: error: " + " ".join(str(e).split()), file=sys.stderr)
         return 2
     except PermissionError as e:  # a file of the user's that this user may not read or write
@@ -715,7 +807,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _interrupted() -> int:
-    """Ctrl-C: one line, exit status 130 (128 + SIGINT, as a shell reports it)."""
+    """Ctrl-C: one line, exit status 130 (128 + SIGINT, as a shell reports it). The command is
+    ending: a second Ctrl-C is ignored, and CPython's record of the interrupt as unhandled (when
+    it left a C extension's ``PyRun_*`` call) is cleared, or the process would end by SIGINT as
+    it exits (:func:`schedlab.compat.cpython.forget_unhandled_interrupt`)."""
+    from schedlab.compat.cpython import forget_unhandled_interrupt
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    forget_unhandled_interrupt()
     print("schedlab: interrupted", file=sys.stderr)
     return 128 + signal.SIGINT
 

@@ -70,6 +70,12 @@ STEP_FEATURES = ("n_encoder", "n_prefill_tokens", "n_decode", "ctx_tokens")
 SIM_BACKENDS = ("sim", "vllm-sim")
 #: Every backend: the two simulators and a real vLLM engine.
 BACKENDS = (*SIM_BACKENDS, "vllm")
+#: What ``schedlab simulate`` runs: the two simulators, and transformers' real scheduler on a
+#: virtual clock.
+SIMULATE_BACKENDS = (*SIM_BACKENDS, "transformers-sim")
+#: The batching rules a queue policy runs inside on ``sim``: vLLM v1's, or transformers' (its
+#: FIFO or prefill-first scheduler class).
+BATCHINGS = ("vllm", "transformers", "transformers-prefill-first")
 
 #: A name that becomes a path component or a command word (a scheduler's, a router's, a
 #: workload's): letters, digits, ``_``, ``.`` and ``-``, not ``.`` or ``..`` (the pipeline's

@@ -26,7 +26,14 @@ registers its schedulers, as pytest and vLLM load their plug-ins::
 
 A plug-in that fails to load (an import error, a name already taken, a class that does not
 meet its kind's protocol) is set aside with a one-line reason; everything else keeps working,
-and asking for one of its names, or listing the registry, reports that reason.
+and asking for one of its names (the one it tried to take from another scheduler too), or
+listing the registry, reports that reason.
+
+At run time a plug-in's scheduler is held to its protocol: an exception raised inside it, or an
+answer that breaks the protocol (:mod:`schedlab.policies.contract`), ends the run with a
+:class:`PluginError`, one line naming the scheduler, its distribution and module, the method
+and what was wrong; the exception it stands for is its ``__cause__`` (the command line's
+``--debug`` shows the traceback).
 
 **Routers** (a cluster's choice of replica for each request, :mod:`schedlab.routers`) have a
 table of their own beside the schedulers', filled the same way: schedlab's generic routers
@@ -39,6 +46,7 @@ same entry-point group, with :func:`register_router`::
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import inspect
@@ -68,6 +76,12 @@ PROTOCOL = {
 #: What a router must offer (the cluster calls these), and the attributes the cluster reads.
 ROUTER_PROTOCOL = ("bind", "route")
 ROUTER_ATTRIBUTES = ("reads_state", "reads_kv")
+#: The distribution of schedlab's own schedulers (any other is a plug-in's).
+SCHEDLAB = "schedlab"
+
+
+class PluginError(SchedlabError):
+    """A scheduler raised an exception, or broke its protocol, while a run called it."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,17 @@ class Entry:
     #: Where it is defined: the module, and the distribution that registered it.
     module: str
     distribution: str
+    #: The registered class or factory function.
+    target: Any = field(default=None, repr=False)
+
+    @property
+    def plugin(self) -> bool:
+        """Whether a distribution other than schedlab registered it."""
+        return self.distribution != SCHEDLAB
+
+    def describe(self) -> str:
+        """The scheduler as errors name it: its name, distribution and module."""
+        return f"scheduler {self.name!r} ({self.distribution}, {self.module})"
 
     def make(self, context: Context = Context()) -> Any:
         """A fresh instance for one run; checks what the factory needs and what it returns."""
@@ -106,11 +131,15 @@ class Entry:
         if missing:
             raise SchedlabError(f"scheduler {self.name!r} needs the run's {' and '.join(missing)}, "
                                 "which this backend does not give it")
-        made = self.factory(context)
+        try:
+            made = self.factory(context)
+        except Exception as e:
+            raise failure(self, "__init__" if inspect.isclass(self.target) else self.target.__name__, e)
         lacking = [m for m in PROTOCOL[self.kind] if not callable(getattr(made, m, None))]
         if lacking:
-            raise SchedlabError(f"scheduler {self.name!r} ({self.module}): a {self.kind} scheduler "
-                                f"needs {', '.join(lacking)}")
+            raise SchedlabError(f"{self.describe()}: a {self.kind} scheduler needs {', '.join(lacking)}")
+        if not inspect.isclass(self.target):
+            _made_by.setdefault(type(made), self)
         return made
 
 
@@ -131,7 +160,7 @@ class RouterEntry:
     def make(self, **options) -> Any:
         """A fresh instance for one run, with the run's ``options`` (a seed) over ``params``; a
         plug-in's is guarded (:class:`_GuardedRouter`)."""
-        if self.distribution == "schedlab":
+        if self.distribution == SCHEDLAB:
             return self.cls(**{**self.params, **options})
         return _GuardedRouter(self, {**self.params, **options})
 
@@ -155,8 +184,8 @@ class _GuardedRouter:
         except Exception as e:
             e_ = self._entry
             what = str(e).splitlines()[0] if str(e) else ""
-            raise SchedlabError(f"router {e_.name!r} ({e_.distribution}, {e_.module}): {method} raised "
-                                f"{type(e).__name__}: {what}") from None
+            raise PluginError(f"router {e_.name!r} ({e_.distribution}, {e_.module}): {method} raised "
+                              f"{type(e).__name__}: {what}") from e
 
     def bind(self, cluster) -> None:
         self._call("bind", lambda: self._router.bind(cluster))
@@ -169,15 +198,19 @@ _entries: dict[str, Entry] = {}
 _routers: dict[str, RouterEntry] = {}
 #: Plug-ins set aside: entry-point name -> one-line reason.
 _broken: dict[str, str] = {}
-#: Names a broken plug-in tried to register, for the error when one is asked for.
+#: Names a broken plug-in tried to register, for the error when one is asked for (a name it
+#: tried to take from another scheduler included).
 _broken_names: dict[str, str] = {}
+#: The classes of what factory functions made, and their entries (:func:`origin`).
+_made_by: dict[type, Entry] = {}
 _loaded = False
 #: Whether the built-ins are registered, and their names (a built-in's name is answered
 #: without loading the plug-ins).
 _builtins_loaded = False
 _builtin_names: set[str] = set()
-#: The distribution whose module is being imported (set while loading entry points).
-_current: dict[str, str | None] = {"distribution": None, "plugin": None}
+#: The distribution whose module is being imported (set while loading entry points), and
+#: the names its registrations were refused.
+_current: dict[str, Any] = {"distribution": None, "plugin": None, "refused": []}
 
 
 class _Rejected(Exception):
@@ -201,7 +234,7 @@ def register(name: str, *, kind: str, modalities: tuple[str, ...] = (LLM,), pape
             factory = lambda context: target(context, **params_)
         entry = Entry(name, kind, factory, tuple(modalities), paper, params_, tuple(needs),
                       summary or _first_sentence(target), target.__module__,
-                      _current["distribution"] or "schedlab")
+                      _current["distribution"] or SCHEDLAB, target)
         # Stacked decorators run bottom-up: each goes before the names already registered for
         # the same target, so the registry keeps the order they are written in.
         own = vars(target).get("_schedlab_names", ()) if inspect.isclass(target) else getattr(target, "_schedlab_names", ())
@@ -235,7 +268,7 @@ def register_router(name: str, *, paper: str | None = None, params: dict | None 
             _reject(name, f"{cls.__module__}.{cls.__qualname__} is registered as a router but lacks {', '.join(lacking)}",
                     what="router")
         entry = RouterEntry(name, cls, paper, dict(params or {}), summary or _first_sentence(cls), cls.__module__,
-                            _current["distribution"] or "schedlab")
+                            _current["distribution"] or SCHEDLAB)
         old = _routers.get(name)
         if old is not None and (old.module, old.params) != (entry.module, entry.params):
             _reject(name, f"the name {name!r} is taken by {old.module} ({old.distribution})", what="router")
@@ -263,8 +296,8 @@ def _first_sentence(target) -> str:
 def _reject(name: str, reason: str, what: str = "scheduler"):
     if _current["plugin"] is None:
         raise SchedlabError(f"{what} {name!r}: {reason}")
-    if isinstance(name, str):
-        _broken_names.setdefault(name, _current["plugin"])  # asking for the name gives the plug-in's reason
+    if isinstance(name, str):  # (a name that is not one cannot be asked for)
+        _current["refused"].append(name)
     raise _Rejected(reason)
 
 
@@ -305,7 +338,7 @@ def _load() -> None:
     for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: (e.dist is None, e.name)):
         dist = ep.dist.name if ep.dist is not None else "?"
         before, routers_before = dict(_entries), dict(_routers)
-        _current.update(distribution=dist, plugin=ep.name)
+        _current.update(distribution=dist, plugin=ep.name, refused=[])
         try:
             ep.load()
         except (Exception, SystemExit) as e:  # a plug-in's own failure (sys.exit too): set it aside, keep the rest
@@ -322,8 +355,10 @@ def _load() -> None:
             for n in [n for n in _routers if n not in routers_before]:
                 del _routers[n]
                 _broken_names[n] = ep.name
+            for n in _current["refused"]:  # a name it tried to take: asking for it says so
+                _broken_names[n] = ep.name
         finally:
-            _current.update(distribution=None, plugin=None)
+            _current.update(distribution=None, plugin=None, refused=[])
 
 
 def entries() -> list[Entry]:
@@ -344,16 +379,21 @@ def broken() -> dict[str, str]:
 
 
 def entry(name: str, kind: str | None = None) -> Entry:
-    """The scheduler registered as ``name`` (of ``kind``, when given). A built-in's name is
-    answered before the plug-ins load: no plug-in can take a name a built-in holds (it is
-    rejected), so they cannot change the answer, and a run of a built-in does not import
-    every paper's package (start-up time)."""
+    """The scheduler registered as ``name`` (of ``kind``, when given). No plug-in can take a
+    name a built-in holds (it is rejected), so a built-in's name is answered without importing
+    every paper's package (start-up time) when no other distribution's plug-in is installed;
+    with one, the plug-ins load first, and a name one of them tried to take fails with its
+    reason."""
     _load_builtins()
-    if name not in _builtin_names:
+    if not _loaded and (name not in _builtin_names or _foreign_plugins()):
         _load()
     found = _entries.get(name)
+    plugin = _broken_names.get(name)
+    if plugin is not None and found is not None:
+        raise SchedlabError(f"scheduler {name!r} is claimed by a rejected plug-in: {_broken[plugin]}; uninstall "
+                            f"or fix it to run {found.distribution}'s")
     if found is None:
-        plugin = _broken_names.get(name) or next((p for p in _broken if p == name), None)
+        plugin = plugin or next((p for p in _broken if p == name), None)
         if plugin is not None:
             raise SchedlabError(_broken[plugin])
         known = ", ".join(names(kind))
@@ -362,6 +402,85 @@ def entry(name: str, kind: str | None = None) -> Entry:
         other = "a waiting-queue policy" if found.kind == QUEUE else "a batch builder"
         raise SchedlabError(f"scheduler {name!r} is {other}, not a {kind} scheduler")
     return found
+
+
+@functools.cache
+def _foreign_plugins() -> bool:
+    """Whether a distribution other than schedlab names a module in the entry-point group
+    (asked once: a process's installed distributions do not change under it)."""
+    eps = importlib.metadata.entry_points(group=GROUP)
+    return any(ep.dist is None or ep.dist.name != SCHEDLAB for ep in eps)
+
+
+def origin(obj) -> Entry | None:
+    """The entry that makes objects like ``obj``: of its most derived registered class (of
+    that class's names, ``obj.name`` when it is one), or of the factory that made it; None for
+    a class nothing registered."""
+    for cls in type(obj).__mro__:
+        found = [e for e in _entries.values() if e.target is cls]
+        if found:
+            return next((e for e in found if e.name == getattr(obj, "name", None)), found[0])
+        if cls in _made_by:
+            return _made_by[cls]
+    return None
+
+
+def describe(obj) -> str:
+    """``obj`` as errors name it: its registered scheduler, or else its class and module."""
+    found = origin(obj)
+    if found is not None:
+        return found.describe()
+    return f"scheduler {type(obj).__name__} ({type(obj).__module__})"
+
+
+def failure(culprit, method: str, e: BaseException) -> Exception:
+    """What a run raises for the exception ``e`` that ``method`` of ``culprit`` (an entry, or
+    a scheduler object) raised: ``e`` itself when schedlab's own code raised it (a built-in's
+    exception is schedlab's bug, and keeps its traceback), else a :class:`PluginError` naming
+    the scheduler, the method, the exception and the plug-in's line it came from, caused by
+    ``e``."""
+    found = culprit if isinstance(culprit, Entry) else origin(culprit)
+    ours = not found.plugin if found is not None else type(culprit).__module__.split(".")[0] == SCHEDLAB
+    if ours or isinstance(e, PluginError):
+        return e
+    who = found.describe() if found is not None else describe(culprit)
+    module = found.module if found is not None else type(culprit).__module__
+    package = module.split(".")[0]
+    frames, tb = [], e.__traceback__
+    while tb is not None:  # the plug-in's own frames (its package's, schedlab's excepted)
+        name = tb.tb_frame.f_globals.get("__name__", "")
+        if name == module or (package != SCHEDLAB and name.split(".")[0] == package):
+            frames.append(tb)
+        tb = tb.tb_next
+    where = ""
+    if frames:
+        code = frames[-1].tb_frame.f_code
+        where = f" (in {code.co_name}, {code.co_filename.rsplit('/', 1)[-1]} line {frames[-1].tb_lineno})"
+    text = " ".join(str(e).split())
+    error = PluginError(f"{who} failed in {method}: {type(e).__name__}{': ' + text if text else ''}{where}")
+    error.__cause__ = e
+    return error
+
+
+def from_plugin(e: BaseException) -> BaseException:
+    """:func:`failure` of the plug-in whose code the exception ``e`` passed through (its method:
+    the outermost of its frames, the one schedlab called), or ``e`` itself when it passed
+    through none."""
+    plugins = {entry.module: entry for entry in _entries.values() if entry.plugin}
+    tb = e.__traceback__
+    while tb is not None:
+        found = plugins.get(tb.tb_frame.f_globals.get("__name__", ""))
+        if found is not None:
+            return failure(found, tb.tb_frame.f_code.co_name, e)
+        tb = tb.tb_next
+    return e
+
+
+def violation(culprit, method: str, what: str) -> PluginError:
+    """The error of a scheduler (an entry, or a scheduler object) whose ``method`` broke its
+    protocol: ``what`` says how."""
+    who = culprit.describe() if isinstance(culprit, Entry) else describe(culprit)
+    return PluginError(f"{who} broke the scheduler protocol in {method}: {what}")
 
 
 def make(name: str, context: Context = Context(), kind: str | None = None):

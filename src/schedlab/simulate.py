@@ -1,6 +1,6 @@
-"""The one way to run a registered scheduler on a trace: on schedlab's engine (``sim``) or on
-vLLM's own scheduler (``vllm-sim``), a waiting-queue policy and a batch builder alike, and the
-run's summary."""
+"""The one way to run a registered scheduler on a trace: on schedlab's engine (``sim``), on
+vLLM's own scheduler (``vllm-sim``) or on transformers' (``transformers-sim``), a waiting-queue
+policy and a batch builder alike, and the run's summary."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 import pandas as pd
 
 from schedlab import registry
-from schedlab.contracts import SIM_BACKENDS
+from schedlab.contracts import BATCHINGS, SIMULATE_BACKENDS
 from schedlab.engine import Arena, ContinuousBatching, RunResult, run
 from schedlab.engine.scheduler import Scheduler
 from schedlab.errors import SchedlabError
@@ -17,12 +17,26 @@ from schedlab.metrics import summarize
 from schedlab.workload.client import InFlightCap
 
 
-def scheduler_for(name: str, trace: pd.DataFrame | None = None, arena: Arena | None = None) -> Scheduler:
+def scheduler_for(name: str, trace: pd.DataFrame | None = None, arena: Arena | None = None,
+                  batching: str = "vllm") -> Scheduler:
     """The engine scheduler of the registered ``name``: a batch builder as it is, a queue
-    policy inside vLLM v1's continuous batching (:class:`ContinuousBatching`)."""
+    policy inside vLLM v1's continuous batching (:class:`ContinuousBatching`) or, with
+    ``batching`` ``transformers`` or ``transformers-prefill-first``, inside transformers'
+    (:class:`~schedlab.builders.transformers_batching.TransformersBatching`)."""
+    if batching not in BATCHINGS:
+        raise SchedlabError(f"unknown batching {batching!r}; choose {', '.join(BATCHINGS)}")
     entry = registry.entry(name)
     made = entry.make(registry.Context(trace, arena))
-    return ContinuousBatching(made) if entry.kind == registry.QUEUE else made
+    if entry.kind != registry.QUEUE:
+        if batching != "vllm":
+            raise SchedlabError(f"scheduler {name!r} is a batch builder: it composes its steps itself, "
+                                f"in no other batching than its own")
+        return made
+    if batching == "vllm":
+        return ContinuousBatching(made)
+    from schedlab.builders.transformers_batching import TransformersBatching, order_of
+
+    return TransformersBatching(made, order_of(batching))
 
 
 def serve(
@@ -35,23 +49,46 @@ def serve(
     warmup_s: float = 0.0,
     sample_s: float | None = None,
     max_in_flight: int | None = None,
+    batching: str = "vllm",
 ) -> RunResult:
     """Serve ``trace`` with the registered ``scheduler`` in ``arena``, on schedlab's engine
-    (``sim``) or on vLLM's scheduler (``vllm-sim``, which needs the ``model``). Requests that
-    arrive during the first ``warmup_s`` are simulated but not measured; queues and KV are
-    sampled every ``sample_s``. ``max_in_flight`` caps the requests in flight at the client
+    (``sim``), on vLLM's scheduler (``vllm-sim``, which needs the ``model``) or on
+    transformers' (``transformers-sim``: a queue policy inside its FIFO scheduler class, or its
+    prefill-first one with ``batching`` ``transformers-prefill-first``). On ``sim``, a queue
+    policy runs inside the ``batching`` rules (:func:`scheduler_for`). Requests that arrive
+    during the first ``warmup_s`` are simulated but not measured; queues and KV are sampled
+    every ``sample_s``. ``max_in_flight`` caps the requests in flight at the client
     (:class:`~schedlab.workload.client.InFlightCap`, ``sim`` only); latencies then count from
     when each request is sent."""
-    if backend not in SIM_BACKENDS:
-        raise SchedlabError(f"unknown simulation backend {backend!r}; choose {' or '.join(SIM_BACKENDS)}")
+    if backend not in SIMULATE_BACKENDS:
+        raise SchedlabError(f"unknown simulation backend {backend!r}; choose {', '.join(SIMULATE_BACKENDS)}")
     if max_in_flight is not None and backend != "sim":
         raise SchedlabError("a cap on requests in flight runs on the sim backend only")
+    try:
+        return _serve(trace, scheduler, arena, backend, model, warmup_s, sample_s, max_in_flight, batching)
+    except SchedlabError:
+        raise
+    except Exception as e:  # raised inside a plug-in's scheduler: one line naming it
+        raise registry.from_plugin(e)
+
+
+def _serve(trace, scheduler, arena, backend, model, warmup_s, sample_s, max_in_flight, batching) -> RunResult:
+    """:func:`serve` once its options are checked."""
+    if backend == "transformers-sim":
+        from schedlab.backends.transformers_sim import run_transformers_sim
+        from schedlab.builders.transformers_batching import order_of
+
+        registry.entry(scheduler, registry.QUEUE)  # transformers' engine takes a queue policy
+        return run_transformers_sim(trace, arena, policy=scheduler, order=order_of(batching), warmup_s=warmup_s,
+                                    sample_s=sample_s)
     if backend == "vllm-sim":
         from schedlab.backends.vllm_sim import run_vllm_sim
 
+        if batching != "vllm":
+            raise SchedlabError("vllm-sim runs vLLM's batching")
         registry.entry(scheduler)  # fails early on an unknown name
         return run_vllm_sim(trace, scheduler, arena, model=model, warmup_s=warmup_s, sample_s=sample_s)
-    made = scheduler_for(scheduler, trace, arena)
+    made = scheduler_for(scheduler, trace, arena, batching)
     if max_in_flight is None:
         return run(trace, made, arena, warmup_s=warmup_s, sample_s=sample_s)
     capped = InFlightCap(made, max_in_flight)
@@ -70,13 +107,17 @@ def run_summary(
     backend: str = "sim",
     model: str | None = None,
     max_in_flight: int | None = None,
+    batching: str = "vllm",
 ) -> tuple[RunResult, dict]:
     """:func:`serve`, and the run summary of the contract with the engine's own figures."""
     if backend == "vllm-sim":
         from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: F401 (imported before the clock starts)
     t0 = time.perf_counter()
-    result = serve(trace, scheduler, arena, backend=backend, model=model, max_in_flight=max_in_flight)
+    result = serve(trace, scheduler, arena, backend=backend, model=model, max_in_flight=max_in_flight,
+                   batching=batching)
     summary = summarize(result.requests, result.gaps, policy=scheduler, backend=backend, **identity)
+    if batching != "vllm":
+        summary["batching"] = batching
     summary["sched_overhead_us_per_req"] = result.sched_overhead_s / max(len(trace), 1) * 1e6
     summary["mean_step_ms"] = result.busy_s / max(result.steps, 1) * 1e3
     summary["peak_kv_blocks"] = result.peak_kv_blocks

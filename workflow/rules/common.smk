@@ -264,9 +264,10 @@ def run_path(backend, experiment, policy, rate, seed, ext="json"):
     return f"{RESULTS}/runs/{backend}/{experiment}/{policy}/rate{rate_label(rate)}_seed{seed}.{ext}"
 
 
-def sweep(backend, experiments, policies):
+def sweep(backend, experiments, policies, seeds=None):
     """Summaries of every (experiment, policy, rate, seed) on ``backend`` (the engine: one
-    folder per (experiment, policy), holding every rate, seed and repeat)."""
+    folder per (experiment, policy), holding every rate, seed and repeat); ``seeds``: the
+    trace seeds (default: the configured `seeds`)."""
     if backend == "vllm":
         return [engine_run_dir(name, policy) for name in experiments for policy in policies]
     return [
@@ -274,7 +275,7 @@ def sweep(backend, experiments, policies):
         for name in experiments
         for policy in policies
         for rate in EXPERIMENTS[name]["rates"]
-        for seed in config["seeds"]
+        for seed in (config["seeds"] if seeds is None else seeds)
     ]
 
 
@@ -283,7 +284,7 @@ def asr_sweep(backend):
     simulators beside it, `engine_asr_runs`) the reduced sweep of Whisper on the local device."""
     if backend == "vllm":
         return sweep(backend, [f"{n}-engine" for n in VLLM["reduced_experiments"]], VLLM["asr"]["policies"])
-    return sweep(backend, list(ASR["experiments"]), ASR["policies"])
+    return sweep(backend, list(ASR["experiments"]), ASR["policies"], ASR["seeds"])
 
 
 def engine_asr_runs():

@@ -43,12 +43,12 @@ rule ewsjf_calibrate:
         flags=ewsjf_flags(),
         cache=ewsjf_cache_flag(),
         c=EWSJF["calibration"],
-        seed=EWSJF["seed"],
+        seeds=words(EWSJF["seeds"]),
     shell:
         "schedlab ewsjf calibrate --base {input.base} --short {input.short} --long {input.long} {params.flags} "
         "{params.cache} "
         "--saturation-rps {params.c[saturation_rps]} --overload-rate {params.c[overload_rate]} "
-        "--n-requests {params.c[n_requests]} --seed {params.seed} --out {output} > {log} 2>&1"
+        "--n-requests {params.c[n_requests]} --seeds {params.seeds} --out {output} > {log} 2>&1"
 
 
 rule ewsjf_tuning:
@@ -65,7 +65,7 @@ rule ewsjf_tuning:
         flags=ewsjf_flags(),
         cache=ewsjf_cache_flag(),
         t=EWSJF["tuning"],
-        seed=EWSJF["seed"],
+        seed=EWSJF["seeds"][0],
     shell:
         "schedlab ewsjf study tuning --steptime {input.steptime} --short {input.short} --long {input.long} "
         "{params.flags} {params.cache} --n-requests {params.t[n_requests]} --rate {params.t[rate]} --trial-s {params.t[trial_s]} "
@@ -135,7 +135,7 @@ rule ewsjf_sharing:
         levels=words(EWSJF["sharing"]["levels"]),
         c=EWSJF["calibration"],
         q=EWSJF["queue_count"],
-        seed=EWSJF["seed"],
+        seed=EWSJF["seeds"][0],
     shell:
         "schedlab ewsjf sharing --base {input.base} --short {input.short} --long {input.long} {params.flags} "
         "--params {input.tuned} --levels {params.levels} --n-requests {params.q[mixed]} --rate {params.q[rate]} "

@@ -23,7 +23,7 @@ rule fit_steptime:
     log:
         f"{RESULTS}/logs/fit/steptime/{{source}}/{{hardware}}/{{model}}.log",
     wildcard_constraints:
-        source="roofline|torch|vllm",
+        source="roofline|measured|torch|vllm",
     conda:
         SIM_ENV
     shell:
@@ -98,7 +98,6 @@ rule calibrate:
         "{params.targets} --requests-per-rate {params.c[requests_per_rate]} "
         "--overload-rate {params.c[overload_rate]} --n-requests {params.c[n_requests]} "
         "--alt-duration-s {params.c[alternative][duration_s]} --alt-max-in-flight {params.c[alternative][max_in_flight]} "
-        "--spread-seeds {params.c[spread_seeds]} "
         "--hardware {wildcards.hardware} "
         "--model {params.c[model]} {params.engine} --out {output} > {log} 2>&1"
 

@@ -72,7 +72,7 @@ rule slosa_fit:
     log:
         f"{RESULTS}/logs/slosa/fit_{{source}}.log",
     wildcard_constraints:
-        source="roofline|torch|vllm",
+        source="roofline|measured|torch|vllm",
     conda:
         SIM_ENV
     shell:

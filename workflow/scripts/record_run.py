@@ -1,7 +1,8 @@
 """Append the last run's headline numbers to the history of runs (`make record-run`).
 
 One row per run in docs/runs.csv, from `<results>/results.json` (the `results_page` rule's data):
-when and where it ran, the pipeline's time, each paper's paper-vs-ours count, and `sim`'s largest
+when and where it ran, the pipeline's time, each paper's counts of predicted numbers (within 15 %
+of our median, the paper's value inside our seed band) and of changes inside our band, and `sim`'s largest
 error against the served decoder engine up to 80 % of its highest throughput (the held-out fit
 of the engine's own steps) beside the largest span of the engine's own clean repeats there. The
 documentation's results page shows the distribution over the recorded runs.
@@ -16,9 +17,12 @@ import json
 import sys
 from pathlib import Path
 
+from schedlab.counting import counts
+
 #: The history's columns, in order.
 COLUMNS = ("generated", "commit", "machine", "backend", "pipeline_s", "jobs",
-           "A_within", "A_numbers", "B_within", "B_numbers", "C_within", "C_numbers", "D_within", "D_numbers",
+           *(f"{p}_{c}" for p in "ABCD" for c in ("predicted", "predicted_within", "predicted_in_band", "changes",
+                                                  "changes_in_band")),
            "p50_e2el_error_pct", "p90_e2el_error_pct", "throughput_error_pct", "engine_repeat_span_pct")
 PAPERS = {"A": "asr_duration", "B": "ewsjf", "C": "slai", "D": "slosa"}
 METRICS = {"p50_e2el_error_pct": "p50_e2el_ms", "p90_e2el_error_pct": "p90_e2el_ms", "throughput_error_pct": "throughput_rps"}
@@ -33,8 +37,10 @@ def row(results: dict) -> dict:
     out |= {"pipeline_s": round(timings["span_s"]) if timings else "", "jobs": timings.get("jobs", "")}
     for paper, name in PAPERS.items():
         rows = (results["notebooks"].get(name) or {}).get("paper_vs_ours")
-        out[f"{paper}_within"] = sum(r["within"] == "yes" for r in rows) if rows else ""
-        out[f"{paper}_numbers"] = len(rows) if rows else ""
+        c = counts(rows) if rows else None
+        out |= {f"{paper}_predicted": c["predicted"][2] if c else "", f"{paper}_predicted_within": c["predicted"][0] if c else "",
+                f"{paper}_predicted_in_band": c["predicted"][1] if c else "", f"{paper}_changes": c["changes"][1] if c else "",
+                f"{paper}_changes_in_band": c["changes"][0] if c else ""}
     cells = [r for r in (results["notebooks"].get("calibration") or {}).get("engine") or []
              if r["fit"] == FIT and r["below_80"]]
     for column, metric in METRICS.items():

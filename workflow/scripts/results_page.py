@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from schedlab.compat.snakemake import job_records
+from schedlab.counting import counts
 from schedlab.io import atomic_path
 
 #: The page's sections, in order; docs/results.md has one heading per name.
@@ -41,29 +42,37 @@ def _num(value, digits: int = 1, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:,.{digits}f}"
 
 
-def count(rows: list[dict], role: str | None = None) -> tuple[int, int]:
-    """(within, all) of a paper-vs-ours table's rows (of one ``role`` if given)."""
-    rows = [r for r in rows if role is None or r.get("role") == role]
-    return sum(r.get("within") == "yes" for r in rows), len(rows)
+def _of(met, n) -> str:
+    return f"{met} of {n}" if n else ""
 
 
 def papers_section(numbers: dict) -> str:
-    counts, details = [], []
+    rows_out, details = [], []
     for name, (paper, title) in PAPERS.items():
         rows = (numbers.get(name) or {}).get("paper_vs_ours")
         if rows is None:
-            counts.append([paper, title, f"`{name}`", "not compared in this run", "", ""])
+            rows_out.append([paper, title, f"`{name}`", "not compared in this run"] + [""] * 6)
             continue
-        cell = lambda role=None: "{} of {}".format(*count(rows, role))
-        counts.append([paper, title, f"`{name}`", cell(), cell("fitted"), cell("predicted")])
+        c = counts(rows)
+        rows_out.append([paper, title, f"`{name}`", _of(c["predicted"][0], c["predicted"][2]),
+                         _of(c["predicted"][1], c["predicted"][2]), _of(c["changes"][0], c["changes"][1]),
+                         _of(*c["bound"]), _of(*c["fitted"]), c["derived"] or "", c["not identified"] or ""])
+        band = lambda r: (f"{_num(r['low'], 2)} to {_num(r['high'], 2)} ({r['seeds']} seeds)"
+                          if r.get("seeds", 1) > 1 and r.get("low") is not None else "")
         details.append(f"### Paper {paper}: every number\n\n" + _table(
-            ["quantity", "unit", "paper", "ours", "error", "role", "within", "why"],
-            [[r["quantity"], r["unit"], _num(r["paper"], 2), _num(r["ours"], 2),
+            ["quantity", "unit", "paper", "ours (median)", "5-95 % band", "error", "role", "within 15 %",
+             "paper in band", "match", "reason or why"],
+            [[r["quantity"], r["unit"], _num(r["paper"], 2), _num(r["ours"], 2), band(r),
               f"{_num(r['error'], 1, sign=True)} {r['error unit']}" if r["error"] is not None else "n/a",
-              r["role"], r["within"], r.get("why", "")] for r in rows]))
-    head = ("A paper's number is reproduced when ours is within 15 % of it (15 percentage points for a change "
-            "in percent). `fitted` numbers are calibration inputs; `predicted` ones are not.\n\n")
-    return head + _table(["paper", "title", "notebook", "within 15 %", "fitted", "predicted"], counts) + "\n\n" + "\n\n".join(details)
+              r["role"], r["within"], r["in_band"], r["match"], r.get("reason") or r.get("why", "")] for r in rows]))
+    head = ("Each paper number has one role: `fitted` (a calibration target), `derived` (determined by fitted "
+            "values), `predicted`, `bound` (a claim stated as a limit) or `not identified`. Ours is the median over "
+            "the trace seeds. A predicted absolute number is counted twice: within 15 % of our median, and the "
+            "paper's value inside our 5-95 % seed band; a change vs the baseline matches only when the paper's change "
+            "lies inside our band (columns left empty: no such rows).\n\n")
+    return head + _table(["paper", "title", "notebook", "predicted within 15 %", "predicted: paper in our band",
+                          "changes: paper in our band", "bounds met", "fitted within 15 %", "derived", "not identified"],
+                         rows_out) + "\n\n" + "\n\n".join(details)
 
 
 def fidelity_rows(table: list[dict], fit: str) -> list[list]:

@@ -8,6 +8,7 @@ from importlib.resources import files
 import numpy as np
 import pandas as pd
 
+from schedlab.counting import SAME, seed_band, unchanged_on_every_seed
 from schedlab.report import METRIC_WORDS, pct_change_vs
 
 
@@ -35,48 +36,72 @@ def asr_findings(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def change_group(policy: str, metric: str, rate: float) -> str:
-    """The ``group`` (see :func:`paper_vs_ours`) of one change vs FCFS of :func:`asr_rows`."""
+    """The ``group`` (see :func:`schedlab.counting.paper_vs_ours`) of one change vs FCFS of
+    :func:`asr_rows`."""
     return f"change {policy} {metric} {rate:g}"
 
 
+def by_seed(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs (one row per (rate, policy, seed), as a sweep's summary table or the calibration
+    record's ``seed_runs``, whose ``bound`` names the seed) indexed by (rate, policy, seed)."""
+    runs = pd.DataFrame(runs)
+    if "seed" not in runs:
+        runs = runs.assign(seed=runs["bound"].str.removeprefix("seed ").astype(int))
+    return runs.set_index(["rate", "policy", "seed"]).sort_index()
+
+
 def seed_changes(runs: pd.DataFrame, metrics=("p50_e2el_ms", "p90_e2el_ms")) -> pd.DataFrame:
-    """Each policy's change vs FCFS (%) per trace seed and rate, from the calibration record's
-    ``seed_spread`` rows (``bound`` names the seed), then its min, median and max over seeds,
-    indexed by (policy, metric, rate)."""
-    runs = pd.DataFrame(runs).set_index(["rate", "policy"])
-    per_seed = pd.concat({b: pct_change_vs(g.drop(columns="bound"), list(metrics)) for b, g in runs.groupby("bound")},
-                         names=["bound"])
-    long = per_seed.reset_index().melt(["bound", "rate", "policy"], var_name="metric")
-    return long.groupby(["policy", "metric", "rate"])["value"].agg(["min", "median", "max", "count"])
+    """Each policy's change vs FCFS (%) on each seed (against FCFS on the same seed), indexed by
+    (rate, policy, seed); ``runs`` as :func:`by_seed` takes them."""
+    runs = by_seed(runs)
+    fcfs = runs.xs("fcfs", level="policy")[list(metrics)]
+    treated = runs.drop(index="fcfs", level="policy")[list(metrics)]
+    base = fcfs.reindex(treated.index.droplevel("policy"))
+    return (treated / base.to_numpy() - 1) * 100
 
 
-def asr_rows(table: pd.DataFrame, reported: pd.DataFrame | None = None, saturation_rps: float = 18.0,
+#: Why a treatment's row equals the fitted FCFS cell.
+NO_QUEUE = "equal to the fitted FCFS cell on every seed: no queue forms at this rate, so the order cannot act"
+
+
+def asr_rows(runs: pd.DataFrame, reported: pd.DataFrame | None = None, saturation_rps: float = 18.0,
              change_rates=(20, 25)) -> list[dict]:
     """Paper A: every cell of Table 1, SJF's and HRRN's changes vs FCFS at ``change_rates``, and
-    the saturation throughput; ``table`` is one experiment's runs indexed by (rate, policy)."""
+    the saturation throughput, each as the median and band over trace seeds of ``runs`` (one
+    experiment's runs, one row per (rate, policy, seed): see :func:`by_seed`). FCFS's cells and
+    the saturation point are fitted; a treatment's cell is derived where it equals FCFS's on
+    every seed, predicted elsewhere."""
     reported = reported_asr_table1() if reported is None else reported
+    runs = by_seed(runs)
     metrics = ["p50_ttft_ms", "p50_e2el_ms", "p90_e2el_ms"]
+    at = lambda rate, policy, m: runs.loc[(rate, policy), m] if (rate, policy) in runs.index.droplevel("seed") else pd.Series(dtype=float)
     rows = []
     for rec in reported.itertuples(index=False):
-        key = (rec.rate, rec.policy)
         for m in metrics:
-            ours = table.loc[key, m] if key in table.index else np.nan
-            fitted = rec.policy == "fcfs"
+            ours = at(rec.rate, rec.policy, m)
+            if rec.policy == "fcfs":
+                role, reason = "fitted", None
+            elif unchanged_on_every_seed(ours, at(rec.rate, "fcfs", m)):
+                role, reason = "derived", NO_QUEUE
+            else:
+                role, reason = "predicted", None
             rows.append({"quantity": f"{rec.policy.upper()} {METRIC_WORDS[m]} at {rec.rate:g} req/s", "unit": "ms",
-                         "paper": getattr(rec, m), "ours": ours, "role": "fitted" if fitted else "predicted",
-                         "group": f"fcfs@{rec.rate:g}" if fitted else "treatment"})
-    rep = reported.set_index(["rate", "policy"])
-    ours_change = pct_change_vs(table, ["p50_e2el_ms", "p90_e2el_ms"])
-    paper_change = pct_change_vs(rep, ["p50_e2el_ms", "p90_e2el_ms"])
+                         "paper": getattr(rec, m), **seed_band(ours), "role": role, "reason": reason,
+                         "group": f"fcfs@{rec.rate:g}" if rec.policy == "fcfs" else "treatment"})
+    paper_change = pct_change_vs(reported.set_index(["rate", "policy"]), ["p50_e2el_ms", "p90_e2el_ms"])
+    ours_change = seed_changes(runs.reset_index())
     for rate in change_rates:
         for policy in ("sjf", "hrrn"):
             for m in ("p50_e2el_ms", "p90_e2el_ms"):
                 key = (rate, policy)
+                ours = ours_change.loc[key, m] if key in ours_change.index.droplevel("seed") else pd.Series(dtype=float)
+                still = bool(len(ours)) and bool((ours.abs() <= SAME * 100).all())
                 rows.append({"quantity": f"{policy.upper()} {METRIC_WORDS[m]} change vs FCFS at {rate:g} req/s",
-                             "unit": "% vs FCFS", "paper": paper_change.loc[key, m],
-                             "ours": ours_change.loc[key, m] if key in ours_change.index else np.nan,
-                             "role": "predicted", "group": change_group(policy, m, rate)})
-    fcfs = table.xs("fcfs", level="policy")["throughput_rps"] if len(table) else pd.Series(dtype=float)
+                             "unit": "% vs FCFS", "paper": paper_change.loc[key, m], **seed_band(ours),
+                             "role": "derived" if still else "predicted", "reason": NO_QUEUE if still else None,
+                             "group": change_group(policy, m, rate)})
+    top = runs.index.get_level_values("rate").max() if len(runs) else np.nan
+    fcfs = at(top, "fcfs", "throughput_rps") if len(runs) else pd.Series(dtype=float)
     rows.append({"quantity": "FCFS saturation throughput (highest rate)", "unit": "req/s", "paper": saturation_rps,
-                 "ours": fcfs.max() if len(fcfs) else np.nan, "role": "fitted", "group": "saturation"})
+                 **seed_band(fcfs), "role": "fitted", "group": "saturation"})
     return rows

@@ -12,6 +12,13 @@ job's size is its max_tokens.
 The victim rule uses vLLM's priority path: with ``SchedulingPolicy.PRIORITY`` vLLM preempts
 ``max(running, key=(priority, arrival_time))``, so before each step the running requests are
 ranked by the policy's ``victim_key``. Policies without a key keep vLLM's default (the newest).
+A policy that preempts at step boundaries (``Policy.preempt``) is asked first, as each
+``schedule()`` starts, and the requests it names go through vLLM's own preemption.
+
+A job reads its request's state from vLLM's ``Request`` (:class:`VllmState`): tokens generated
+and computed, preemptions, its KV blocks from vLLM's KV manager, the time of its first token
+(kept as each step's output is taken in), and the fields of its ``vllm_xargs``
+(:mod:`schedlab.validation.request_fields`, and its ``slo_class``).
 
 With ``"step_log": "<path>"`` in the same section, every step that runs the model is logged
 (its composition and wall-clock time stamps), and every finished request (when it reached the
@@ -27,16 +34,19 @@ from typing import Callable, Iterable, Iterator
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.request import Request
+from vllm.v1.request import Request, RequestStatus
 
 from schedlab.backends import server_logger
 from schedlab.backends.step_log import StepLog
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_estimate
 from schedlab import registry
-from schedlab.compat.vllm import job_of, keep_job
+from schedlab.compat.vllm import job_of, keep_job, kept, preempt
 from schedlab.policies import Job, Policy
-from schedlab.validation.hints import checked_hint, server_options
+from schedlab.policies.base import RequestState
+from schedlab.policies.contract import CheckedQueue
+from schedlab.validation.hints import checked_hint, checked_slo_hint, server_options
+from schedlab.validation.request_fields import RequestFields, checked_fields
 
 logger = server_logger(__name__)
 
@@ -69,7 +79,9 @@ def _uncached(kv_cache_manager, request: Request) -> int:
 
 
 class PolicyQueue(RequestQueue):
-    """vLLM's ``RequestQueue`` over a schedlab policy.
+    """vLLM's ``RequestQueue`` over a schedlab policy, called through
+    :class:`~schedlab.policies.contract.CheckedQueue` (``queue``: every answer checked; a job's
+    handle is the vLLM request it was made for).
 
     ``pop_request`` returns what the last ``peek_request`` showed (evaluated at the same clock
     reading), so time-dependent policies such as HRRN keep vLLM's peek/pop contract.
@@ -77,22 +89,23 @@ class PolicyQueue(RequestQueue):
 
     def __init__(self, policy: Policy, job_of: Callable[[Request], Job], clock: Callable[[], float]):
         self.policy, self.job_of, self.clock = policy, job_of, clock
+        self.queue = CheckedQueue(policy, _owner)
         self._peeked_at: float | None = None
 
     def add_request(self, request: Request) -> None:
         self._peeked_at = None
-        self.policy.push(self.job_of(request))
+        self.queue.push(self.job_of(request))
 
     def peek_request(self) -> Request:
-        if not len(self.policy):
+        if not self.queue:
             raise IndexError("peek from an empty queue")
         self._peeked_at = self.clock()
-        return self.policy.peek(self._peeked_at).ref
+        return self.queue.peek(self._peeked_at).ref
 
     def pop_request(self) -> Request:
         now = self.clock() if self._peeked_at is None else self._peeked_at
         self._peeked_at = None
-        return self.policy.pop(now).ref
+        return self.queue.pop(now).ref
 
     def prepend_request(self, request: Request) -> None:
         self.add_request(request)
@@ -107,17 +120,85 @@ class PolicyQueue(RequestQueue):
     def remove_requests(self, requests: Iterable[Request]) -> None:
         self._peeked_at = None
         drop = {id(r) for r in requests}
-        for job in [j for j in self.policy if id(j.ref) in drop]:
-            self.policy.remove(job)
+        for job in [j for j in self.queue if id(j.ref) in drop]:
+            self.queue.remove(job)
 
     def __bool__(self) -> bool:
-        return len(self.policy) > 0
+        return bool(self.queue)
 
     def __len__(self) -> int:
-        return len(self.policy)
+        return len(self.queue)
 
     def __iter__(self) -> Iterator[Request]:
-        return (job.ref for job in self.policy)
+        return (job.ref for job in self.queue)
+
+
+def _owner(job: Job) -> Job | None:
+    """The job made for the request ``job.ref`` names (:func:`job_of`; None for another handle)."""
+    return job_of(job.ref)
+
+
+class VllmState(RequestState):
+    """vLLM's requests as a policy reads them through its jobs (handle: the ``Request``)."""
+
+    def __init__(self, scheduler) -> None:
+        self.scheduler = scheduler
+
+    def generated_tokens(self, request: Request) -> int:
+        return request.num_output_tokens
+
+    def computed_tokens(self, request: Request) -> int:
+        return request.num_computed_tokens
+
+    def preemptions(self, request: Request) -> int:
+        return request.num_preemptions
+
+    def kv_blocks(self, request: Request) -> int:
+        if request.status != RequestStatus.RUNNING:  # popped, its admission's blocks are taken before it runs
+            return 0
+        return sum(len(group) for group in self.scheduler.kv_cache_manager.get_blocks(request.request_id).blocks)
+
+    def first_token_s(self, request: Request) -> float:
+        found = kept(request, "first_token_s")
+        return float("nan") if found is None else found
+
+    def finished(self, request: Request) -> bool:
+        return request.is_finished()
+
+    def slo_class(self, request: Request) -> str:
+        return kept(request, "slo_class", _slo_class)
+
+    def tenant(self, request: Request) -> str:
+        return kept(request, "fields", _fields).tenant
+
+    def deadline_s(self, request: Request) -> float:
+        target = kept(request, "fields", _fields).e2e_target_s
+        return float("inf") if target is None else request.arrival_time + target
+
+    def predicted_tokens(self, request: Request) -> float:
+        predicted = kept(request, "fields", _fields).predicted_output_tokens
+        return float("nan") if predicted is None else predicted
+
+
+def _xargs(request: Request):
+    return request.sampling_params.extra_args if request.sampling_params else None
+
+
+def _slo_class(request: Request) -> str:
+    """The request's SLO class from its hints (``all`` without one, or with a bad one)."""
+    try:
+        return checked_slo_hint(_xargs(request)).slo_class
+    except SchedlabError:
+        return "all"
+
+
+def _fields(request: Request) -> RequestFields:
+    """The request's policy-readable fields; a bad one is logged and the request keeps none."""
+    try:
+        return checked_fields(_xargs(request))
+    except SchedlabError as e:
+        logger.warning("request %s: %s; it carries no tenant, deadline or predicted length", request.request_id, e)
+        return RequestFields()
 
 
 class _Unset(Policy):
@@ -162,6 +243,7 @@ class SchedlabMixin:
         self.step_log = StepLog(opts.step_log) if opts.step_log else None
         self._logged: dict[int, tuple] = {}  # id(scheduler output) -> (schedule time, composition)
         self._timeline: dict[str, list[float]] = {}  # request id -> [added, first scheduled] (wall clock)
+        self._state = VllmState(self)
         # A policy that needs the whole trace in advance is handed over by an in-process
         # driver (vllm-sim) before the first request; a served engine cannot run it.
         self.use_policy(entry.make() if not entry.needs else _Unset(opts.policy, entry.needs))
@@ -178,7 +260,7 @@ class SchedlabMixin:
         job = job_of(request)
         if job is None:
             job = keep_job(request, Job(self._next_id, request.arrival_time, self._size(request),
-                                        request.num_prompt_tokens, request))
+                                        request.num_prompt_tokens, request, state=self._state))
             if self.cache_config.enable_prefix_caching and self.schedlab_policy.reads_cache:
                 job.uncached = partial(_uncached, self.kv_cache_manager, request)
             self._next_id += 1
@@ -209,8 +291,15 @@ class SchedlabMixin:
         wall = time.time()
         self._step_now = now = self.clock()
         try:
+            queue = self.waiting.queue
+            if queue.preempts and self.running:
+                chosen = queue.preempt([self._job(r) for r in self.running], now,
+                                       self.max_num_running_reqs - len(self.running))
+                for job in chosen:  # through vLLM's own preemption: back to the waiting queue
+                    self.running.remove(job.ref)
+                    preempt(self, job.ref)
             if self.schedlab_policy.ranks_victims and self.running:
-                key = self.schedlab_policy.victim_key
+                key = self.waiting.queue.victim_key
                 ranked = sorted(self.running, key=lambda r: key(self._job(r), now))
                 for rank, request in enumerate(ranked):
                     request.priority = rank
@@ -229,7 +318,14 @@ class SchedlabMixin:
         return self.last_output
 
     def update_from_output(self, scheduler_output, model_runner_output):
+        # the requests of the step that had no output yet (a finished one leaves self.requests)
+        first = [r for r in map(self.requests.get, scheduler_output.num_scheduled_tokens)
+                 if r is not None and not r.num_output_tokens]
         outputs = super().update_from_output(scheduler_output, model_runner_output)
+        now = self.clock()
+        for request in first:
+            if request.num_output_tokens:
+                kept(request, "first_token_s", lambda _: now)
         logged = self._logged.pop(id(scheduler_output), None) if self.step_log is not None else None
         if logged is not None:
             now = time.time()

@@ -100,10 +100,13 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
         out = sched.schedule()
         ids = list(out.num_scheduled_tokens)
         if not ids:
+            if out.preempted_req_ids:  # a step that only preempted: vLLM's engine schedules again at once
+                continue
             if nxt < n:
                 clock["now"] = max(now, float(visible[nxt]))
                 continue
-            raise SchedlabError("vLLM scheduler stalled with requests left")
+            raise SchedlabError(f"{entry.describe()}: vLLM's scheduler stalled, with {len(sched.waiting)} requests "
+                                "waiting and nothing scheduled")
         for new in out.scheduled_new_reqs:
             log.scheduled(int(new.req_id), now)
         dt = float(step_time(*sched.last_composition))

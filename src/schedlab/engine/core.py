@@ -205,7 +205,8 @@ class Engine(EngineView):
                 next_sample += self.sample_s
             if not self.running and not sched.n_waiting():
                 if nxt >= n:  # requests left that no scheduler holds: fail, never wait for ever
-                    raise SchedlabError(f"{sched.name}: engine stalled, with requests left and nothing to schedule")
+                    raise SchedlabError(f"{sched.describe()}: engine stalled, with {n - self.done} requests left and "
+                                        "none running or waiting")
                 self.now = visible[nxt]
                 continue
             mode = sched.steady()
@@ -216,7 +217,8 @@ class Engine(EngineView):
             plan = sched.schedule()
             if plan.empty:
                 if nxt >= n:
-                    raise SchedlabError(f"{sched.name}: engine stalled, with requests left and nothing to schedule")
+                    raise SchedlabError(f"{sched.describe()}: engine stalled, with {sched.n_waiting()} requests waiting "
+                                        "and nothing scheduled")
                 self.now = max(self.now, visible[nxt])
                 continue
             self._step(plan)

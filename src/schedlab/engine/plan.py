@@ -83,7 +83,7 @@ class Planner:
     """One step's plan under construction; ``budget`` is the step's token budget."""
 
     __slots__ = ("engine", "scheduler", "free", "budget", "enc_left", "_bulk", "_tokens", "_grown", "admitted",
-                 "preempted", "_alive", "caching", "live", "cached", "_hit")
+                 "preempted", "_alive", "caching", "live", "cached", "_hit", "_at_boundary")
 
     def __init__(self, engine, scheduler, budget: int) -> None:
         self.engine, self.scheduler = engine, scheduler
@@ -95,6 +95,7 @@ class Planner:
         self._grown: dict[int, int] = {}
         self.admitted: list[int] = []
         self.preempted: list[int] = []
+        self._at_boundary = 0  # of them, how many the step boundary preempted, before its pass
         self._alive: list[int] | None = None
         self.caching = bool(getattr(engine, "prefix_caching", False))
         self.live = self.caching and bool(getattr(scheduler, "interleaved_kv", False))
@@ -157,9 +158,17 @@ class Planner:
             self._alive = [r for r in self.engine.running if r not in self.preempted]
         return self._alive
 
-    def preempt(self, v: int) -> None:
-        """Preempt running request ``v`` (recompute): its blocks and planned tokens return."""
+    @property
+    def preempted_in_pass(self) -> bool:
+        """Whether serving the running requests preempted one (then nothing is admitted)."""
+        return len(self.preempted) > self._at_boundary
+
+    def preempt(self, v: int, at_boundary: bool = False) -> None:
+        """Preempt running request ``v`` (recompute): its blocks and planned tokens return.
+        ``at_boundary``: the policy named it before the step's pass (it does not keep the
+        step from admitting)."""
         e = self.engine
+        self._at_boundary += at_boundary
         self.alive.remove(v)
         grown = 0
         if v in self._tokens:
@@ -188,7 +197,7 @@ class Planner:
         """Whether waiting request ``i`` may start this step: nothing preempted, a running slot
         left (``max_num_seqs``), encoder budget left and its whole sequence's KV free."""
         e = self.engine
-        if self.preempted or self.n_running >= e.limits.max_num_seqs or self.enc_left <= 0:
+        if self.preempted_in_pass or self.n_running >= e.limits.max_num_seqs or self.enc_left <= 0:
             return False
         need = int(e.blocks_for(int(e.seq[i])))
         if self.caching:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from schedlab import registry
 from schedlab.engine.plan import StepPlan
 
 #: steady() answers: not steady; fixed until an arrival or a completion; until a completion.
@@ -50,6 +51,10 @@ class Scheduler(ABC):
 
     def steady(self) -> int:
         return NOT_STEADY
+
+    def describe(self) -> str:
+        """This scheduler as errors name it (its registered name, distribution and module)."""
+        return registry.describe(self)
 
     def victim(self, running: list[int]) -> int:
         """The request of ``running`` (admission order) to preempt: the newest admitted."""

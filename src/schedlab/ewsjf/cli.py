@@ -44,9 +44,10 @@ def cmd_pools(args) -> None:
 
 def cmd_steptime(args) -> None:
     from schedlab.latency.catalogue import hardware, model_arch
-    from schedlab.fit.steptime import roofline_grid_steptime
+    from schedlab.fit.steptime import measured_grid_steptime, roofline_grid_steptime
 
-    roofline_grid_steptime(hardware(args.hardware), model_arch(args.model)).save(args.out)
+    fit = measured_grid_steptime if args.source == "measured" else roofline_grid_steptime
+    fit(hardware(args.hardware), model_arch(args.model)).save(args.out)
 
 
 def cmd_calibrate(args) -> None:
@@ -54,16 +55,18 @@ def cmd_calibrate(args) -> None:
     from schedlab.engine import Arena
     from schedlab.engine.steptime import StepTimeModel
     from schedlab.ewsjf.studies import Setup, engine_limits
-    from schedlab.fit.calibrate import saturation_factor
+    from schedlab.fit.calibrate import SEED_STATISTIC, saturation_factor
     from schedlab.latency.catalogue import hardware, model_arch
 
     base = StepTimeModel.load(args.base)
     arena = Arena(base, engine_limits(hardware(args.hardware), model_arch(args.model), args.prefix_caching))
     setup = Setup(arena, read_pool(args.short, POOL_COLUMNS), read_pool(args.long, POOL_COLUMNS))
-    overload = setup.trace("mixed", args.n_requests, args.overload_rate, args.seed)
+    seeds = list(dict.fromkeys(args.seeds))
+    overload = [setup.trace("mixed", args.n_requests, args.overload_rate, s) for s in seeds]
     compute = saturation_factor(arena, overload, args.saturation_rps)
     record = {"targets": {"saturation_rps": args.saturation_rps}, "compute": compute, "memory": 1.0,
-              "overload_rate": args.overload_rate, "n_requests": args.n_requests}
+              "overload_rate": args.overload_rate, "n_requests": args.n_requests, "seeds": seeds,
+              "seed_statistic": SEED_STATISTIC}
     base.scaled(compute, 1.0, calibration=record).save(args.out)
 
 
@@ -76,24 +79,30 @@ def cmd_workload(args) -> None:
 
 
 def cmd_study(args) -> None:
+    import pandas as pd
+
     from schedlab.ewsjf import studies
     from schedlab.ewsjf.optimise import values_of
 
     setup, params = _setup(args), _params(args.params)
     extra = {}
+    seeds = list(dict.fromkeys(args.seed))
+    if args.study != "queues" and len(seeds) > 1:
+        raise SchedlabError(f"the {args.study} study runs on one trace seed, got {len(seeds)}")
     if args.study == "queues":
-        table = studies.queue_count(setup, params, args.kind, args.n_requests, args.rate, args.seed)
+        table = pd.concat([studies.queue_count(setup, params, args.kind, args.n_requests, args.rate, s) for s in seeds],
+                          ignore_index=True)
     elif args.study == "load":
-        table = studies.load(setup, params, args.sizes, args.rates, args.seed)
+        table = studies.load(setup, params, args.sizes, args.rates, seeds[0])
     elif args.study == "tuning":
         if args.out_params is None:
             raise SchedlabError("the tuning study needs --out-params")
-        table, params = studies.tuning(setup, args.n_requests, args.rate, args.trial_s, args.max_trials, args.seed)
+        table, params = studies.tuning(setup, args.n_requests, args.rate, args.trial_s, args.max_trials, seeds[0])
         extra = {args.out_params: values_of(params)}
     else:
         if args.out_timeline is None:
             raise SchedlabError("the starvation study needs --out-timeline")
-        timeline, table = studies.starvation(setup, params, args.n_requests, args.rates, args.seed)
+        timeline, table = studies.starvation(setup, params, args.n_requests, args.rates, seeds[0])
         extra = {args.out_timeline: timeline}
     write_outputs({args.out: studies.with_params(table, params), **extra})
 
@@ -139,8 +148,11 @@ def add_commands(sub) -> None:
     p.add_argument("--long", type=OutputPath, required=True, help="parquet out, same columns")
     p.set_defaults(func=cmd_pools)
 
-    s = esub.add_parser("steptime", help="the engine's step-time model fitted to the roofline")
+    s = esub.add_parser("steptime", help="the engine's step-time model fitted to the roofline or to the passes "
+                                         "measured on the shipped GPUs")
     _engine_args(s)
+    s.add_argument("--source", choices=("roofline", "measured"), default="roofline",
+                   help="the step costs: the roofline's ideal curves, or the GPU's peaks at the measured fractions")
     s.add_argument("--out", type=OutputPath, required=True)
     s.set_defaults(func=cmd_steptime)
 
@@ -151,7 +163,8 @@ def add_commands(sub) -> None:
     c.add_argument("--saturation-rps", type=rate_type(), default=8.45, help="paper Table 3: FCFS req/s")
     c.add_argument("--overload-rate", type=rate_type(), default=40.0)
     c.add_argument("--n-requests", type=count, default=3000)
-    c.add_argument("--seed", type=seed, default=0)
+    c.add_argument("--seeds", type=seed, nargs="+", default=list(range(10)),
+                   help="trace seeds: FCFS's throughput is the median over their overloaded traces")
     _cache_arg(c)
     c.add_argument("--out", type=OutputPath, required=True)
     c.set_defaults(func=cmd_calibrate)
@@ -179,7 +192,8 @@ def add_commands(sub) -> None:
                     help="load, starvation: req/s")
     st.add_argument("--trial-s", type=duration, default=300.0, help="tuning: seconds per trial")
     st.add_argument("--max-trials", type=positive_number(int, 10**4), default=20, help="tuning: trials before it settles")
-    st.add_argument("--seed", type=seed, default=0)
+    st.add_argument("--seed", type=seed, nargs="+", default=[0],
+                    help="trace seed (queues: one or more, a run of every method on each)")
     _cache_arg(st)
     st.add_argument("--out", type=OutputPath, required=True)
     st.add_argument("--out-params", type=OutputPath, help="tuning: the best parameters found (JSON)")

@@ -13,29 +13,53 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_right
+from collections import deque
 from typing import Iterator
 
 from schedlab.ewsjf.partition import Band
 from schedlab.ewsjf.score import Weights
 from schedlab.policies.base import Job
-from schedlab.policies.fcfs import FCFS
 
 UP, DOWN = 1.10, 0.90
 
 
-class Queue(FCFS):
+class Queue:
     """One band's FIFO (arrival order; a preempted job re-enters at its place)."""
 
     def __init__(self, lo: int, hi: float, mean: float, bubble: bool = False) -> None:
-        super().__init__()
         self.lo, self.hi, self.mean, self.bubble = lo, hi, mean, bubble
         #: The FIFO itself (read directly by the tactical loop).
-        self.fifo = self._q
+        self.fifo: deque[Job] = deque()
         self.idle = 0
         self.w = (1.0, 1.0, 1.0)
 
+    def push(self, job: Job) -> None:
+        # Arrivals come in arrival order; a re-queued (preempted) job is older than every
+        # waiting one, so it goes to the front. Anything else is inserted in order.
+        q = self.fifo
+        key = (job.arrival_s, job.request_id)
+        if not q or key >= (q[-1].arrival_s, q[-1].request_id):
+            q.append(job)
+        elif key <= (q[0].arrival_s, q[0].request_id):
+            q.appendleft(job)
+        else:
+            i = next(i for i, j in enumerate(q) if key < (j.arrival_s, j.request_id))
+            q.insert(i, job)
+
     def head(self) -> Job:
         return self.fifo[0]
+
+    def pop(self, now: float) -> Job:
+        return self.fifo.popleft()
+
+    def remove(self, job: Job) -> None:
+        self.fifo.remove(job)
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self.fifo)
+
+    def __len__(self) -> int:
+        return len(self.fifo)
 
 
 class Dispatcher:

@@ -4,13 +4,16 @@ A batch holding one prefill chunk of ``c`` tokens (no context, no decode) takes
 ``memory * intercept + compute * (per-token, staircase and attention terms)`` under
 :meth:`StepTimeModel.scaled`, which is linear in the two factors (inverse achieved
 efficiencies of the memory-bound and compute-bound terms). They are fitted by non-negative
-least squares on relative errors, so each measured point weighs the same.
+least squares on relative errors, so each measured point weighs the same, each factor at least
+1: a factor is the calibrated time over the roofline's at the hardware's peak, and no kernel runs
+above the peak. A factor held at 1 is the model failing there (the record lists it in
+``at_peak``), not a faster kernel.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import nnls
+from scipy.optimize import lsq_linear
 
 from schedlab.errors import SchedlabError
 from schedlab.engine.steptime import StepTimeModel
@@ -22,13 +25,23 @@ def chunk_time(model: StepTimeModel, chunk) -> np.ndarray:
     return np.asarray(model(0, c, 0, 0, c * (c + 1) / 2), dtype=float)
 
 
-def relative_nnls(compute_part, memory_part, target) -> tuple[float, float]:
-    """Non-negative factors ``(compute, memory)`` with ``compute * compute_part + memory *
-    memory_part`` closest to ``target`` in relative error (each point weighs the same)."""
+#: The smallest factor on a roofline's time at the hardware's peak: the peak itself.
+AT_PEAK = 1.0
+
+
+def relative_factors(compute_part, memory_part, target) -> tuple[float, float]:
+    """Factors ``(compute, memory)``, each at least :data:`AT_PEAK`, with ``compute *
+    compute_part + memory * memory_part`` closest to ``target`` in relative error (each point
+    weighs the same), by bounded linear least squares."""
     target = np.asarray(target, dtype=float)
     A = np.column_stack([compute_part, memory_part]) / target[:, None]
-    (compute, memory), _ = nnls(A, np.ones_like(target))
+    compute, memory = lsq_linear(A, np.ones_like(target), bounds=(AT_PEAK, np.inf)).x
     return float(compute), float(memory)
+
+
+def at_peak(factors: dict[str, float]) -> list[str]:
+    """The names of ``factors`` held at the hardware's peak (:data:`AT_PEAK`)."""
+    return [name for name, value in factors.items() if value <= AT_PEAK * (1 + 1e-9)]
 
 
 def calibrate_chunks(base: StepTimeModel, chunks, times_s) -> tuple[StepTimeModel, dict]:
@@ -40,9 +53,7 @@ def calibrate_chunks(base: StepTimeModel, chunks, times_s) -> tuple[StepTimeMode
         raise SchedlabError("need at least two (chunk >= 1 token, time > 0) measured points")
     memory_part = chunk_time(base.scaled(0.0, 1.0), chunks)
     compute_part = chunk_time(base.scaled(1.0, 0.0), chunks)
-    compute, memory = relative_nnls(compute_part, memory_part, target)
-    if compute <= 0 or memory <= 0:
-        raise SchedlabError("the measured chunk times cannot be matched by positive efficiency factors")
+    compute, memory = relative_factors(compute_part, memory_part, target)
     model = base.scaled(compute, memory)
     achieved = chunk_time(model, chunks)
     record = {
@@ -50,6 +61,7 @@ def calibrate_chunks(base: StepTimeModel, chunks, times_s) -> tuple[StepTimeMode
         "targets_s": target.tolist(),
         "compute": float(compute),
         "memory": float(memory),
+        "at_peak": at_peak({"compute": compute, "memory": memory}),
         "achieved_s": achieved.tolist(),
         "max_rel_error": float(np.max(np.abs(achieved / target - 1))),
     }

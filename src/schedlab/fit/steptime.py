@@ -204,14 +204,11 @@ def front_end_at(replays: pd.DataFrame, rate: float | None, column: str = "to_co
             f"a line in the offered rate through each rate's median (trend p = {p:.2g}), at {float(rate):g} req/s")
 
 
-def roofline_grid_steptime(hw, arch, max_tokens: int = 8192, **eff) -> StepTimeModel:
-    """The engine's step-time model fitted to the latency predictor's (calibrated) roofline
-    grid (:func:`schedlab.latency.predictor_profile.roofline_profile`; ``eff``: efficiencies):
-    prefill rows as prompt tokens, decode rows as decodes over a context; only compositions one
-    step can hold (at most ``max_tokens`` prompt tokens, lengths < 2k)."""
-    from schedlab.latency.predictor_profile import roofline_profile
-
-    grid = roofline_profile(hw, arch, **eff)
+def grid_steptime(grid: pd.DataFrame, max_tokens: int = 8192) -> StepTimeModel:
+    """The engine's step-time model fitted to a predictor profile (``grid``: prefill and decode
+    rows over (batch, length), :mod:`schedlab.latency.predictor_profile`): prefill rows as
+    prompt tokens, decode rows as decodes over a context; only compositions one step can hold
+    (at most ``max_tokens`` prompt tokens, lengths < 2k)."""
     grid = grid[(grid["length"] <= 2000) & ((grid["phase"] == "decode") | (grid["batch"] * grid["length"] <= max_tokens))]
     prefill = grid["phase"] == "prefill"
     tokens = grid["batch"] * grid["length"]
@@ -222,3 +219,19 @@ def roofline_grid_steptime(hw, arch, max_tokens: int = 8192, **eff) -> StepTimeM
         ctx_tokens=np.where(prefill, 0, tokens),
     )
     return fit_steptime(table)
+
+
+def roofline_grid_steptime(hw, arch, max_tokens: int = 8192, **eff) -> StepTimeModel:
+    """:func:`grid_steptime` of the latency predictor's (calibrated) roofline grid
+    (:func:`schedlab.latency.predictor_profile.roofline_profile`; ``eff``: efficiencies)."""
+    from schedlab.latency.predictor_profile import roofline_profile
+
+    return grid_steptime(roofline_profile(hw, arch, **eff), max_tokens)
+
+
+def measured_grid_steptime(hw, arch, max_tokens: int = 8192) -> StepTimeModel:
+    """:func:`grid_steptime` of the same grid priced by the passes measured on the shipped
+    GPUs (:func:`schedlab.latency.predictor_profile.measured_profile`)."""
+    from schedlab.latency.predictor_profile import measured_profile
+
+    return grid_steptime(measured_profile(hw, arch), max_tokens)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from schedlab.contracts import PREFILL_PAIRS
-from schedlab.fit.chunk_times import relative_nnls
+from schedlab.fit.chunk_times import relative_factors
 from schedlab.latency import roofline
 from schedlab.latency.catalogue import Hardware, ModelArch
 
@@ -74,5 +74,5 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 def additive_factors(rows: pd.DataFrame, hw: Hardware) -> tuple[float, float]:
     """Factors ``(compute, memory)`` on the additive roofline (compute time plus memory time,
     as paper C's calibration on measured chunk times) that best match ``rows``' measured times
-    (rows of :func:`achieved`), by non-negative least squares on relative errors."""
-    return relative_nnls(rows["flops"] / hw.peak_flops, rows["bytes"] / hw.mem_bw, rows["time_s"])
+    (rows of :func:`achieved`), by least squares on relative errors, each at least 1 (the peak)."""
+    return relative_factors(rows["flops"] / hw.peak_flops, rows["bytes"] / hw.mem_bw, rows["time_s"])

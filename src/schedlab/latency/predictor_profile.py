@@ -1,6 +1,6 @@
 """Profile tables for paper D's latency predictor: prefill and per-token decode times over a
-(batch size, length) grid, from the roofline, timed torch forward passes, or a real vLLM
-engine's steps.
+(batch size, length) grid, from the roofline, the passes measured on the shipped GPUs, timed
+torch forward passes, or a real vLLM engine's steps.
 
 A prefill row times ``batch`` prompts of ``length`` tokens processed together; a decode row
 times one decode step of ``batch`` sequences that each hold ``length`` tokens of context.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pandas as pd
 
 from schedlab.contracts import PREFILL_PAIRS
@@ -49,6 +50,18 @@ def roofline_profile(
         pre, dec = roofline_phases(hw, arch, b, n, **eff)
         rows += [("prefill", b, n, pre), ("decode", b, n, dec)]
     return _table(rows, "roofline", hw.name, arch.name)
+
+
+def measured_profile(hw: Hardware, arch: ModelArch, batches=BATCHES, lengths=LENGTHS) -> pd.DataFrame:
+    """Times for every grid point and phase from the passes measured on the shipped GPUs
+    (:mod:`schedlab.latency.measured`), on ``hw``."""
+    from schedlab.latency.measured import phase_times
+
+    b, n = (np.asarray(v, dtype=float).ravel() for v in np.meshgrid(batches, lengths, indexing="ij"))
+    pre, dec = phase_times(hw, arch, b, n)
+    rows = [row for k in range(len(b)) for row in (("prefill", int(b[k]), int(n[k]), float(pre[k])),
+                                                   ("decode", int(b[k]), int(n[k]), float(dec[k])))]
+    return _table(rows, "measured", hw.name, arch.name)
 
 
 def torch_profile(

@@ -2,6 +2,7 @@
 :mod:`schedlab.registry` (in this order; a new module here is found and registered after them)."""
 
 from schedlab.policies.base import Job, Policy
+from schedlab.policies.keyed import KeyedPolicy
 from schedlab.policies import fcfs, sjf, hrrn, adaptive  # noqa: F401,E402 (registration order)
 
-__all__ = ["Job", "Policy"]
+__all__ = ["Job", "KeyedPolicy", "Policy"]

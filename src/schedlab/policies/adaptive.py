@@ -1,9 +1,9 @@
 """Switching among FCFS, SJF and HRRN from the queue's own depth and tail wait (paper A's
 future work).
 
-One waiting set (numpy arrays, as in HRRN) is ordered by whichever policy is active; each
-order is an O(n) arg-min with the fixed policy's exact tie-breaks, so a run that never leaves
-one policy is identical to that policy's run. At the first ``peek``/``pop`` at a new ``now``
+One waiting set (numpy arrays, as in HRRN) is ordered by whichever policy is active: its key
+is the active policy's, computed over every waiting job at once, with the fixed policy's
+exact tie-breaks, so a run that never leaves one policy is identical to that policy's run. At the first ``peek``/``pop`` at a new ``now``
 the rule reads two signals — the depth (waiting jobs) and the ``tail_q`` quantile of the
 waiting jobs' current waits — and moves between three regimes:
 
@@ -30,7 +30,7 @@ import numpy as np
 from schedlab.errors import SchedlabError
 from schedlab.policies.base import Job
 from schedlab.policies.hrrn import response_ratio
-from schedlab.policies.waiting import ArgminPolicy
+from schedlab.policies.keyed import KeyedPolicy
 from schedlab.registry import ASR, LLM, QUEUE, register
 
 FCFS, SJF, HRRN = "fcfs", "sjf", "hrrn"
@@ -78,19 +78,20 @@ class Switch(NamedTuple):
 
 
 @register("adaptive", kind=QUEUE, modalities=(ASR, LLM), paper="A+", summary="FCFS, SJF or HRRN, switched by the queue's depth and tail wait (FCFS serves the tail)")
-class Adaptive(ArgminPolicy):
+class Adaptive(KeyedPolicy):
     """FCFS / SJF / HRRN over one waiting set, switched by :class:`SwitchRule`; starts shallow."""
 
     name = "adaptive"
     default_rule = SwitchRule()
+    dynamic = vectorised = True
 
-    def __init__(self, rule: SwitchRule | None = None, capacity: int = 1024) -> None:
+    def __init__(self, rule: SwitchRule | None = None) -> None:
         self.rule = rule or self.default_rule
         self.regime = SHALLOW
         self.switches: list[Switch] = []
         self._decided_at: float | None = None
         self._last_switch = -np.inf
-        super().__init__(capacity)
+        super().__init__()
         self._admitted: dict[int, int] = {}  # request id -> admission number (FCFS victims)
         self._pops = 0
 
@@ -103,7 +104,7 @@ class Adaptive(ArgminPolicy):
     def tail_wait(self, now: float) -> float:
         """The ``tail_q`` quantile of the waiting jobs' current waits (0 when none wait)."""
         w = self._waiting
-        return float(np.quantile(now - w.arrival, self.rule.tail_q)) if len(w) else 0.0
+        return float(np.quantile(now - w.arrival_s, self.rule.tail_q)) if len(w) else 0.0
 
     def _next_regime(self, depth: int, tail: float) -> str:
         rule, cur = self.rule, self.regime
@@ -134,17 +135,15 @@ class Adaptive(ArgminPolicy):
         super().push(job)
         self._admitted.pop(job.request_id, None)  # a preempted job waits again
 
-    def _best(self, now: float) -> int:
-        """Slot of the active policy's next job: arg-min of its key, then arrival, then id."""
+    def key(self, jobs, now: float):
+        """The active policy's key of the waiting ``jobs`` (their columns), the rule decided
+        first."""
         self._decide(now)
-        w = self._waiting
         if self.active == FCFS:
-            key = w.arrival
-        elif self.active == SJF:
-            key = w.size
-        else:
-            key = -response_ratio(now - w.arrival, w.size)
-        return w.best(key)
+            return jobs.arrival_s
+        if self.active == SJF:
+            return jobs.size
+        return -response_ratio(now - jobs.arrival_s, jobs.size)
 
     def pop(self, now: float) -> Job:
         job = super().pop(now)

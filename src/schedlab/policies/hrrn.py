@@ -9,7 +9,7 @@ leaves open does not change HRRN's decisions. We keep ``size`` in tokens (n_hat)
 from __future__ import annotations
 
 from schedlab.policies.base import Job
-from schedlab.policies.waiting import ArgminPolicy
+from schedlab.policies.keyed import KeyedPolicy
 from schedlab.registry import ASR, LLM, QUEUE, register
 
 
@@ -18,17 +18,13 @@ def response_ratio(wait_s, size):
 
 
 @register("hrrn", kind=QUEUE, modalities=(ASR, LLM), paper="A", summary='highest response ratio next: (wait + size) / size')
-class HRRN(ArgminPolicy):
-    """O(n) argmax over numpy arrays; ties go to the earliest arrival, then lowest id.
-
-    Victim: the running job with the lowest current ratio (ties: the newest).
-    """
+class HRRN(KeyedPolicy):
+    """The highest ratio first, computed over every waiting job at once (numpy); ties go to
+    the earliest arrival, then lowest id. Victim: the running job with the lowest current
+    ratio (ties: the newest)."""
 
     name = "hrrn"
+    dynamic = vectorised = True
 
-    def _best(self, now: float) -> int:
-        w = self._waiting
-        return w.best(-response_ratio(now - w.arrival, w.size))
-
-    def victim_key(self, job: Job, now: float) -> tuple:
-        return (-response_ratio(now - job.arrival_s, job.size), job.arrival_s, job.request_id)
+    def key(self, job: Job, now: float):
+        return -response_ratio(now - job.arrival_s, job.size)

@@ -11,47 +11,21 @@ every step; ties go to the earlier arrival. Without a cache it is SJF by prompt 
 
 from __future__ import annotations
 
-from schedlab.policies.base import Job, Policy
+from schedlab.policies.base import Job
+from schedlab.policies.keyed import KeyedPolicy
 from schedlab.registry import LLM, QUEUE, register
 
 
 @register("sjf-uncached", kind=QUEUE, modalities=(LLM,),
           summary="shortest job first by the prompt tokens the prefix cache does not hold (the work left)")
-class SJFUncached(Policy):
-    """A waiting list scanned at each decision (O(n) lookups): the order moves with the cache.
-    ``peek`` and ``pop`` at the same ``now`` agree (nothing changes the cache between them).
+class SJFUncached(KeyedPolicy):
+    """Every waiting job's lookup at each decision (O(n)): the order moves with the cache.
     Victim: the engine's rule (the newest admitted)."""
 
     name = "sjf-uncached"
     reads_cache = True
+    dynamic = True
+    victims_by_key = False
 
-    def __init__(self) -> None:
-        self._jobs: list[Job] = []
-        self._best: Job | None = None
-
-    def push(self, job: Job) -> None:
-        self._jobs.append(job)
-        self._best = None
-
-    def _choose(self) -> Job:
-        return min(self._jobs, key=lambda j: (j.work(), j.arrival_s, j.request_id))
-
-    def peek(self, now: float) -> Job:
-        self._best = self._choose()
-        return self._best
-
-    def pop(self, now: float) -> Job:
-        job = self._best if self._best is not None else self._choose()
-        self._best = None
-        self._jobs.remove(job)
-        return job
-
-    def remove(self, job: Job) -> None:
-        self._jobs = [j for j in self._jobs if j is not job]
-        self._best = None
-
-    def __iter__(self):
-        return iter(list(self._jobs))
-
-    def __len__(self) -> int:
-        return len(self._jobs)
+    def key(self, job: Job, now: float) -> int:
+        return job.work()

@@ -91,10 +91,12 @@ def cmd_lengths(args) -> None:
 
 
 def cmd_profile(args) -> None:
-    from schedlab.slai.model import roofline_profile
+    from schedlab.slai.model import measured_profile, roofline_profile
     from schedlab.latency.catalogue import hardware, model_arch
 
-    write_parquet(roofline_profile(hardware(args.hardware), model_arch(args.model), tile=args.tile), args.out)
+    hw, arch = hardware(args.hardware), model_arch(args.model)
+    table = measured_profile(hw, arch) if args.source == "measured" else roofline_profile(hw, arch, tile=args.tile)
+    write_parquet(table, args.out)
 
 
 def cmd_calibrate(args) -> None:
@@ -106,7 +108,9 @@ def cmd_calibrate(args) -> None:
     from schedlab.slai.studies import Setup
     from schedlab.validation import check_run_length
 
-    model = calibrate_chunks(StepTimeModel.load(args.base), args.chunks, [t / 1e3 for t in args.times_ms])[0]
+    model = StepTimeModel.load(args.base)
+    if args.chunk_factors:
+        model = calibrate_chunks(model, args.chunks, [t / 1e3 for t in args.times_ms])[0]
     if args.capacity_rps is not None:
         if not args.pool:
             raise SchedlabError("--capacity-rps needs --pool (the length pool the runs draw from)")
@@ -238,11 +242,14 @@ def add_commands(sub) -> None:
     p.add_argument("--out", type=OutputPath, required=True)
     p.set_defaults(func=cmd_lengths)
 
-    pr = ssub.add_parser("profile", help="roofline profile of mixed batches (additive, tile staircase)")
+    pr = ssub.add_parser("profile", help="profile of mixed batches: the roofline (additive, tile staircase), or the "
+                                          "passes measured on the shipped GPUs")
+    pr.add_argument("--source", choices=("roofline", "measured"), default="roofline",
+                    help="measured: the hardware's peaks at the fractions measured on the shipped GPUs")
     pr.add_argument("--hardware", default="RTX-6000-Ada")
     pr.add_argument("--model", default="mistral-7b")
     pr.add_argument("--tile", type=number(int, minimum=0, strict=False, maximum=2**20), default=128,
-                    help="GEMM tile width in tokens (0: no staircase)")
+                    help="roofline: GEMM tile width in tokens (0: no staircase)")
     pr.add_argument("--out", type=OutputPath, required=True)
     pr.set_defaults(func=cmd_profile)
 
@@ -251,6 +258,9 @@ def add_commands(sub) -> None:
     c.add_argument("--chunks", type=positive_number(int, MAX_REQUESTS), nargs="+", default=[64, 512, 1024],
                    help="chunk sizes (tokens)")
     c.add_argument("--times-ms", type=positive_number(float), nargs="+", default=[22.7, 46.5, 74.7], help="measured batch times (ms)")
+    c.add_argument("--chunk-factors", action=argparse.BooleanOptionalAction, default=True,
+                   help="fit compute and memory factors to the chunk times; --no-chunk-factors keeps the base's "
+                        "costs (a model of the measured GPU passes), the chunk times then predictions")
     c.add_argument("--capacity-rps", type=rate_type(),
                    help="the baseline's (Sarathi-Serve, FCFS) published serving capacity: fit a per-batch overhead to it")
     c.add_argument("--shares", type=positive_number(float), nargs="+", default=[0.05, 0.5, 0.95], help="paying shares of that fit")

@@ -40,6 +40,14 @@ def roofline_profile(hw: Hardware, arch: ModelArch, tile: int = TILE) -> pd.Data
     return roofline.profile(hw, arch, chunk_grid(), tile=tile, overlap=False)
 
 
+def measured_profile(hw: Hardware, arch: ModelArch) -> pd.DataFrame:
+    """The same batches priced by the passes measured on the shipped GPUs
+    (:func:`schedlab.latency.measured.profile`)."""
+    from schedlab.latency.measured import profile
+
+    return profile(hw, arch, chunk_grid())
+
+
 def calibrated_model(profile: pd.DataFrame, tile: int = TILE) -> tuple[StepTimeModel, dict]:
     """OLS fit of ``profile`` (with the staircase when ``tile`` > 0), calibrated on the
     measured chunk times."""

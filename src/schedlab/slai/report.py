@@ -19,6 +19,15 @@ LABELS = {
 }
 
 
+
+def palette() -> dict[str, tuple]:
+    """A colour per scheduler label (:data:`LABELS`), the same in every figure: the colour-blind
+    palette's ten, then two greys for request-level batching and Algorithm 2."""
+    import seaborn as sns
+
+    return dict(zip(LABELS.values(), sns.color_palette("colorblind", 10) + [(0.3, 0.3, 0.3), (0.65, 0.65, 0.65)]))
+
+
 def load_sweeps(paths) -> dict[str, pd.DataFrame]:
     """The ``summary``, ``buckets`` and ``timeline`` tables of the sweeps ``paths`` name (each
     table's file named after it), concatenated."""
@@ -83,13 +92,15 @@ def backend_differences(summary: pd.DataFrame, metrics=FIG7_METRICS, *, base: st
 
 
 def slai_rows(capacity: pd.DataFrame, chunk_ms: dict[int, float], *, baseline_capacity_rps: float = 1.15,
-              measured_chunk_ms: dict[int, float] | None = None) -> list[dict]:
+              measured_chunk_ms: dict[int, float] | None = None, chunks_fitted: bool = True) -> list[dict]:
     """Paper C: the artifact's prefill-chunk batch times and Sarathi-Serve (FCFS)'s serving
     capacity at each paying share (both calibration inputs: the paper's treatment numbers are
-    not in our spec)."""
+    not in our spec). With ``chunks_fitted`` false (step costs not fitted to the chunk times,
+    as from the measured GPU tables) the chunk times are predictions."""
     measured = measured_chunk_ms or {64: 22.7, 512: 46.5, 1024: 74.7}
     rows = [{"quantity": f"batch time of one {c}-token prefill chunk", "unit": "ms", "paper": t,
-             "ours": chunk_ms.get(c, np.nan), "role": "fitted", "group": "chunk"} for c, t in measured.items()]
+             "ours": chunk_ms.get(c, np.nan), "role": "fitted" if chunks_fitted else "predicted", "group": "chunk"}
+            for c, t in measured.items()]
     base = capacity[capacity["scheduler"] == "sarathi-fcfs"].set_index("share")["capacity_rps"]
     rows += [{"quantity": f"Sarathi-Serve (FCFS) serving capacity, {share:.0%} paying", "unit": "req/s",
               "paper": baseline_capacity_rps, "ours": base.get(share, np.nan), "role": "fitted", "group": "capacity"}

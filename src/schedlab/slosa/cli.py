@@ -26,10 +26,14 @@ def cmd_profile(args) -> None:
     from schedlab.latency import predictor_profile
     from schedlab.latency.catalogue import hardware, model_arch
 
+    if args.calibrate and args.source != "roofline":
+        raise SchedlabError(f"--calibrate fits the roofline's efficiencies: the {args.source} source has none")
     if args.source == "roofline":
         hw, arch = hardware(args.hardware), model_arch(args.model)
         eff = calibrate_roofline(REFERENCE, hw, arch) if args.calibrate else {}
         table = predictor_profile.roofline_profile(hw, arch, **eff)
+    elif args.source == "measured":
+        table = predictor_profile.measured_profile(hardware(args.hardware), model_arch(args.model))
     elif args.source == "torch":
         table = predictor_profile.torch_profile(args.model, repeats=args.repeats, device=args.device)
     else:
@@ -91,8 +95,10 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_pools)
 
     pr = ssub.add_parser("profile", help="prefill/decode times over a (batch, length) grid")
-    pr.add_argument("--source", choices=("roofline", "torch", "vllm"), required=True)
-    pr.add_argument("--hardware", default="2xV100-32GB", help="roofline: catalogue name, <n>x<name> for tensor parallel")
+    pr.add_argument("--source", choices=("roofline", "measured", "torch", "vllm"), required=True,
+                    help="measured: the hardware's peaks at the fractions measured on the shipped GPUs")
+    pr.add_argument("--hardware", default="2xV100-32GB",
+                    help="roofline, measured: catalogue name, <n>x<name> for tensor parallel")
     pr.add_argument("--model", default="qwen2.5-7b")
     pr.add_argument("--calibrate", action="store_true",
                     help="roofline: efficiencies that match the paper's single-request times")

@@ -72,3 +72,6 @@ class InFlightCap(Scheduler):
 
     def victim(self, running: list[int]) -> int:
         return self.inner.victim(running)
+
+    def describe(self) -> str:
+        return self.inner.describe()

@@ -2,18 +2,22 @@
 # notebook's inputs.
 
 
-#: The calibration's alternatives beside the configured one (``calibrate_variant``).
-CALIBRATION_VARIANTS = ("without-step-target", "other-front-end")
+#: The calibration's alternatives beside the configured one (``calibrate_variant``): without
+#: the step-time target, with the front end modelled the other way, and fitted on the first
+#: trace seed alone instead of the median over every seed (what one draw of arrivals gives).
+CALIBRATION_VARIANTS = ("without-step-target", "other-front-end", "first-seed")
 
 
 def calibration_flags(variant=None):
-    """The targets of paper A's calibration, as configured or as one of its alternatives."""
+    """The targets and trace seeds of paper A's calibration, as configured or as one of its
+    alternatives."""
     c = ASR["calibration"]
     step = variant != "without-step-target"
     station = c["front_end_station"] != (variant == "other-front-end")
     low, high = c["step_ms_at_load"]
     return (
-        f"--saturation-rps {c['saturation_rps']}"
+        f"--saturation-rps {c['saturation_rps']} --seeds {words(ASR['seeds'])}"
+        + (f" --fit-seeds {ASR['seeds'][0]}" if variant == "first-seed" else "")
         + (f" --step-ms {low} {high}" if step else "")
         + (" --station" if station else "")
     )
@@ -61,9 +65,13 @@ def calibration_notebook_inputs():
         "gpu_profiles": [str(shipped_path(h, m)) for h in config["profile"]["gpu"] for m in shipped_models(h)],
         "gpu_fits": [gpu_fit(h, m) for h in config["profile"]["gpu"] for m in shipped_models(h)],
         "slai_calibrated": f"{SLAI_DIR}/fit/calibrated.json",
+        # Each paper's calibration on the step costs from the measured GPU tables (measured.smk).
+        **measured_notebook_inputs(),
         # Paper A's reduced sweep on the Whisper engine beside sim and vllm-sim (its
         # runs are made when the sweep's backend is the engine: `--config backend=vllm`).
         **({"engine_asr": rules.collect_engine_asr.output[0]} if config["backend"] == "vllm" else {}),
+        # transformers' engine beside sim: the CPU run (`transformers.enabled`) and the shipped GPU runs.
+        **transformers_runs(),
     }
 
 

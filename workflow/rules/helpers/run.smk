@@ -35,7 +35,12 @@ def vllm_serve_command(w, input, output):
 
 def asr_notebook_inputs():
     """Paper A's notebook's inputs: the sweep's summary table on the configured backend."""
-    return {**asr_notebook_common(), "summary": f"{RESULTS}/summary/asr_{config['backend']}.parquet"}
+    return {
+        **asr_notebook_common(),
+        "summary": f"{RESULTS}/summary/asr_{config['backend']}.parquet",
+        # The calibration fitted on the first trace seed alone, beside the configured median fit.
+        "calibration_first_seed": f"{RESULTS}/fit/calibration-variants/{ASR['hardware']}/first-seed.json",
+    }
 
 
 NOTEBOOK_INPUTS["asr_duration"] = asr_notebook_inputs
