@@ -13,7 +13,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 SCHEDLAB_DATA_MIRROR ?= $(wildcard $(abspath ../shared/data))
 export SCHEDLAB_DATA_MIRROR
 
-.PHONY: install reproduce report test test-fast test-compat bench clean gpu-profile gpu-transformers docs record-run
+.PHONY: install reproduce report test test-fast test-compat fuzz bench clean gpu-profile gpu-transformers docs record-run
 
 install: $(STAMP)
 
@@ -52,6 +52,15 @@ test: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive and not serving" --durations=15
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n 2 --dist loadfile -m serving --durations=10
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -m exclusive --durations=10
+
+# The parser-driven fuzz at length (tests/test_fuzz.py): every command and option of the command
+# line given hostile values, FUZZ_EXAMPLES cases instead of the test run's 120, and a twentieth of
+# them interrupted with SIGINT; each case's memory is capped so that a regression fails here
+# rather than exhausting the machine.
+FUZZ_EXAMPLES ?= 3000
+fuzz: $(STAMP)
+	ulimit -v 16000000; PATH="$(abspath $(VENV))/bin:$$PATH" SCHEDLAB_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
+		$(PY) -m pytest -p no:cacheprovider tests/test_fuzz.py -k "parser or every_command or ctrl_c"
 
 # Iteration: everything but the end-to-end runs (pipeline, real engines and servers).
 test-fast: $(STAMP)

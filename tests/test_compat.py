@@ -51,6 +51,44 @@ def test_snakemake_still_starts_a_timer_per_reevaluation():
     assert all(scheduler._open_jobs.acquire(blocking=False) for _ in range(3))
 
 
+def test_snakemake_still_refuses_a_held_lock_with_advice_to_unlock():
+    """Snakemake's lock raises a LockException, whose advice is ``--unlock``, when its ``locked``
+    says another run holds the files: the reason for ``one_line_when_held``. Snakemake's own
+    method is checked even where this process has patched it (the patch keeps it)."""
+    from snakemake.exceptions import LockException
+    from snakemake.persistence import PersistenceBase
+
+    original = inspect.unwrap(PersistenceBase.lock)
+    assert "LockException" in inspect.getsource(original) and "locked" in inspect.getsource(original)
+    assert isinstance(PersistenceBase.__dict__["locked"], property)
+    assert "--unlock" in str(LockException())
+
+
+# -- CPython ----------------------------------------------------------------------------------
+def test_cpython_still_ends_by_sigint_after_an_interrupt_left_a_pyrun_call(tmp_path):
+    """A KeyboardInterrupt that leaves a PyRun_* call, caught afterwards, still ends a module run
+    with ``python -m`` by SIGINT as it exits, whatever its exit status: the reason for
+    ``forget_unhandled_interrupt``, which clears that."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "interrupted_once.py").write_text(
+        "import ctypes, sys\n"
+        "ctypes.pythonapi.PyRun_SimpleString(b'raise KeyboardInterrupt')  # over: PyRun_SimpleString returns -1\n"
+        "if len(sys.argv) > 1:\n"
+        "    from schedlab.compat.cpython import forget_unhandled_interrupt\n"
+        "    forget_unhandled_interrupt()\n"
+        "sys.exit(3)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    plain = subprocess.run([sys.executable, "-m", "interrupted_once"], capture_output=True, timeout=60, env=env)
+    assert plain.returncode == -signal.SIGINT
+    forgotten = subprocess.run([sys.executable, "-m", "interrupted_once", "forget"], capture_output=True, timeout=60,
+                               env=env)
+    assert forgotten.returncode == 3
+
+
 # -- vLLM -------------------------------------------------------------------------------------
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
 
@@ -206,6 +244,33 @@ def test_the_client_heap_is_frozen_during_a_replay():
     with frozen_heap():
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0
+
+
+@needs_vllm
+def test_vllm_still_skips_the_vocabulary_check_without_a_tokenizer():
+    """vLLM's renderer checks prompt token ids against the vocabulary only when it has a
+    tokenizer: the reason for ``vocabulary_checked_without_a_tokenizer``. With the shim, a
+    renderer of schedlab's scheduler class without a tokenizer refuses an id past its vocabulary."""
+    from types import SimpleNamespace
+
+    from vllm.exceptions import VLLMValidationError
+    from vllm.renderers.base import BaseRenderer
+
+    from schedlab.backends.vllm_plugin import schedlabs
+    from schedlab.compat.vllm import vocabulary_checked_without_a_tokenizer
+
+    original = inspect.unwrap(BaseRenderer.validate_token_ids)
+    renderer = SimpleNamespace(tokenizer=None, model_config=SimpleNamespace(get_vocab_size=lambda: 32000),
+                               config=SimpleNamespace(scheduler_config=SimpleNamespace(
+                                   scheduler_cls="schedlab.backends.vllm_plan.SchedlabPlanScheduler")))
+    original(renderer, [10**9, 5])  # vLLM: no tokenizer, no check
+    assert vocabulary_checked_without_a_tokenizer(schedlabs)
+    for ids in ([10**9, 5], [-1, 5], [32000]):
+        with pytest.raises(VLLMValidationError, match="out of vocabulary"):
+            BaseRenderer.validate_token_ids(renderer, ids)
+    BaseRenderer.validate_token_ids(renderer, [0, 31999])
+    renderer.config.scheduler_config.scheduler_cls = "vllm.v1.core.sched.scheduler.Scheduler"
+    BaseRenderer.validate_token_ids(renderer, [10**9])  # another scheduler class: vLLM's own behaviour
 
 
 # -- transformers ---------------------------------------------------------------------------

@@ -168,7 +168,10 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     for fig in EWSJF_FIGURES:
         assert (results / "figures" / "ewsjf" / f"{fig}.png").stat().st_size > 0
     queues = pd.read_parquet(results / "ewsjf" / "study" / "queues-mixed.parquet")
-    assert queues["method"].tolist() == ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
+    # one row per method on each of the tiny config's trace seeds, methods in the study's order
+    assert sorted(queues["seed"].unique()) == [0, 1]
+    for _, by_seed in queues.groupby("seed"):
+        assert by_seed["method"].tolist() == ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
     assert (queues["completed"] == 400).all()
     sharing = pd.read_parquet(results / "ewsjf" / "study" / "sharing.parquet")
     assert sorted(set(sharing["questions_per_doc"])) == [1, 4] and (sharing["completed"] == 400).all()

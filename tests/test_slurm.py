@@ -131,5 +131,8 @@ def test_the_tiny_chain_runs_through_slurm(slurm_cluster, tmp_path):
     for fig in EWSJF_FIGURES:
         assert (results / "figures" / "ewsjf" / f"{fig}.png").stat().st_size > 0
     queues = pd.read_parquet(results / "ewsjf" / "study" / "queues-mixed.parquet")
-    assert queues["method"].tolist() == ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
+    # one row per method on each of the tiny config's trace seeds, methods in the study's order
+    assert sorted(queues["seed"].unique()) == [0, 1]
+    for _, by_seed in queues.groupby("seed"):
+        assert by_seed["method"].tolist() == ["fcfs", "kmeans-5", "kmeans-10", "kmeans-30", "ewsjf"]
     assert (queues["completed"] == 400).all()

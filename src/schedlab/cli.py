@@ -4,6 +4,7 @@ vllm-run, vllm-serve, transformers-run, slosa, ewsjf, slai, tournament, extensio
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -31,7 +32,7 @@ from schedlab.cli_types import (
 )
 from schedlab.contracts import BATCHINGS, MAX_REPLICAS, SIMULATE_BACKENDS, TOO_LONG
 from schedlab.errors import SchedlabError
-from schedlab.io import check_paths, guard_inputs, read_json, write_json, write_outputs, write_parquet
+from schedlab.io import check_paths, end_guard, read_json, write_json, write_outputs, write_parquet
 
 
 def read_pool(path, required):
@@ -85,6 +86,13 @@ def _engine(args):
         kv_blocks=args.kv_capacity_blocks,
         prefix_caching=args.prefix_caching,
     )
+
+
+def check_measured(summary: dict, what: str) -> dict:
+    """``summary``, unless its run measured nothing (:func:`schedlab.validation.check_measured`)."""
+    from schedlab.validation import check_measured as check
+
+    return check(summary, what)
 
 
 def _kappa(path: str | None) -> dict[str, float]:
@@ -340,8 +348,8 @@ def cmd_simulate(args) -> None:
     steptimes = args.steptime * n if len(args.steptime) == 1 else args.steptime
     traces = [_trace(args, path) for path in args.trace]  # every input checked before any run
     fit = {"steptime_fit": args.steptime_fit} if args.steptime_fit else {}
-    for trace, rate, steptime, out_results, out_summary in zip(
-        traces, rates, steptimes, args.out_results, args.out_summary
+    for trace, trace_path, rate, steptime, out_results, out_summary in zip(
+        traces, args.trace, rates, steptimes, args.out_results, args.out_summary
     ):
         result, summary = run_summary(
             trace,
@@ -360,7 +368,7 @@ def cmd_simulate(args) -> None:
             max_in_flight=args.max_in_flight,
             batching=args.batching,
         )
-        write_outputs({out_results: result.requests, out_summary: summary})
+        write_outputs({out_results: result.requests, out_summary: check_measured(summary, f"the run of {trace_path}")})
 
 
 def cmd_cluster(args) -> None:
@@ -386,7 +394,8 @@ def cmd_cluster(args) -> None:
     result = run_cluster(trace, schedulers, [arenas[path] for path in steptimes], args.router, seed=args.seed)
     summary, per_replica = cluster_summary(result, {"workload": args.workload, "rate": args.rate, "model": args.model,
                                                     "hardware": args.hardware, "seed": args.seed})
-    write_outputs({args.out_results: result.requests, args.out_summary: summary, args.out_replicas: per_replica})
+    write_outputs({args.out_results: result.requests, args.out_summary: check_measured(summary, "the cluster's run"),
+                   args.out_replicas: per_replica})
 
 
 def cmd_cluster_replay(args) -> None:
@@ -401,7 +410,7 @@ def cmd_cluster_replay(args) -> None:
                                    seed=args.seed, timeout_s=args.timeout_s, one_at_a_time=args.one_at_a_time,
                                    identity={"policy": args.policy, "workload": args.workload, "rate": args.rate,
                                              "model": args.model, "seed": args.seed})
-    write_outputs({args.out_results: served.requests, args.out_summary: served.summary,
+    write_outputs({args.out_results: served.requests, args.out_summary: check_measured(served.summary, "the replay"),
                    args.out_replicas: served.replicas})
 
 
@@ -427,6 +436,7 @@ def cmd_schedulers(args) -> None:
 
 def cmd_collect(args) -> None:
     import pandas as pd
+    from schedlab.validation import check_summaries
 
     # A folder (one engine job's runs) stands for the run summaries in it: it must hold one.
     paths = []
@@ -436,9 +446,7 @@ def cmd_collect(args) -> None:
             raise SchedlabError(f"{p}: a folder without run summaries (*.json): nothing to collect")
         paths += found
     rows = [read_json(p) for p in paths]
-    for path, row in zip(paths, rows):
-        if not isinstance(row, dict) or not row:
-            raise SchedlabError(f"{path}: not a run summary (a JSON object of flat keys)")
+    check_summaries(rows, paths)
     write_parquet(pd.DataFrame(rows), args.out)
 
 
@@ -465,7 +473,7 @@ def cmd_vllm_run(args) -> None:
         sched_overhead_us_per_req=float("nan"),
         wall_s=time.perf_counter() - t0,
     )
-    write_outputs({args.out_results: result.requests, args.out_summary: summary})
+    write_outputs({args.out_results: result.requests, args.out_summary: check_measured(summary, "the run")})
 
 
 def cmd_transformers_run(args) -> None:
@@ -795,16 +803,23 @@ def _stop_again(unraisable) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input (any :class:`SchedlabError`) is one line on stderr and
-    exit status 2, as for usage errors."""
-    args = build_parser().parse_args(argv)
+    exit status 2, as for usage errors; an interrupt (Ctrl-C) is one line and exit status 130.
+    Either way no output is left half-written (:mod:`schedlab.io`)."""
+    from schedlab.data.sources import data_folders
+
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        return _interrupted()
     # A job runner stops a job with SIGTERM (Snakemake, SLURM's scancel): exit through the
     # context managers, so that servers started here are stopped and no partial output is left.
     signal.signal(signal.SIGTERM, _stop)
     sys.unraisablehook = _stop_again
     try:
-        # Before any work: inputs readable, outputs where a file may go, none of them an input.
+        # Before any work: inputs readable, outputs where a file may go, none of them an input,
+        # named or implicit (the data mirror and cache that any command may read).
         inputs, outputs, folders = command_paths(args)
-        check_paths(inputs, outputs, folders)
+        check_paths(inputs, outputs, folders, implicit=data_folders())
         args.func(args)
     except SchedlabError as e:
         if args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
@@ -814,9 +829,30 @@ def main(argv: list[str] | None = None) -> int:
     except PermissionError as e:  # a file of the user's that this user may not read or write
         print(f"schedlab: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return _interrupted()
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # a write outside the atomic writers (a cache, a log): theirs are removed already
+        print(f"schedlab: error: {e.filename or 'a write'}: {e.strerror or os.strerror(e.errno)}", file=sys.stderr)
+        return 2
     finally:
-        guard_inputs(())  # the command's inputs are guarded while it runs, not after
+        end_guard()  # the command's inputs are guarded while it runs, not after
     return 0
+
+
+def _interrupted() -> int:
+    """Ctrl-C: one line, exit status 130 (128 + SIGINT, as a shell reports it). The command is
+    ending: a second Ctrl-C is ignored, and CPython's record of the interrupt as unhandled (when
+    it left a C extension's ``PyRun_*`` call) is cleared, or the process would end by SIGINT as
+    it exits (:func:`schedlab.compat.cpython.forget_unhandled_interrupt`)."""
+    from schedlab.compat.cpython import forget_unhandled_interrupt
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    forget_unhandled_interrupt()
+    print("schedlab: interrupted", file=sys.stderr)
+    return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":

@@ -7,12 +7,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 
 from schedlab.contracts import MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
 
 
 def _number(text: str, cast):
-    """``text`` as a float, or as a whole number when ``cast`` is int ("1e3" is 1000)."""
+    """``text`` as a float, or as a whole number when ``cast`` is int ("1e3" is 1000; digits
+    are read exactly, so that 2**63 - 1 is itself and not the float nearest to it)."""
+    if cast is int and re.fullmatch(r"\s*[+-]?[0-9]+\s*", text):
+        return int(text)
     try:
         value = float(text)
     except ValueError:
@@ -51,7 +55,8 @@ class numbers:  # noqa: N801 (an argparse type, named like one)
             kind = ("positive " if self.strict else "non-negative ") + kind
         else:
             kind += f" {'>' if self.strict else '>='} {self.minimum:g}"
-        limit = f" (at most {self.maximum:g}{', or inf' if self.inf else ''})" if self.maximum < 2**62 else ""
+        top = f"{self.maximum:,}" if isinstance(self.maximum, int) else f"{self.maximum:g}"
+        limit = f" (at most {top}{', or inf' if self.inf else ''})"
         if not values or not all(self.allows(v) for v in values):
             raise argparse.ArgumentTypeError(f"need {kind}{limit}, got {text!r}")
         if self.requests:
@@ -218,11 +223,13 @@ def vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
 
 def launch_spec(args):
     """The :class:`~schedlab.backends.vllm_engine.LaunchSpec` of :func:`vllm_engine_args`'s
-    options, its limits checked by vLLM's rules (:meth:`schedlab.engine.arena.EngineConfig.check_model`)."""
+    options, its limits checked by vLLM's rules (:meth:`schedlab.engine.arena.EngineConfig.check_model`), its
+    device and memory too (:meth:`~schedlab.backends.vllm_engine.LaunchSpec.check`)."""
     from schedlab.backends.vllm_engine import LaunchSpec
     from schedlab.engine.arena import EngineConfig
 
     spec = LaunchSpec(model=args.model, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                       device=getattr(args, "device", "cpu"), kv_cache_gib=args.kv_cache_gib)
     EngineConfig(spec.max_num_seqs, spec.max_num_batched_tokens, spec.block_size).check_model(spec.model)
+    spec.check()
     return spec

@@ -80,6 +80,11 @@ BATCHINGS = ("vllm", "transformers", "transformers-prefill-first")
 #: the request's prompt, or drop the request (:func:`schedlab.workload.kinds.fit_context`).
 TOO_LONG = ("refuse", "clip", "drop")
 
+#: A name that becomes a path component or a command word (a scheduler's, a router's, a
+#: workload's): letters, digits, ``_``, ``.`` and ``-``, not ``.`` or ``..`` (the pipeline's
+#: config schema holds the same pattern).
+NAME_PATTERN = r"(?!\.\.?$)[A-Za-z0-9_.-]+"
+
 # -- bounds of what is read from outside -------------------------------------------------------
 # Values past these are refused where they are read (command line, files, config, client hints):
 # every computation downstream stays finite and every array fits an index.
@@ -91,10 +96,20 @@ MAX_RUN_S = 1e8
 MAX_AUDIO_S = 1e5
 #: Tokens of one prompt or one output.
 MAX_TOKENS = 10**7
+#: Seconds one engine step may last, and a step-time term may cost per unit of its feature (a
+#: token, an encoder input, a step): past it a step outlasts any measured engine by orders of
+#: magnitude, and a run's clock loses its meaning.
+MAX_STEP_S = 1e3
+#: Units of one step feature in one step (tokens, encoder inputs, context tokens, attention pairs).
+MAX_STEP_WORK = 1e15
 #: Tokens per second of audio (kappa; speech runs at about 3).
 MAX_KAPPA = 1e3
 #: Requests of one trace or pool, whatever the memory.
 MAX_REQUESTS = 10**9
+#: Requests one search (a root finder's or a capacity search's runs) or one study of many runs
+#: may simulate in all (:func:`schedlab.limits.check_work`): hours of runs, far more than any search
+#: or study of the shipped configuration simulates.
+MAX_SIMULATED_REQUESTS = 10**8
 #: Any other positive setting (a factor, a count of repeats or trials).
 MAX_NUMBER = 1e9
 #: The most replicas a cluster run takes (each holds per-request arrays of the whole trace).

@@ -62,10 +62,12 @@ import importlib
 import importlib.metadata
 import inspect
 import pkgutil
+import re
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from schedlab.contracts import NAME_PATTERN
 from schedlab.errors import SchedlabError
 
 #: Kinds of scheduler: a waiting-queue policy, or a batch builder that plans every step.
@@ -83,8 +85,9 @@ PROTOCOL = {
     QUEUE: ("push", "peek", "pop", "remove", "__iter__", "__len__", "victim"),
     BATCH: ("bind", "arrive", "requeue", "n_waiting", "schedule", "drop"),
 }
-#: What a router must offer (the cluster calls these).
+#: What a router must offer (the cluster calls these), and the attributes the cluster reads.
 ROUTER_PROTOCOL = ("bind", "route")
+ROUTER_ATTRIBUTES = ("reads_state", "reads_kv")
 #: schedlab's own packages whose modules register workload kinds and pools (each one imported
 #: when the workload table is first read).
 WORKLOAD_PACKAGES = ("schedlab.workload", "schedlab.data")
@@ -174,8 +177,40 @@ class RouterEntry:
     distribution: str
 
     def make(self, **options) -> Any:
-        """A fresh instance for one run, with the run's ``options`` (a seed) over ``params``."""
-        return self.cls(**{**self.params, **options})
+        """A fresh instance for one run, with the run's ``options`` (a seed) over ``params``; a
+        plug-in's is guarded (:class:`_GuardedRouter`)."""
+        if self.distribution == SCHEDLAB:
+            return self.cls(**{**self.params, **options})
+        return _GuardedRouter(self, {**self.params, **options})
+
+
+class _GuardedRouter:
+    """A plug-in's router, each call to it guarded: an exception it raises, or an attribute of the
+    router protocol it lacks, ends the run in one line naming the plug-in, its method and what
+    was wrong (a :class:`SchedlabError` it raises passes as it is)."""
+
+    def __init__(self, entry: RouterEntry, options: dict) -> None:
+        self._entry = entry
+        self._router = self._call("__init__", lambda: entry.cls(**options))
+        for name in ROUTER_ATTRIBUTES:
+            setattr(self, name, self._call(name, lambda: getattr(self._router, name)))
+
+    def _call(self, method: str, call):
+        try:
+            return call()
+        except SchedlabError:
+            raise
+        except Exception as e:
+            e_ = self._entry
+            what = str(e).splitlines()[0] if str(e) else ""
+            raise PluginError(f"router {e_.name!r} ({e_.distribution}, {e_.module}): {method} raised "
+                              f"{type(e).__name__}: {what}") from e
+
+    def bind(self, cluster) -> None:
+        self._call("bind", lambda: self._router.bind(cluster))
+
+    def route(self, i: int, candidates):
+        return self._call("route", lambda: self._router.route(i, candidates))
 
 
 @dataclass(frozen=True)
@@ -302,6 +337,7 @@ def register(name: str, *, kind: str, modalities: tuple[str, ...] = (LLM,), pape
             pass
         return target
 
+    _check_name(name, "scheduler")
     if kind not in KINDS:
         raise SchedlabError(f"scheduler {name!r}: kind must be {' or '.join(KINDS)}, got {kind!r}")
     bad = [m for m in modalities if m not in (ASR, LLM)]
@@ -315,8 +351,11 @@ def register_router(name: str, *, paper: str | None = None, params: dict | None 
     """Register the decorated router class under ``name`` (see the module docstring);
     returns it unchanged. The class is called with ``params`` and the run's options."""
 
+    _check_name(name, "router")
+
     def add(cls):
         lacking = [m for m in ROUTER_PROTOCOL if not callable(getattr(cls, m, None))]
+        lacking += [a for a in ROUTER_ATTRIBUTES if not hasattr(cls, a)]
         if lacking:
             _reject(name, f"{cls.__module__}.{cls.__qualname__} is registered as a router but lacks {', '.join(lacking)}",
                     what="router")
@@ -338,6 +377,7 @@ def register_workload(name: str, *, modality: str = LLM, pools: tuple[str, ...] 
     ``draw.pools``), ``arrivals`` how it times its requests."""
 
     def add(function):
+        _check_name(name, "workload kind")
         entry = WorkloadEntry(name, modality, tuple(pools), arrivals, function, paper,
                               summary or _first_sentence(function), function.__module__,
                               _current["distribution"] or SCHEDLAB)
@@ -359,6 +399,7 @@ def register_pool(name: str, *, columns: tuple[str, ...], summary: str | None = 
     pool ``name``; returns it unchanged."""
 
     def add(loader):
+        _check_name(name, "pool")
         entry = PoolEntry(name, loader, tuple(columns), summary or _first_sentence(loader), loader.__module__,
                           _current["distribution"] or SCHEDLAB)
         old = _pools.get(name)
@@ -368,6 +409,14 @@ def register_pool(name: str, *, columns: tuple[str, ...], summary: str | None = 
         return loader
 
     return add
+
+
+def _check_name(name, what: str) -> None:
+    """A registered name becomes a path component and a command word: it must match
+    :data:`schedlab.contracts.NAME_PATTERN` (a plug-in's registration is then rejected)."""
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
+        _reject(name, f"the name {name!r} is not a {what} name (letters, digits, '_', '.' and '-'; not '.' or '..')",
+                what=what)
 
 
 def _first_sentence(target) -> str:
@@ -380,7 +429,8 @@ def _first_sentence(target) -> str:
 def _reject(name: str, reason: str, what: str = "scheduler"):
     if _current["plugin"] is None:
         raise SchedlabError(f"{what} {name!r}: {reason}")
-    _current["refused"].append(name)
+    if isinstance(name, str):  # (a name that is not one cannot be asked for)
+        _current["refused"].append(name)
     raise _Rejected(reason)
 
 
@@ -425,7 +475,7 @@ def _load() -> None:
         _current.update(distribution=dist, plugin=ep.name, refused=[])
         try:
             ep.load()
-        except Exception as e:  # a plug-in's own failure: set it aside, keep the rest
+        except (Exception, SystemExit) as e:  # a plug-in's own failure (sys.exit too): set it aside, keep the rest
             reason = str(e).splitlines()[0] if str(e) else ""
             _broken[ep.name] = (f"plug-in {ep.name!r} ({dist}, {ep.value}) failed to load: "
                                 f"{type(e).__name__ if not isinstance(e, _Rejected) else 'rejected'}: {reason}")
@@ -589,7 +639,7 @@ def router_entry(name: str) -> RouterEntry:
     _load()
     found = _routers.get(name)
     if found is None:
-        plugin = _broken_names.get(name)
+        plugin = _broken_names.get(name) or next((p for p in _broken if p == name), None)
         if plugin is not None:
             raise SchedlabError(_broken[plugin])
         raise SchedlabError(f"unknown router {name!r}; known: {', '.join(router_names())}")

@@ -49,3 +49,18 @@ def check_config(config: dict, schema_path: str | os.PathLike) -> None:
     if error is not None:
         where = f"config key {_key(error.absolute_path)}" if error.absolute_path else "config"
         config_error(f"{where}: {_problem(error)}")
+    _check_results(config.get("results"))
+
+
+def _check_results(results) -> None:
+    """The results folder, where every output goes: a folder or a new path, under folders (a file
+    in its place gave a Snakemake traceback of some 40 lines)."""
+    if not isinstance(results, str):
+        return
+    path = Path(results)
+    for where in (path, *path.parents):
+        if where.exists() and not where.is_dir():
+            config_error(f"config key results: {results} {'is' if where == path else f'lies under {where}, which is'} "
+                         "a file, not a folder")
+        if where.exists():
+            return

@@ -135,26 +135,64 @@ def _request_kwargs(trace: pd.DataFrame, model: str, whisper: bool, token: str) 
     return out
 
 
+class NotVllm(SchedlabError):
+    """An answer that is not what vLLM's API returns (what was wrong, without the server)."""
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _chunk(payload: str) -> dict:
+    """A stream chunk (the text after ``data: ``) as vLLM sends one: a JSON object."""
+    try:
+        chunk = json.loads(payload)
+    except (ValueError, RecursionError):
+        raise NotVllm(f"a stream chunk that is not JSON ({payload[:60]!r})") from None
+    if not isinstance(chunk, dict):
+        raise NotVllm(f"a stream chunk that is not a JSON object ({payload[:60]!r})")
+    return chunk
+
+
+def _usage(chunk: dict, seen: int, asked: int, prompt: int | None) -> tuple[int, int | None]:
+    """A chunk's count of tokens generated so far (from ``seen`` up to the ``asked``) and its
+    cached prompt tokens (None: not said; at most ``prompt`` when given)."""
+    usage = chunk.get("usage") or {}
+    details = (usage.get("prompt_tokens_details") or {}) if isinstance(usage, dict) else None
+    if not isinstance(usage, dict) or not isinstance(details, dict):
+        raise NotVllm(f"a usage that is not a JSON object ({str(chunk.get('usage'))[:60]!r})")
+    count, cached = usage.get("completion_tokens", seen), details.get("cached_tokens")
+    if not _whole(count) or not seen <= count <= asked:
+        raise NotVllm(f"completion_tokens {str(count)[:30]} after {seen}, for {asked} tokens asked")
+    if cached is not None and (not _whole(cached) or not 0 <= cached <= (prompt if prompt is not None else cached)):
+        raise NotVllm(f"cached_tokens {str(cached)[:30]} for a prompt of {prompt} tokens")
+    return count, cached
+
+
 async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors: list[str], response_s: np.ndarray) -> None:
-    seen = 0
+    seen, url = 0, str(client.base_url).rstrip("/")
+    asked = int(log.trace["output_tokens"].iat[i])
+    prompt = int(log.trace["prompt_tokens"].iat[i]) if kwargs["url"] == "/v1/completions" else None
     async with client.stream("POST", **kwargs) as resp:
         response_s[i] = time.monotonic() - t0
         if resp.status_code != 200:
-            errors.append(f"request {i}: HTTP {resp.status_code}: {(await resp.aread())[:300]!r}")
+            errors.append(f"request {i}: {url} answered HTTP {resp.status_code}: {(await resp.aread())[:300]!r}")
             return
         async for line in resp.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             now = time.monotonic() - t0
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                errors.append(f"request {i}: {chunk['error']}")
+            try:
+                chunk = _chunk(line[6:])
+                if "error" in chunk:
+                    errors.append(f"request {i}: {url} answered an error: {str(chunk['error'])[:300]}")
+                    return
+                count, cached = _usage(chunk, seen, asked, prompt)
+            except NotVllm as e:
+                errors.append(f"request {i}: {url} answered what vLLM's API does not: {e}")
                 return
-            usage = chunk.get("usage") or {}
-            count = usage.get("completion_tokens", seen)
-            details = usage.get("prompt_tokens_details") or {}
-            if details.get("cached_tokens") is not None:
-                log.cached[i] = int(details["cached_tokens"])
+            if cached is not None:
+                log.cached[i] = cached
             for _ in range(count - seen):
                 log.tokens(np.array([i]), now)
             seen = count
@@ -215,7 +253,7 @@ class _Routing:
         servers at once)."""
         replies = await asyncio.gather(*(client.get("/metrics") for client in clients))
         for server, reply in zip(self.view.replicas, replies):
-            usage = kv_metrics(_answered(reply).text)["usage"]
+            usage = kv_metrics(_answered(reply).text, str(reply.url))["usage"]
             if usage is None:
                 raise SchedlabError(f"{reply.url} has no {KV_USAGE} (a server started with --disable-log-stats?)")
             server.kv_usage = usage
@@ -282,6 +320,8 @@ async def _replay(urls: list[str], trace: pd.DataFrame, model: str, whisper: boo
                 await _one(clients[r], i, kwargs[i], logs[r], t0, errors, response)
             except httpx.TransportError as exc:
                 lost.append(f"request {i}: connection lost ({type(exc).__name__})")
+            except httpx.HTTPError as exc:  # an answer httpx cannot read (its encoding, its redirects)
+                errors.append(f"request {i}: {urls[r]} answered what HTTP cannot read ({type(exc).__name__}: {exc})")
             finally:
                 if routing is not None:
                     routing.finished(i)
@@ -348,7 +388,7 @@ def replay_routed(urls: list[str], trace: pd.DataFrame, router: str, *, model: s
         raise SchedlabError("a routed replay needs at least one server")
     servers = []
     for url in urls:
-        kv = kv_metrics(server_get(url, "/metrics").text)
+        kv = kv_metrics(server_get(url, "/metrics").text, url)
         if kv["block_size"] is not None and kv["block_size"] != limits.block_size:
             raise SchedlabError(f"{url} has KV blocks of {kv['block_size']} tokens, not {limits.block_size}")
         servers.append(limits if kv["blocks"] is None else replace(limits, kv_capacity_blocks=kv["blocks"]))
@@ -411,25 +451,38 @@ def prefix_cache_counters(url: str) -> dict:
     metric_keys = {metric: key for key, metric in PREFIX_COUNTERS.items()}
     for name, labels, value in _samples(httpx.get(f"{url}/metrics", timeout=30.0).text, {*metric_keys, CACHE_CONFIG}):
         if name in metric_keys:
+            if not 0 <= value < 2**63:
+                raise SchedlabError(f"{url}/metrics: {name} is {value}, not a count")
             out[metric_keys[name]] += int(value)
         elif "num_gpu_blocks" in labels:
-            out["num_gpu_blocks"] = int(labels["num_gpu_blocks"])
+            out["num_gpu_blocks"] = _label_count(labels, "num_gpu_blocks", f"{url}/metrics")
     return out
 
 
-def kv_metrics(text: str) -> dict:
-    """From a server's ``/metrics`` text: ``usage``, the share of its KV blocks in use as of its
-    last engine step (vLLM's gauge: blocks neither free nor cached and evictable, over all but
-    its null block; the mean over its engines), ``blocks``, that many blocks (one engine's),
-    and ``block_size``, their tokens; each ``None`` where the server does not report it. A
-    usage that is not a number in 0..1 fails."""
+def _label_count(labels: dict[str, str], key: str, source: str) -> int:
+    """A label of the cache config that counts something (blocks, tokens): a whole number >= 1."""
+    text = labels[key]
+    if not text.isdigit() or not 1 <= int(text) < 2**63:
+        raise SchedlabError(f"{source}: {CACHE_CONFIG}'s {key} is {text[:30]!r}, not a count")
+    return int(text)
+
+
+def kv_metrics(text: str, source: str = "the server") -> dict:
+    """From a server's ``/metrics`` text (``source``: its URL, for errors): ``usage``, the share
+    of its KV blocks in use as of its last engine step (vLLM's gauge: blocks neither free nor
+    cached and evictable, over all but its null block; the mean over its engines), ``blocks``,
+    that many blocks (one engine's), and ``block_size``, their tokens; each ``None`` where the
+    server does not report it. A usage that is not a number in 0..1, or a count that is not a
+    whole number of at least 1 (2 blocks: the null block and one), fails."""
     usage, blocks, block_size = [], None, None
     for name, labels, value in _samples(text, {KV_USAGE, CACHE_CONFIG}):
         if name == KV_USAGE:
             if not 0.0 <= value <= 1.0:
-                raise SchedlabError(f"the server's {KV_USAGE} is {value}, not a share in 0..1")
+                raise SchedlabError(f"{source}'s {KV_USAGE} is {value}, not a share in 0..1")
             usage.append(value)
         elif "num_gpu_blocks" in labels:
-            blocks = int(labels["num_gpu_blocks"]) - 1
-            block_size = int(labels["block_size"]) if "block_size" in labels else None
+            blocks = _label_count(labels, "num_gpu_blocks", source) - 1
+            if blocks < 1:
+                raise SchedlabError(f"{source}: {CACHE_CONFIG} gives no KV block beside vLLM's null block")
+            block_size = _label_count(labels, "block_size", source) if "block_size" in labels else None
     return {"usage": sum(usage) / len(usage) if usage else None, "blocks": blocks, "block_size": block_size}

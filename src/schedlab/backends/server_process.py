@@ -143,10 +143,35 @@ class Server:
         self.stop()
 
 
-def with_lifeline(cmd: list[str]) -> list[str]:
+def with_lifeline(cmd: list[str], hold: int | None = None) -> list[str]:
     """``cmd`` run under :mod:`schedlab.backends.lifeline`, which stops the server and every
-    process it started when this process ends, however it ends (SIGKILL too), within seconds."""
-    return [sys.executable, "-m", "schedlab.backends.lifeline", str(os.getpid()), "--", *cmd]
+    process it started when this process ends, or the pipeline (Snakemake) this process runs
+    under ends, however either ends (SIGKILL too), within seconds; ``hold``, a file descriptor
+    the lifeline and the server keep open while they live (the output's lock)."""
+    from schedlab.compat.snakemake import pipeline_process
+
+    pipeline = pipeline_process()
+    return [sys.executable, "-m", "schedlab.backends.lifeline", str(os.getpid()),
+            *(["--pipeline", str(pipeline)] if pipeline is not None else []),
+            *(["--hold", str(hold)] if hold is not None else []), "--", *cmd]
+
+
+def _server_lock(log: Path) -> int:
+    """An exclusive lock on the server of ``log`` (a hidden file beside it, which a pipeline's
+    resume does not delete with the outputs), as an open descriptor; one line when a server of
+    an earlier run still holds it (a lifeline, or its server, keeps it while they live)."""
+    import fcntl
+
+    path = log.parent / f".{log.name}.server"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise SchedlabError(f"{log}: a server started for it by an earlier run still runs (process group {holder}): "
+                            "wait for it to stop, or stop it; a second server is not started beside it") from None
+    return fd
 
 
 def start_server(cmd: list[str], *, log: str | Path, env: dict[str, str] | None = None,
@@ -165,13 +190,19 @@ def start_server(cmd: list[str], *, log: str | Path, env: dict[str, str] | None 
     log = Path(log)
     check_target(log)  # a log is written through: never into a device, a FIFO or an input
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a" if append else "w") as out:
-        out.write("$ " + shlex.join(cmd) + f" --port {port}\n")
-        out.flush()
-        proc = subprocess.Popen(
-            with_lifeline([*cmd, "--host", "127.0.0.1", "--port", str(port)]),
-            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
-        )
+    lock = _server_lock(log)
+    try:
+        with open(log, "a" if append else "w") as out:
+            out.write("$ " + shlex.join(cmd) + f" --port {port}\n")
+            out.flush()
+            proc = subprocess.Popen(
+                with_lifeline([*cmd, "--host", "127.0.0.1", "--port", str(port)], hold=lock),
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True, pass_fds=(lock,),
+            )
+        os.ftruncate(lock, 0)
+        os.pwrite(lock, f"{proc.pid}\n".encode(), 0)
+    finally:
+        os.close(lock)  # the lifeline and the server hold it from here
     server = Server(proc, f"http://127.0.0.1:{port}", log, time.monotonic())
     deadline = server.started_s + timeout_s
     while True:

@@ -38,6 +38,12 @@ from schedlab.backends.vllm_scheduler import SchedlabScheduler  # noqa: E402
 from schedlab.compat.vllm import AudioBudgetRegistry  # noqa: E402
 from schedlab.latency.catalogue import model_arch, model_dir  # noqa: E402
 from schedlab.engine.arena import EngineConfig  # noqa: E402
+from schedlab.limits import check_allocation  # noqa: E402
+
+
+#: Memory vLLM's block pool takes per KV block (its ``KVCacheBlock`` and the free list's links),
+#: rounded up from 140 bytes measured with a million blocks.
+VLLM_BYTES_PER_BLOCK = 160
 
 
 def build_scheduler(
@@ -52,7 +58,10 @@ def build_scheduler(
     """A scheduler with ``engine``'s limits and KV capacity, running schedlab's ``policy`` as
     its waiting queue or, given ``builder`` (a paper C scheduler), that builder's step plans
     (:mod:`schedlab.backends.vllm_plan`; the token budget is then the builder's own); with
-    ``prefix_caching``, vLLM's prefix cache (requests then need :func:`block_hasher`)."""
+    ``prefix_caching``, vLLM's prefix cache (requests then need :func:`block_hasher`). vLLM
+    keeps one Python object per KV block: their memory is checked before any is made."""
+    check_allocation(engine.kv_capacity_blocks * VLLM_BYTES_PER_BLOCK,
+                     f"vLLM's scheduler with {engine.kv_capacity_blocks:,} KV blocks (--kv-capacity-blocks)")
     if builder is not None:
         from schedlab.backends.vllm_plan import SchedlabPlanScheduler
 

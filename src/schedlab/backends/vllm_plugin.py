@@ -1,5 +1,6 @@
 """schedlab's vLLM plug-in (entry point ``vllm.general_plugins``): a ``vllm serve`` with one of
-schedlab's scheduler classes checks its ``--additional-config`` as it starts.
+schedlab's scheduler classes checks its ``--additional-config`` as it starts, and answers a
+prompt token id outside its model's vocabulary with a 400, also without a tokenizer.
 
 The scheduler class is built only after the engine has loaded its model (about 20 s on CPU), so
 a bad ``schedlab`` section used to end the server there, behind three vLLM tracebacks. vLLM
@@ -25,13 +26,24 @@ PLAN_CLASSES = ("schedlab.backends.vllm_plan.SchedlabPlanScheduler",
                 "schedlab.backends.vllm_plan.SchedlabPlanAsyncScheduler")
 
 
+def _class_name(scheduler_cls) -> str:
+    """A scheduler class, given as a ``module.Class`` path or as the class, as its path."""
+    if isinstance(scheduler_cls, type):
+        return f"{scheduler_cls.__module__}.{scheduler_cls.__qualname__}"
+    return scheduler_cls if isinstance(scheduler_cls, str) else getattr(scheduler_cls, "__qualname__", "")
+
+
+def schedlabs(vllm_config) -> bool:
+    """Whether an engine's configuration runs one of schedlab's scheduler classes."""
+    scheduler = getattr(vllm_config, "scheduler_config", None)
+    return _class_name(getattr(scheduler, "scheduler_cls", None)) in POLICY_CLASSES + PLAN_CLASSES
+
+
 def check_options(scheduler_cls, additional_config) -> None:
     """The ``schedlab`` section of ``additional_config`` as the scheduler class named
     ``scheduler_cls`` (a ``module.Class`` path) reads it; raises a one-line
     :class:`SchedlabError`. Other scheduler classes are not checked."""
-    name = scheduler_cls if isinstance(scheduler_cls, str) else getattr(scheduler_cls, "__qualname__", "")
-    if isinstance(scheduler_cls, type):
-        name = f"{scheduler_cls.__module__}.{scheduler_cls.__qualname__}"
+    name = _class_name(scheduler_cls)
     from schedlab import registry
     from schedlab.validation.hints import plan_options, server_options
 
@@ -48,8 +60,13 @@ def _serving() -> bool:
 
 def register() -> None:
     """Check schedlab's options before vLLM builds an engine's configuration (once per process;
-    :func:`schedlab.compat.vllm.check_before_engine_config`)."""
-    from schedlab.compat.vllm import check_before_engine_config
+    :func:`schedlab.compat.vllm.check_before_engine_config`), and have a server with one of
+    schedlab's scheduler classes refuse, with a 400, a prompt token id its model has no embedding
+    for, with or without a tokenizer (:func:`schedlab.compat.vllm.vocabulary_checked_without_a_tokenizer`:
+    vLLM checks only with one, and the id otherwise ends the engine core)."""
+    from schedlab.compat.vllm import check_before_engine_config, vocabulary_checked_without_a_tokenizer
+
+    vocabulary_checked_without_a_tokenizer(schedlabs)
 
     def check(scheduler_cls, additional_config) -> None:
         try:

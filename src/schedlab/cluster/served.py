@@ -22,7 +22,16 @@ from schedlab.metrics import summarize
 
 def _check_serves(url: str, model: str) -> None:
     """Fail before any request is sent unless the server at ``url`` answers and serves ``model``."""
-    served = [m.get("id") for m in server_get(url, "/v1/models").json().get("data", [])]
+    reply = server_get(url, "/v1/models")
+    try:
+        listed = reply.json()
+    except ValueError:
+        listed = None
+    models = listed.get("data") if isinstance(listed, dict) else None
+    if not isinstance(models, list) or not all(isinstance(m, dict) for m in models):
+        raise SchedlabError(f"{url}/v1/models answered what vLLM's API does not (not a list of models: "
+                            f"{reply.text[:60]!r})")
+    served = [m.get("id") for m in models]
     if model not in served:
         raise SchedlabError(f"{url} serves {', '.join(map(str, served)) or 'no model'}, not {model!r}")
 

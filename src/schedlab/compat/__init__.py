@@ -27,6 +27,12 @@ WORKAROUNDS = (
                "more for each job that ends while others wait (they chain and wake it many times a second)",
                "Snakemake 9.27.1", "snakemake issue 3744; private JobScheduler._schedule_reevalutation",
                "tests/test_compat.py::test_snakemake_still_starts_a_timer_per_reevaluation"),
+    Workaround("a held lock refused in one line", "schedlab.compat.snakemake.one_line_when_held",
+               "schedlab.compat.snakemake.release_stale_lock (the Snakefile)",
+               "Snakemake's refusal to lock a folder while another run works on the same files is one line naming "
+               "that run, instead of a LockException advising --unlock, wrong while that run lives",
+               "Snakemake 9.27.1", "private PersistenceBase.lock and PersistenceBase.locked",
+               "tests/test_compat.py::test_snakemake_still_refuses_a_held_lock_with_advice_to_unlock"),
     Workaround("modules hidden from the kernel scan", "schedlab.compat.vllm.modules_hidden_from_kernel_scan",
                "schedlab.backends.vllm_engine.start_engine",
                "modules whose attributes break vLLM's scan of every module's namespace for Triton kernels "
@@ -67,6 +73,13 @@ WORKAROUNDS = (
                "a bad one ends vllm serve as it starts", "vLLM 0.32.0, 0.33.0",
                "EngineArgs.create_engine_config, scheduler_cls and additional_config",
                "tests/test_compat.py::test_vllm_still_builds_its_config_from_engine_args"),
+    Workaround("the vocabulary checked without a tokenizer", "schedlab.compat.vllm.vocabulary_checked_without_a_tokenizer",
+               "schedlab.backends.vllm_plugin.register",
+               "a prompt token id outside the model's vocabulary is answered 400 also by a server with schedlab's "
+               "scheduler class started without a tokenizer (--skip-tokenizer-init), where vLLM skips its check and "
+               "the id ends the engine core in the embedding", "vLLM 0.32.0",
+               "BaseRenderer.validate_token_ids returns early without a tokenizer",
+               "tests/test_compat.py::test_vllm_still_skips_the_vocabulary_check_without_a_tokenizer"),
     Workaround("the legacy KV variable left out", "schedlab.backends.vllm_engine.cpu_engine_env",
                "schedlab.backends.vllm_engine.start_engine, schedlab.backends.server_process.server_env",
                "VLLM_CPU_KVCACHE_SPACE is removed from a CPU engine's environment: vLLM's CPU platform takes "
@@ -91,6 +104,13 @@ WORKAROUNDS = (
                "5.19's sectors or 5.17's block manager (free_blocks, blocks_per_sector, read_budget)",
                "transformers 5.17.0, 5.19.0", "PagedAttentionCache's constructor, pool and num_pages/max_tokens_read",
                "tests/test_compat.py::test_transformers_continuous_batching_still_takes_what_schedlab_sets"),
+    Workaround("an interrupt forgotten once handled", "schedlab.compat.cpython.forget_unhandled_interrupt",
+               "schedlab.cli.main (Ctrl-C)",
+               "CPython's record of a KeyboardInterrupt as unhandled (set when one leaves a C extension's PyRun_* "
+               "call, even if Python code catches it) is cleared once schedlab has handled the interrupt, so the "
+               "process exits with 130 and not by SIGINT", "CPython 3.11",
+               "_Py_UnhandledKeyboardInterrupt, reset by every PyRun_* call",
+               "tests/test_compat.py::test_cpython_still_ends_by_sigint_after_an_interrupt_left_a_pyrun_call"),
     Workaround("the client's heap frozen", "schedlab.backends.http_client.frozen_heap",
                "schedlab.backends.http_client", "gc.freeze during a replay, as vllm bench serve does, so a full "
                "collection of the client's heap does not hold its event loop mid-replay", "CPython 3.11",

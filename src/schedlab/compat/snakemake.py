@@ -71,16 +71,35 @@ def one_pending_wakeup() -> bool:
 
 
 # -- the lock of a run that was killed --------------------------------------------------------
-def _ancestors() -> set[int]:
-    """This process and the processes it descends from (``make``, a shell)."""
-    pids, pid = set(), os.getpid()
+def _ancestry(pid: int | None = None) -> list[int]:
+    """Process ``pid`` (default: this one) and the processes it descends from, nearest first
+    (Linux ``/proc``; empty elsewhere)."""
+    pids, pid = [], os.getpid() if pid is None else pid
     while pid > 1 and pid not in pids:
-        pids.add(pid)
+        pids.append(pid)
         try:
             pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             break
     return pids
+
+
+def _ancestors() -> set[int]:
+    """This process and the processes it descends from (``make``, a shell)."""
+    return set(_ancestry())
+
+
+def pipeline_process() -> int | None:
+    """The Snakemake process this process runs under (its nearest ancestor that runs Snakemake:
+    the run's main process, or on a cluster the job's own), or None outside a pipeline."""
+    for pid in _ancestry()[1:]:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if _is_snakemake(argv):
+            return pid
+    return None
 
 
 def _is_snakemake(argv: list[bytes]) -> bool:
@@ -118,10 +137,61 @@ def snakemakes_here(folder: str | os.PathLike = ".") -> list[int] | None:
     return found
 
 
+def _lifelines_here(folder: str | os.PathLike = ".") -> list[int]:
+    """Ids of the served engines' lifelines (:mod:`schedlab.backends.lifeline`) working in
+    ``folder``: the servers of a run still stopping after it was killed."""
+    here, found = os.path.realpath(folder), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"schedlab.backends.lifeline" not in argv[:3] or os.path.realpath(os.readlink(entry / "cwd")) != here:
+                continue
+        except OSError:
+            continue
+        found.append(int(entry.name))
+    return found
+
+
+def one_line_when_held(folder: str | os.PathLike = ".") -> bool:
+    """Make Snakemake's refusal to lock ``folder`` while another run works on the same files
+    one line naming that run (``schedlab: error: ...``, exit status 2), instead of its
+    ``LockException``, whose advice (``--unlock``) is wrong while that run lives; True when
+    Snakemake is patched (now or before), False when it has no such method."""
+    try:
+        from snakemake.persistence import PersistenceBase as Persistence
+    except ImportError:
+        return False
+    original = getattr(Persistence, "lock", None)
+    if original is None or not hasattr(Persistence, "locked"):
+        return False
+    if getattr(original, "schedlab_one_line", False):
+        return True
+
+    def lock(self):
+        if self.locked:
+            others = snakemakes_here(folder) or []
+            who = f" (process {', '.join(map(str, others))})" if others else ""
+            print(f"schedlab: error: this folder cannot be locked: another Snakemake run{who} works on some of the "
+                  "same files here; wait for it to end, or stop it (unlocking is for a run that was killed, not one "
+                  "that runs)", file=sys.stderr, flush=True)
+            raise SystemExit(2)
+        return original(self)
+
+    lock.schedlab_one_line = True
+    lock.__wrapped__ = original
+    Persistence.lock = lock
+    return True
+
+
 def release_stale_lock(workflow=None, folder: str | os.PathLike = ".") -> bool:
     """Remove Snakemake's lock in ``folder`` when it is a dead run's (see the module
     docstring); True when it was released. Only the main Snakemake process does this (not a
-    job's own Snakemake on a cluster), and only with the file-based lock."""
+    job's own Snakemake on a cluster), and only with the file-based lock. While another run
+    holds the lock, Snakemake's refusal is one line (:func:`one_line_when_held`); while the
+    servers of a killed run are still stopping, this run ends in one line before any job
+    (it would start a second server beside one of theirs)."""
     if workflow is not None:
         if not getattr(workflow, "is_main_process", True):
             return False
@@ -129,6 +199,7 @@ def release_stale_lock(workflow=None, folder: str | os.PathLike = ".") -> bool:
         backend = getattr(getattr(settings, "persistence_backend", None), "name", "FILE")
         if backend != "FILE":
             return False
+        one_line_when_held(folder)
     locks = Path(folder) / ".snakemake" / "locks"
     try:
         if not any(locks.iterdir()):
@@ -138,6 +209,11 @@ def release_stale_lock(workflow=None, folder: str | os.PathLike = ".") -> bool:
     others = snakemakes_here(folder)
     if others is None or others:
         return False
+    lifelines = _lifelines_here(folder)
+    if lifelines:
+        print(f"schedlab: error: the servers of a run that was killed are still stopping here (lifeline process "
+              f"{', '.join(map(str, lifelines))}); run again when they have ended, in seconds", file=sys.stderr)
+        raise SystemExit(2)
     shutil.rmtree(locks, ignore_errors=True)
     print("Released the lock of a Snakemake run that is no longer running (no other Snakemake works in this "
           "folder); jobs it left incomplete run again.", file=sys.stderr)

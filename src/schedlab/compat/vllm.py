@@ -118,3 +118,35 @@ def check_before_engine_config(check: Callable[[object, object], None]) -> bool:
     create_engine_config.schedlab_checked = True
     EngineArgs.create_engine_config = create_engine_config
     return True
+
+
+def vocabulary_checked_without_a_tokenizer(applies: Callable[[object], bool]) -> bool:
+    """Make vLLM's renderer refuse, as it does with a tokenizer, a prompt token id outside the
+    model's vocabulary also on a server without one (``--skip-tokenizer-init``), where vLLM
+    skips the check and the id reaches the embedding, ending the engine core; for the engine
+    configurations ``applies`` accepts (once per process). The request is then answered 400.
+    False when this vLLM has no such check."""
+    try:
+        from vllm.exceptions import VLLMValidationError
+        from vllm.renderers.base import BaseRenderer
+    except ImportError:
+        return False
+    original = getattr(BaseRenderer, "validate_token_ids", None)
+    if original is None:
+        return False
+    if getattr(original, "schedlab_checked", False):
+        return True
+
+    def validate_token_ids(self, token_ids, *, parameter=None):
+        if token_ids and getattr(self, "tokenizer", None) is None and applies(self.config):
+            vocab = self.model_config.get_vocab_size()
+            for bad in (min(token_ids), max(token_ids)):
+                if not 0 <= bad < vocab:
+                    raise VLLMValidationError(f"Token id {bad} is out of vocabulary (the model has {vocab} token ids)",
+                                              parameter=parameter)
+        return original(self, token_ids, parameter=parameter)
+
+    validate_token_ids.schedlab_checked = True
+    validate_token_ids.__wrapped__ = original  # vLLM's own (the canary's)
+    BaseRenderer.validate_token_ids = validate_token_ids
+    return True

@@ -26,7 +26,7 @@ import pandas as pd
 from schedlab.data.llm_traces import azure_lengths
 from schedlab.data.sources import DataUnavailable, Remote, cache_dir, download, mirror_file
 from schedlab.data.whisper_tokens import encoding
-from schedlab.io import read_parquet, write_parquet
+from schedlab.io import cache_entry, read_parquet
 
 #: No commit ids or checksums of these Hugging Face files are known here: the first
 #: download's SHA-256 is recorded and checked on reuse.
@@ -67,10 +67,13 @@ def count_lengths(fp: IO[bytes], source: str, limit: int | None = None) -> pd.Da
 
 
 def _cached(name: str, build) -> pd.DataFrame:
+    """The cache's table ``name``, built (and added to the cache) the first time."""
     path = cache_dir() / name
     if not path.is_file():
-        write_parquet(build(), path)
-    return read_parquet(path)
+        table = build()
+        with cache_entry(path) as tmp:
+            table.to_parquet(tmp, index=False)
+    return read_parquet(path, LENGTH_COLUMNS[:2], numeric=LENGTH_COLUMNS[:2])
 
 
 def _sharegpt_file() -> Path:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from schedlab.data.sources import COLUMNS, Remote, cache_dir, download, mirror_file
 from schedlab.errors import SchedlabError
+from schedlab.io import read_csv
 
 LANGUAGES = {"es": "es_419", "hi": "hi_in", "ar": "ar_eg"}
 #: FLEURS at a pinned commit of google/fleurs; no checksums of its TSVs are known here, so the
@@ -25,12 +26,10 @@ def parse_tsv(path: str | os.PathLike) -> pd.DataFrame:
 
     FLEURS ``id`` names a sentence that several speakers read, so the file name is the key.
     """
-    raw = pd.read_csv(
-        path, sep="\t", header=None, names=list(TSV_FIELDS), dtype=str,
-        quoting=csv.QUOTE_NONE, keep_default_na=False,
-    )
-    if raw.empty or (raw["num_samples"] == "").any():
-        raise SchedlabError(f"{path}: not a FLEURS TSV with {len(TSV_FIELDS)} columns")
+    raw = read_csv(path, sep="\t", header=None, names=list(TSV_FIELDS), dtype=str, quoting=csv.QUOTE_NONE,
+                   keep_default_na=False)
+    if not raw["num_samples"].str.fullmatch(r"[0-9]+").all():
+        raise SchedlabError(f"{path}: not a FLEURS TSV with {len(TSV_FIELDS)} columns (num_samples a count)")
     df = pd.DataFrame({
         "utterance_id": raw["file_name"].str.removesuffix(".wav"),
         "duration_s": raw["num_samples"].astype(int) / SAMPLE_RATE,

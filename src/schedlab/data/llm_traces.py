@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pandas as pd
 
 from schedlab.data.sources import Remote, cache_dir, download, mirror_file
 from schedlab.errors import SchedlabError
+from schedlab.io import read_csv, read_jsonl
 from schedlab.registry import register_pool
 
 #: The Azure traces at a pinned commit of Azure/AzurePublicDataset, by service; the offline
@@ -39,6 +41,8 @@ MOONCAKE_REMOTE = Remote(
     "b8cbb061a85206d729d91cdc2981f43c9e0d99209dce588d3af5f7934408b9df",
 )
 MOONCAKE = "mooncake_conversation_trace.jsonl"
+#: The Mooncake trace's token columns (prompt, output).
+MOONCAKE_COLUMNS = ("input_length", "output_length")
 
 
 def _fetch(name: str, remote: Remote):
@@ -50,10 +54,21 @@ def length_pool(df: pd.DataFrame, prompt: str, output: str, source: str, path,
                 timestamps: pd.Series | None = None) -> pd.DataFrame:
     """A table's (prompt, output) token columns as a length pool (rows with both positive);
     ``path`` names the table in errors. ``timestamps`` (seconds) become ``timestamp_s``,
-    measured from the earliest."""
+    measured from the earliest. Token counts must be whole numbers and timestamps finite."""
     missing = {prompt, output} - set(df.columns)
     if missing:
         raise SchedlabError(f"{path}: missing columns {', '.join(sorted(missing))}")
+    for column in (prompt, output):
+        values = pd.to_numeric(df[column], errors="coerce").to_numpy(float)
+        bad = ~(values == np.floor(values))  # NaN and fractions
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise SchedlabError(f"{path}: column {column!r} must hold whole numbers of tokens, first bad row {row} "
+                                f"({df[column].iloc[row]!r})")
+    if timestamps is not None:
+        bad = ~np.isfinite(timestamps.to_numpy(float))
+        if bad.any():
+            raise SchedlabError(f"{path}: timestamps must be finite, first bad row {int(np.argmax(bad))}")
     out = pd.DataFrame({
         "prompt_tokens": df[prompt].astype("int64"),
         "output_tokens": df[output].astype("int64"),
@@ -70,7 +85,7 @@ def azure_lengths(service: str, path: str | os.PathLike | None = None, source: s
         raise SchedlabError(f"unknown Azure trace service {service!r}; choose conv or code")
     name = f"AzureLLMInferenceTrace_{service}.csv"
     path = path or _fetch(name, AZURE[service])
-    df = pd.read_csv(path)
+    df = read_csv(path, required=("ContextTokens", "GeneratedTokens"), numeric=("ContextTokens", "GeneratedTokens"))
     stamps = pd.to_datetime(df["TIMESTAMP"], errors="coerce") if "TIMESTAMP" in df else None
     if stamps is not None and stamps.isna().any():
         raise SchedlabError(f"{path}: unreadable TIMESTAMP values")
@@ -81,7 +96,7 @@ def azure_lengths(service: str, path: str | os.PathLike | None = None, source: s
 def mooncake_lengths(path: str | os.PathLike | None = None) -> pd.DataFrame:
     """(prompt, output) tokens of the Mooncake conversation trace."""
     path = path or _fetch(MOONCAKE, MOONCAKE_REMOTE)
-    df = pd.read_json(path, lines=True)
+    df = read_jsonl(path, required=MOONCAKE_COLUMNS, numeric=(*MOONCAKE_COLUMNS, "timestamp"))
     seconds = df["timestamp"] / 1e3 if "timestamp" in df else None  # milliseconds in the release
     return length_pool(df, "input_length", "output_length", "mooncake-conversation", path, seconds)
 
@@ -90,14 +105,17 @@ def mooncake_requests(path: str | os.PathLike | None = None) -> pd.DataFrame:
     """The Mooncake conversation trace's requests: lengths, ``timestamp_s`` and each prompt's
     ``hash_ids`` (its 512-token blocks, chained as a prefix cache names them)."""
     path = path or _fetch(MOONCAKE, MOONCAKE_REMOTE)
-    df = pd.read_json(path, lines=True)
-    if "hash_ids" not in df:
-        raise SchedlabError(f"{path}: missing column hash_ids")
+    df = read_jsonl(path, required=(*MOONCAKE_COLUMNS, "hash_ids"), numeric=(*MOONCAKE_COLUMNS, "timestamp"))
     seconds = df["timestamp"] / 1e3 if "timestamp" in df else None
     df = df.assign(source="mooncake-conversation")
     keep = (df["input_length"] > 0) & (df["output_length"] > 0)
     pool = length_pool(df, "input_length", "output_length", "mooncake-conversation", path, seconds)
-    pool["hash_ids"] = [list(map(int, ids)) for ids in df.loc[keep, "hash_ids"]]
+    ids = df.loc[keep, "hash_ids"]
+    bad = next((row for row, v in ids.items() if not isinstance(v, list)
+                or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in v)), None)
+    if bad is not None:
+        raise SchedlabError(f"{path}: column 'hash_ids' must hold lists of whole numbers >= 0, first bad row {bad}")
+    pool["hash_ids"] = [list(map(int, v)) for v in ids]
     return pool
 
 

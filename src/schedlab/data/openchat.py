@@ -20,6 +20,7 @@ import pandas as pd
 from schedlab.data.conversations import LENGTH_COLUMNS
 from schedlab.data.llm_traces import length_pool
 from schedlab.data.sources import DataUnavailable, Remote, cache_dir, download, mirror_file
+from schedlab.io import read_csv
 from schedlab.registry import register_pool
 
 LENGTHS_CSV = "openchat_sharegpt4_lengths_llama2.csv"
@@ -38,7 +39,8 @@ MAX_TOTAL = 8192
 
 def read_lengths_csv(path: str | os.PathLike, source: str) -> pd.DataFrame:
     """The artifact's table (``num_prefill_tokens, num_decode_tokens, ...``) as length pairs."""
-    return capped(length_pool(pd.read_csv(path), "num_prefill_tokens", "num_decode_tokens", source, path))
+    columns = ("num_prefill_tokens", "num_decode_tokens")
+    return capped(length_pool(read_csv(path, required=columns, numeric=columns), *columns, source, path))
 
 
 def capped(pairs: pd.DataFrame, max_total: int = MAX_TOTAL) -> pd.DataFrame:

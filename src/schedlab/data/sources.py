@@ -5,23 +5,26 @@ with the file's SHA-256, checked when it is downloaded and again whenever the ca
 reused. Where no checksum is published (``sha256=None``), the first download's is recorded
 beside the cached copy (``<file>.sha256``) and checked on every reuse. Mirror files are the
 user's copies and are read as they are.
+
+Both folders are inputs of every command (:func:`data_folders`): no output may lie in them, and
+a file is added to the cache only by :func:`schedlab.io.cache_entry`, never replaced.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-import http.client
 import os
 import shutil
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from schedlab.errors import SchedlabError
-from schedlab.io import atomic_path
+from schedlab.io import cache_entry, read_csv
+
+if TYPE_CHECKING:  # pandas loads when a table is read (start-up time)
+    import pandas as pd
 
 COLUMNS = ("utterance_id", "duration_s", "transcript")
 TIMEOUT_S = 60
@@ -45,6 +48,16 @@ def mirror_dir() -> Path | None:
     if not path.is_dir():
         raise SchedlabError(f"SCHEDLAB_DATA_MIRROR is not a directory: {path}")
     return path
+
+
+def data_folders() -> dict[Path, str]:
+    """The folders any command may read without naming them, and what each is: the mirror
+    (when set) and the cache (:func:`schedlab.io.guard_folder`)."""
+    folders = {cache_dir(): "the data cache (SCHEDLAB_DATA_CACHE)"}
+    mirror = os.environ.get("SCHEDLAB_DATA_MIRROR")
+    if mirror:
+        folders[Path(mirror)] = "the data mirror (SCHEDLAB_DATA_MIRROR)"
+    return folders
 
 
 def mirror_file(name: str) -> Path | None:
@@ -77,6 +90,11 @@ def _recorded(dest: Path) -> Path:
     return dest.with_name(dest.name + ".sha256")
 
 
+def _record(dest: Path, sha256: str) -> None:
+    with cache_entry(_recorded(dest)) as tmp:
+        tmp.write_text(sha256 + "\n")
+
+
 def _check(path: Path, expected: str, what: str) -> None:
     actual = sha256_of(path)
     if actual != expected:
@@ -87,22 +105,25 @@ def download(remote: Remote, dest: str | os.PathLike) -> Path:
     """Fetch ``remote`` to ``dest`` atomically and check its SHA-256; an existing ``dest`` is
     reused after the same check (a mismatch is an error naming the file: delete it to fetch
     it again)."""
+    import http.client
+    import urllib.request
+
     dest = Path(dest)
     if dest.is_file():
         expected = remote.sha256 or (_recorded(dest).read_text().strip() if _recorded(dest).is_file() else None)
         if expected is None:
-            _recorded(dest).write_text(sha256_of(dest) + "\n")
+            _record(dest, sha256_of(dest))
         else:
             _check(dest, expected, f"cached {dest} (from {remote.url}; delete it to download again)")
         return dest
     try:
-        with urllib.request.urlopen(remote.url, timeout=TIMEOUT_S) as response, atomic_path(dest) as tmp:
+        with urllib.request.urlopen(remote.url, timeout=TIMEOUT_S) as response, cache_entry(dest) as tmp:
             with open(tmp, "wb") as out:
                 shutil.copyfileobj(response, out)
             if remote.sha256:
                 _check(tmp, remote.sha256, f"download of {remote.url}")
             else:
-                _recorded(dest).write_text(sha256_of(tmp) + "\n")
+                _record(dest, sha256_of(tmp))
     except (OSError, http.client.HTTPException) as exc:
         raise DataUnavailable(
             f"cannot download {remote.url} ({exc}); "
@@ -112,18 +133,15 @@ def download(remote: Remote, dest: str | os.PathLike) -> Path:
 
 
 def read_utterances(path: str | os.PathLike) -> pd.DataFrame:
-    """Read a tab-separated table with header ``utterance_id, duration_s, transcript``."""
-    df = pd.read_csv(
-        path, sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False,
-        dtype={"utterance_id": str, "duration_s": float, "transcript": str},
-    )
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise SchedlabError(f"{path}: missing columns {', '.join(missing)}")
+    """Read a tab-separated table with header ``utterance_id, duration_s, transcript`` (one
+    line naming the file on any problem, :func:`schedlab.io.read_csv`)."""
+    df = read_csv(path, sep="\t", quoting=csv.QUOTE_NONE, keep_default_na=False, required=COLUMNS,
+                  numeric=("duration_s",), dtype={"utterance_id": str, "transcript": str})
     return df[list(COLUMNS)]
 
 
 def write_utterances(df: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Write an utterance table in the format :func:`read_utterances` reads."""
-    with atomic_path(path) as tmp:
+    """Write an utterance table in the format :func:`read_utterances` reads, a new file of the
+    cache."""
+    with cache_entry(path) as tmp:
         df[list(COLUMNS)].to_csv(tmp, sep="\t", index=False, quoting=csv.QUOTE_NONE)

@@ -32,7 +32,7 @@ import numpy as np
 
 from schedlab.contracts import STEP_FEATURES
 from schedlab.io import write_json
-from schedlab.validation.documents import read_steptime
+from schedlab.validation.documents import check_steptime, read_steptime
 
 #: Per-admission costs bound by arithmetic (the encoder pass, a new request's prefill).
 COMPUTE_TERMS = ("n_encoder", "n_prefill_tokens")
@@ -120,7 +120,9 @@ class StepTimeModel:
         )
 
     def save(self, path: str | Path) -> None:
-        write_json(asdict(self), path)
+        """Write the model, checked as :meth:`load` reads it: no file is written that cannot be
+        read back (a fit with an infinite term)."""
+        write_json(check_steptime(asdict(self), f"{path} (not written)"), path)
 
     @classmethod
     def load(cls, path: str | Path) -> "StepTimeModel":

@@ -29,16 +29,10 @@ def _setup(args):
 
 
 def _params(path: str | None):
-    from schedlab.ewsjf.optimise import params_of
+    from schedlab.ewsjf.optimise import checked_params
     from schedlab.ewsjf.policy import Params
 
-    if path is None:
-        return Params()
-    data = read_json(path)
-    try:
-        return params_of(data)
-    except (KeyError, TypeError, ValueError) as e:
-        raise SchedlabError(f"{path}: not EWSJF parameters ({e})") from None
+    return Params() if path is None else checked_params(read_json(path), path)
 
 
 def cmd_pools(args) -> None:

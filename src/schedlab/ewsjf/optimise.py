@@ -36,6 +36,25 @@ def params_of(values: dict) -> Params:
     return Params(Weights(**{k: values[k] for k in WEIGHTS}), values["alpha"], int(values["max_queues"]))
 
 
+def checked_params(values, source) -> Params:
+    """EWSJF parameters read from ``source`` (the tuning study's ``--out-params``): exactly the
+    keys of :data:`SPACE`, each a number (``max_queues`` a whole one) within the range the study
+    searches, where the score has been tried; one line naming the key otherwise."""
+    if not isinstance(values, dict):
+        raise SchedlabError(f"{source}: not EWSJF parameters (a JSON object of {', '.join(SPACE)})")
+    wrong = sorted(set(SPACE) ^ set(values))
+    if wrong:
+        what = "unknown" if wrong[0] in values else "missing"
+        raise SchedlabError(f"{source}: not EWSJF parameters ({what} key {wrong[0]!r}; the keys are {', '.join(SPACE)})")
+    for key, space in SPACE.items():
+        value, whole = values[key], isinstance(space, IntDistribution)
+        number = isinstance(value, int) if whole else isinstance(value, (int, float)) and math.isfinite(value)
+        if isinstance(value, bool) or not number or not space.low <= value <= space.high:
+            raise SchedlabError(f"{source}: key {key!r} must be a {'whole number' if whole else 'number'} from "
+                                f"{space.low:g} to {space.high:g} (the tuning study's range), got {value!r}")
+    return params_of(values)
+
+
 def values_of(params: Params) -> dict:
     w = params.weights
     return {**{k: getattr(w, k) for k in WEIGHTS}, "alpha": params.alpha, "max_queues": params.max_queues}

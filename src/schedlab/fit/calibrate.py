@@ -39,9 +39,11 @@ import pandas as pd
 from scipy.optimize import brentq, least_squares
 
 from schedlab.engine import Arena
+from schedlab.engine.steptime import COMPUTE_TERMS, OPTIONAL_TERMS, StepTimeModel
 from schedlab.fit.chunk_times import AT_PEAK, at_peak
-from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
+from schedlab.fit.roots import bracketed_root
+from schedlab.limits import SEARCH_RUNS, check_work
 from schedlab.simulate import run_summary
 
 BASELINE_POLICY = "fcfs"
@@ -102,13 +104,26 @@ def saturation_factor(arena: Arena, overload_trace, saturation_rps: float, *, me
         return _fcfs(overload_trace, arena, model, ("throughput_rps",))["throughput_rps"]
 
     lo, hi = np.log(AT_PEAK), np.log(1e4)
-    fastest = throughput(lo)
-    if fastest <= saturation_rps:
-        raise SchedlabError(
-            f"at the hardware's peak FLOP/s the overload trace delivers at most {fastest:.2f} req/s, not above the "
-            f"{saturation_rps} req/s target: offer a higher overload rate or lower the memory factor"
-        )
-    return float(np.exp(brentq(lambda x: np.log(throughput(x) / saturation_rps), lo, hi, xtol=1e-4)))
+    requests = sum(len(trace) for trace in seeds_of(overload_trace))
+    check_work(requests * SEARCH_RUNS, f"the saturation search (about {SEARCH_RUNS} runs of the overload traces' "
+               f"{requests:,} requests, --n-requests)")
+    if not any(getattr(arena.step_time, t) > 0 for t in COMPUTE_TERMS + OPTIONAL_TERMS):
+        raise SchedlabError(f"the base step-time model (--base) has no compute-bound cost ({', '.join(COMPUTE_TERMS)}"
+                            f" are 0): there is nothing to scale to the {saturation_rps:g} req/s saturation target")
+
+    def unreachable(at_fastest: float, at_slowest: float) -> str:
+        fastest, slowest = saturation_rps * np.exp(at_fastest), saturation_rps * np.exp(at_slowest)
+        if not (np.isfinite(at_fastest) and np.isfinite(at_slowest)):
+            return (f"FCFS serves the overload trace at {fastest:.3g} req/s at the hardware's peak FLOP/s and at "
+                    f"{slowest:.3g} req/s with compute costs 10^4x: the step-time model's steps take no time to scale")
+        if fastest <= saturation_rps:
+            return (f"at the hardware's peak FLOP/s the overload trace delivers at most {fastest:.2f} req/s, not above "
+                    f"the {saturation_rps} req/s target: offer a higher overload rate or lower the memory factor")
+        return (f"the {saturation_rps:g} req/s saturation target is below the {slowest:.3g} req/s FCFS keeps with "
+                f"compute costs 10^4 times the model's: targets from {slowest:.3g} to {fastest:.3g} req/s can be fitted")
+
+    return float(np.exp(bracketed_root(lambda x: np.log(throughput(x) / saturation_rps), lo, hi, xtol=1e-4,
+                                       unreachable=unreachable)))
 
 
 def _model(base: StepTimeModel, x: np.ndarray) -> StepTimeModel:
@@ -183,8 +198,13 @@ def calibrate(
         extra = [np.log(thr / saturation_rps)] + ([interval_residual(step, *step_ms)] if step_ms else [])
         return np.append(cells, extra)
 
-    fits = [least_squares(residuals, x0, diff_step=diff_step, x_scale=1.0, bounds=(np.log(low), np.log(high)))
-            for x0 in starts]
+    try:
+        fits = [least_squares(residuals, x0, diff_step=diff_step, x_scale=1.0, bounds=(np.log(low), np.log(high)))
+                for x0 in starts]
+    except ValueError as e:  # scipy's "Residuals are not finite in the initial point"
+        raise SchedlabError(f"the fit cannot start ({e}): FCFS's simulated latencies at the reported rates "
+                            f"{rates} must be positive numbers, with the saturation target of {saturation_rps:g} "
+                            "req/s reached") from None
     best = int(np.argmin([f.cost for f in fits]))
     fit, x0 = fits[best], starts[best]
     dof = max(fit.fun.size - fit.x.size, 1)
@@ -262,8 +282,8 @@ def implied_saturation(arena: Arena, model: StepTimeModel, rows: pd.DataFrame, t
             return np.log(_fcfs(traces[rate], arena, scaled, ("p50_e2el_ms",))["p50_e2el_ms"] / target)
 
         lo, hi = np.log(0.25), np.log(4.0)
-        if gap(lo) > 0 or gap(hi) < 0:
-            continue  # not within a factor of 4 of the fit's speed
+        if not gap(lo) <= 0 <= gap(hi):
+            continue  # not within a factor of 4 of the fit's speed (or no median to match)
         scale = float(np.exp(brentq(gap, lo, hi, xtol=1e-3)))
         out.append({"rate": float(rate), "paper_p50_e2el_ms": target, "compute_scale": scale,
                     "saturation_rps": _fcfs(overload_trace, arena, model.scaled(scale), ("throughput_rps",))["throughput_rps"]})

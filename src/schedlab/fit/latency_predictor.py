@@ -8,16 +8,14 @@ tokens takes ``t_d = sum_{k=1..o} tau_d(b, l + k)``, summed in closed form. Time
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
-from scipy.optimize import brentq
 
 from schedlab.errors import SchedlabError
+from schedlab.fit.roots import bracketed_root
 from schedlab.io import write_json
 from schedlab.latency.catalogue import Hardware, ModelArch
 from schedlab.latency.predictor_profile import PHASES, PREDICTOR_PROFILE_COLUMNS, roofline_phases
@@ -80,11 +78,24 @@ class LatencyPredictor:
 
     @classmethod
     def load(cls, path) -> "LatencyPredictor":
-        try:
-            data = json.loads(Path(path).read_text())
-            return cls(PhaseModel(**data["prefill"]), PhaseModel(**data["decode"]), data.get("meta", {}))
-        except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
-            raise SchedlabError(f"{path}: not a latency predictor file ({exc})") from exc
+        """A predictor file, checked (:func:`schedlab.validation.read_predictor`)."""
+        from schedlab.validation import read_predictor
+
+        data = read_predictor(path)
+        return cls(PhaseModel(**data["prefill"]), PhaseModel(**data["decode"]), data["meta"])
+
+    def check_positive(self, prompts, outputs, max_batch: int, source) -> None:
+        """Refuse, in one line naming ``source``, a predictor whose end-to-end latency is not a
+        positive number for some request of ``prompts`` and ``outputs`` tokens in a batch of 1
+        to ``max_batch`` (linear in the batch size: its ends decide)."""
+        l, o = np.asarray(prompts, float), np.asarray(outputs, float)
+        for b in (1, max_batch):
+            e2e = self.e2e(b, l, o)
+            bad = ~(e2e > 0) | ~np.isfinite(e2e)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise SchedlabError(f"{source}: predicts {e2e[i]:.3g} s end to end for a request of {l[i]:.0f} prompt "
+                                    f"and {o[i]:.0f} output tokens in a batch of {b}: a latency must be positive")
 
 
 def _ms(a, beta, g, d) -> PhaseModel:
@@ -152,9 +163,17 @@ def calibrate_roofline(
     def time(phase: int, **eff) -> float:
         return float(roofline_phases(hw, arch, 1, length, **eff)[phase])
 
+    lo = 1e-4
+
     def solve(phase: int, name: str, target: float, eff: dict) -> float:
         gap = lambda x: time(phase, **{**eff, name: x}) - target
-        return 1.0 if gap(1.0) >= 0 else brentq(gap, 1e-4, 1.0)
+
+        def unreachable(slow: float, fast: float) -> str:
+            return (f"{arch.name} on {hw.name}: no {name} from {lo:g} to 1 gives the reference's single-request "
+                    f"{PHASES[phase]} time of {target * 1e3:.3g} ms at {length} tokens (the roofline gives "
+                    f"{(fast + target) * 1e3:.3g} to {(slow + target) * 1e3:.3g} ms there)")
+
+        return 1.0 if gap(1.0) >= 0 else bracketed_root(gap, lo, 1.0, unreachable=unreachable)
 
     target_p, target_d = float(reference.prefill(1, length)), float(reference.decode(1, length))
     eff = {"compute_eff": 1.0, "bw_eff": 1.0}

@@ -40,7 +40,10 @@ def _ols(profile: pd.DataFrame, tile: int, knee: int):
     y = profile["time_s"].astype(float)
     dropped: dict[str, float] = {}
     while True:
-        res = sm.OLS(y, sm.add_constant(X[used], has_constant="add")).fit()
+        with warnings.catch_warnings():  # a flat or degenerate profile: its R² is not a number, said in meta
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = sm.OLS(y, sm.add_constant(X[used], has_constant="add")).fit()
+            res.rsquared  # noqa: B018 (computed here, where its warning is silenced)
         negative = {f: float(v) for f, v in res.params.items() if v < 0 and f != "const"}
         if not negative:
             return res, dropped

@@ -42,7 +42,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS
 from schedlab.errors import SchedlabError
-from schedlab.latency.catalogue import LLAMA_LIKE, model_dir
+from schedlab.latency.catalogue import LLAMA_LIKE, model_arch, model_dir
+from schedlab.limits import check_allocation
 
 #: Log-mel frames of one 30 s Whisper input window.
 MEL_FRAMES = 3000
@@ -80,7 +81,17 @@ def _threads(n: int | None) -> Iterator[int]:
 
 def device_setup(device: str) -> tuple[torch.dtype, str]:
     """Float32 on the CPU, bfloat16 on a CUDA ``device``; the device's label (GPU name, or
-    ``cpu-<threads>c`` at the current thread count)."""
+    ``cpu-<threads>c`` at the current thread count). A device this torch cannot use is one
+    line naming it (torch's own assertion otherwise)."""
+    try:
+        kind = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise SchedlabError(f"--device {device!r} is not a torch device (cpu, or cuda:N)") from None
+    if kind.type not in ("cpu", "cuda"):
+        raise SchedlabError(f"--device {device!r}: only cpu and cuda devices are profiled")
+    if kind.type == "cuda" and (not torch.cuda.is_available() or (kind.index or 0) >= torch.cuda.device_count()):
+        raise SchedlabError(f"--device {device!r}: this torch sees {torch.cuda.device_count()} CUDA device(s)"
+                            f"{'' if torch.cuda.is_available() else ' (it was built without CUDA, or no GPU is present)'}")
     if device.startswith("cuda"):
         return torch.bfloat16, torch.cuda.get_device_name(device).replace(" ", "-")
     return torch.float32, f"cpu-{torch.get_num_threads()}c"
@@ -288,6 +299,10 @@ def load(model: str, device: str = "cpu", seed: int = 0) -> TorchNet:
     config = AutoConfig.from_pretrained(model_dir(model))
     torch.manual_seed(seed)
     dtype, hardware = device_setup(device)
+    arch = model_arch(model)
+    if torch.device(device).type == "cpu":  # random weights in the machine's memory
+        check_allocation((arch.encoder_params + arch.decoder_params) * torch.finfo(dtype).bits // 8,
+                         f"{model}'s random weights in {dtype} (--model)")
     if config.model_type == "whisper":
         net = _build(WhisperForConditionalGeneration._from_config, config, device, dtype)
     elif config.model_type in LLAMA_LIKE:

@@ -322,7 +322,7 @@ def add_commands(sub) -> None:
 
     t = ssub.add_parser("throughput", help="highest stable rate per scheduler, and queues around it")
     t.add_argument("--schedulers", nargs="+", default=list(THROUGHPUT_SCHEDULERS))
-    t.add_argument("--backlog", type=number(int, minimum=10, strict=False, maximum=MAX_REQUESTS), default=1500,
+    t.add_argument("--backlog", type=number(int, minimum=10, strict=False, maximum=MAX_REQUESTS, requests=True), default=1500,
                    help="requests waiting at t = 0 for the saturation runs (10 at least)")
     t.add_argument("--queue-duration-s", type=duration, default=1200.0, help="seconds of arrivals around capacity")
     _setup_args(t)
@@ -339,7 +339,7 @@ def add_commands(sub) -> None:
                     help="offered load per engine, as multiples of one engine's saturation throughput")
     rt.add_argument("--share", type=_share, default=0.05, help="probability a request is a paying user's")
     rt.add_argument("--seed", type=seed, default=0, help="arrivals, lengths and the random router")
-    rt.add_argument("--backlog", type=number(int, minimum=10, strict=False, maximum=MAX_REQUESTS), default=1500,
+    rt.add_argument("--backlog", type=number(int, minimum=10, strict=False, maximum=MAX_REQUESTS, requests=True), default=1500,
                     help="requests waiting at t = 0 for one engine's saturation run (10 at least)")
     _setup_args(rt)
     rt.add_argument("--out", type=OutputPath, required=True)

@@ -17,10 +17,10 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import brentq
 
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
+from schedlab.fit.roots import bracketed_root
 from schedlab.slai.run import CAPACITY_TTFT_MS
 from schedlab.slai.studies import Setup
 
@@ -48,10 +48,16 @@ def serving_overhead(setup: Setup, *, capacity_rps: float, shares, precision_rps
         gap = lambda ov: float(np.log(run(ov, shares[0], rate)["p50_ttft_ms"] / CAPACITY_TTFT_MS))
         if gap(0.0) >= 0:
             return 0.0  # the chunk-timed model is already at or past the edge
-        if gap(MAX_OVERHEAD_S) < 0:
-            raise SchedlabError(f"even {MAX_OVERHEAD_S} s per batch keeps the median TTFT at {rate} req/s under "
-                                f"{CAPACITY_TTFT_MS:g} ms: the runs are too short to load the engine")
-        return float(brentq(gap, 0.0, MAX_OVERHEAD_S, xtol=1e-4))  # 0.1 ms: the interval spans ms
+
+        def unreachable(at_none: float, at_most: float) -> str:
+            if not np.isfinite(at_none) or not np.isfinite(at_most):
+                return (f"no median TTFT at {rate:g} req/s (no request measured after the warm-up): lengthen "
+                        "--duration-s or raise --capacity-rps")
+            return (f"even {MAX_OVERHEAD_S} s per batch keeps the median TTFT at {rate} req/s under "
+                    f"{CAPACITY_TTFT_MS:g} ms: the runs are too short to load the engine")
+
+        # 0.1 ms: the interval spans ms
+        return bracketed_root(gap, 0.0, MAX_OVERHEAD_S, xtol=1e-4, unreachable=unreachable)
 
     overhead_s = solve(capacity_rps)
     interval = [solve(capacity_rps + precision_rps), solve(capacity_rps - precision_rps)]

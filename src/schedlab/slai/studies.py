@@ -10,10 +10,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from schedlab import registry
 from schedlab.cluster import run_cluster
 from schedlab.engine import Arena, run
 from schedlab.engine.steptime import StepTimeModel
 from schedlab.errors import SchedlabError
+from schedlab.limits import check_work
 from schedlab.slai.lineups import (ROUTING_FACTORS, ROUTING_REPLICAS, ROUTING_ROUTERS, ROUTING_SCHEDULERS,
                                     THROUGHPUT_SCHEDULERS)
 from schedlab.slai.run import by_bucket, summary
@@ -192,6 +194,13 @@ def routing(setup: Setup, schedulers=ROUTING_SCHEDULERS, routers=ROUTING_ROUTERS
     window = setup.duration_s - setup.warmup_s
     for scheduler in schedulers:
         mu = saturation(setup, scheduler, setup.arena, n=backlog, seed=seed)
+        # n engines take n times one's requests; a router that reads the replicas' state advances
+        # every replica at each arrival
+        visits = sum(n * (n if registry.router_entry(r).cls.reads_state else 1) for r in routers for n in replicas)
+        check_work(sum(factors) * mu * setup.duration_s * visits,
+                   f"the routing study of {scheduler} ({len(replicas)} cluster sizes up to {max(replicas)} replicas "
+                   f"(--replicas), offered up to {max(factors):g}x its {mu:.3g} req/s each (--factors), "
+                   f"for {setup.duration_s:g} s)")
         for n in replicas:
             for factor in factors:
                 trace = openchat_trace(setup.pool, factor * n * mu, setup.duration_s, share, seed, setup.targets)

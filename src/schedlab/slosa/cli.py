@@ -8,6 +8,11 @@ from schedlab.io import read_parquet, write_outputs, write_parquet
 
 STUDIES = ("compare", "schedule", "lengths", "coefficients", "instances")
 POOL_COLUMNS = ("prompt_tokens", "output_tokens")
+#: The most requests one mapping decision takes (the paper's take up to 40): the search's time
+#: grows with them, and a decision over a million requests is one no scheduler waits hours for.
+MAX_DECISION = 10**4
+#: The largest batch the studies other than compare map requests into.
+STUDY_BATCH = 4
 
 
 def cmd_pools(args) -> None:
@@ -38,10 +43,12 @@ def cmd_profile(args) -> None:
 
 def cmd_fit(args) -> None:
     from schedlab.fit.latency_predictor import REFERENCE, fit_predictor
+    from schedlab.latency.predictor_profile import PREDICTOR_PROFILE_COLUMNS
 
     if (args.profile is None) == (not args.reference):
         raise SchedlabError("give either --profile or --reference")
-    predictor = REFERENCE if args.reference else fit_predictor(read_parquet(args.profile))
+    predictor = REFERENCE if args.reference else fit_predictor(
+        read_parquet(args.profile, PREDICTOR_PROFILE_COLUMNS, numeric=("batch", "length", "time_s"), rows=True))
     predictor.save(args.out)
 
 
@@ -56,6 +63,9 @@ def cmd_study(args) -> None:
 
     predictor = LatencyPredictor.load(args.predictor)
     workload = studies.Workload(read_pool(args.chat, POOL_COLUMNS), read_pool(args.code, POOL_COLUMNS))
+    for pool in (workload.chat, workload.code):
+        predictor.check_positive(pool["prompt_tokens"], pool["output_tokens"], max(*args.max_batches, STUDY_BATCH),
+                                 args.predictor)
     hw, arch = hardware(args.hardware), model_arch(args.model)
     arena = paper_engine(hw, arch)
     warm_up()
@@ -112,8 +122,10 @@ def add_commands(sub) -> None:
     st.add_argument("--hardware", default="2xV100-32GB")
     st.add_argument("--model", default="qwen2.5-7b")
     st.add_argument("--seeds", type=seed, nargs="+", default=[0, 1, 2, 3, 4])
-    st.add_argument("--ns", type=positive_number(int, 10**6), nargs="+", default=[4, 6, 8, 10, 20, 40], help="compare: requests per decision")
-    st.add_argument("--max-batches", type=positive_number(int, 10**6), nargs="+", default=[1, 2, 4], help="compare: maximum batch sizes")
+    st.add_argument("--ns", type=positive_number(int, MAX_DECISION), nargs="+", default=[4, 6, 8, 10, 20, 40],
+                    help=f"compare: requests per decision (at most {MAX_DECISION:,}: a search a decision can wait for)")
+    st.add_argument("--max-batches", type=positive_number(int, MAX_DECISION), nargs="+", default=[1, 2, 4],
+                    help="compare: maximum batch sizes")
     st.add_argument("--exhaustive-max-n", type=number(int, minimum=0, strict=False, maximum=10), default=8,
                     help="compare: largest N searched exhaustively (at most 10)")
     st.add_argument("--out", type=OutputPath, required=True)

@@ -7,6 +7,12 @@ from schedlab.contracts import MAX_REPLICAS
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_parquet
 
+#: What every pool holds (a trace's requests, utterances, answers): the output lengths.
+POOL_COLUMNS = ("output_tokens",)
+#: What every match table (`tournament play`, `tournament cluster`) holds: the Pareto front's
+#: group and axes.
+MATCH_COLUMNS = ("workload", "load", "policy", "p50_e2el_ms", "p99_e2el_ms")
+
 
 def cmd_pool(args) -> None:
     from schedlab import registry
@@ -16,9 +22,10 @@ def cmd_pool(args) -> None:
 
 def _workload(args):
     """The workload's spec checked, its pools read, its modality and its arena."""
+    from schedlab import registry
     from schedlab.engine import Arena
     from schedlab.tournament.workloads import check_spec, modality, pool_names
-    from schedlab.validation import check_arena_spec
+    from schedlab.validation import check_arena_spec, read_pool
 
     check_spec(args.workload, args.spec)
     check_arena_spec(args.arena, "--arena")
@@ -26,10 +33,10 @@ def _workload(args):
     missing = [p for p in pool_names(args.spec["kind"]) if p not in pools]
     if missing:
         raise SchedlabError(f"workload {args.workload!r} needs --pool {' '.join(f'{m}=PATH' for m in missing)}")
-    pools = {name: read_parquet(path) for name, path in pools.items()}
-    for name, pool in pools.items():
-        if not len(pool):
-            raise SchedlabError(f"--pool {name}={dict(args.pool)[name]}: holds no rows")
+    # a timed pool (a trace the kind replays at its timestamps, from `tournament pool`) is one
+    # trace, in time order; others (paper B's long prompts) may join several
+    pools = {name: read_pool(path, POOL_COLUMNS, one_trace="timestamp_s" in registry.pool_entry(name).columns)
+             for name, path in pools.items()}
     kind = modality(args.spec)
     return pools, kind, Arena.from_spec(args.arena, kind)
 
@@ -89,7 +96,8 @@ def cmd_table(args) -> None:
     import pandas as pd
     from schedlab.tournament.pareto import on_front
 
-    table = pd.concat([read_parquet(p) for p in args.runs], ignore_index=True)
+    table = pd.concat([read_parquet(p, MATCH_COLUMNS, numeric=("load",), rows=True) for p in args.runs],
+                      ignore_index=True)
     write_parquet(on_front(table), args.out)
 
 

@@ -12,8 +12,9 @@ import importlib
 #: Where each name lives; a name's module is imported when the name is first read, so that a
 #: command that checks only documents does not load pandera (start-up time).
 _HOME = {
-    **dict.fromkeys(("check_arena_spec", "check_run_length", "check_workload_spec", "parse", "read_kappa",
-                     "read_steptime"), "schedlab.validation.documents"),
+    **dict.fromkeys(("check_arena_spec", "check_measured", "check_run_length", "check_summaries",
+                     "check_workload_spec", "parse", "read_kappa", "read_predictor", "read_steptime"),
+                    "schedlab.validation.documents"),
     **dict.fromkeys(("check_trace", "read_pool", "read_profile", "read_trace"), "schedlab.validation.tables"),
 }
 
@@ -26,12 +27,15 @@ def __getattr__(name: str):
 
 __all__ = [
     "check_arena_spec",
+    "check_measured",
     "check_run_length",
+    "check_summaries",
     "check_trace",
     "check_workload_spec",
     "parse",
     "read_kappa",
     "read_pool",
+    "read_predictor",
     "read_profile",
     "read_steptime",
     "read_trace",

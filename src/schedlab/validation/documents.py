@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, create_model, model_validator
 
-from schedlab.contracts import MAX_KAPPA, MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S
+from schedlab.contracts import MAX_KAPPA, MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S, MAX_STEP_S
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json
 
@@ -57,30 +57,70 @@ def parse(model: type[BaseModel], data, source: str | os.PathLike):
 
 
 # -- step-time model ----------------------------------------------------------------------
+#: Seconds a step-time term costs per unit of its feature (or per request, the front end's).
+Cost = Annotated[float, Field(ge=0, le=MAX_STEP_S, allow_inf_nan=False)]
+#: A width in tokens (a GEMM tile, a batch size).
+Width = Annotated[int, Field(ge=0, le=2**20)]
+
+
 class StepTimeTerms(Strict):
     """A step-time model file (:class:`schedlab.engine.steptime.StepTimeModel`): every term is a
-    cost, so finite and non-negative; ``tile`` is a width in tokens (0: no staircase), ``knee``
-    a batch size in tokens (0: no knee)."""
+    cost, so finite, non-negative and at most :data:`~schedlab.contracts.MAX_STEP_S` seconds per
+    unit (a step that lasts longer has no meaning); ``tile`` is a width in tokens (0: no
+    staircase), ``knee`` a batch size in tokens (0: no knee)."""
 
-    intercept: NonNegative
-    n_encoder: NonNegative = 0.0
-    n_prefill_tokens: NonNegative = 0.0
-    n_decode: NonNegative = 0.0
-    ctx_tokens: NonNegative = 0.0
-    frontend_s: NonNegative = 0.0
-    output_s: NonNegative = 0.0
-    prefill_pairs: NonNegative = 0.0
-    tile_tokens: NonNegative = 0.0
-    tile: NonNegativeInt = 0
-    knee_tokens: NonNegative = 0.0
-    knee: NonNegativeInt = 0
-    frontend_service_s: NonNegative = 0.0
+    intercept: Cost
+    n_encoder: Cost = 0.0
+    n_prefill_tokens: Cost = 0.0
+    n_decode: Cost = 0.0
+    ctx_tokens: Cost = 0.0
+    frontend_s: Cost = 0.0
+    output_s: Cost = 0.0
+    prefill_pairs: Cost = 0.0
+    tile_tokens: Cost = 0.0
+    tile: Width = 0
+    knee_tokens: Cost = 0.0
+    knee: Width = 0
+    frontend_service_s: Cost = 0.0
     meta: dict = {}
 
 
 def read_steptime(path: str | os.PathLike) -> dict:
     """The checked fields of a step-time model file."""
-    return parse(StepTimeTerms, read_json(path), path).model_dump()
+    return check_steptime(read_json(path), path)
+
+
+def check_steptime(terms, source: str | os.PathLike) -> dict:
+    """The checked fields of a step-time model (:class:`StepTimeTerms`) from ``source``."""
+    return parse(StepTimeTerms, terms, source).model_dump()
+
+
+# -- paper D's latency predictor ----------------------------------------------------------------
+Coefficient = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_NUMBER, le=MAX_NUMBER)]
+
+
+class PredictorPhase(Strict):
+    """One phase's ``a*b*l + beta*b + g*l + d`` seconds: finite numbers (a fitted term may be
+    negative; what the predictions mean is checked against a workload,
+    :meth:`schedlab.fit.latency_predictor.LatencyPredictor.check_positive`)."""
+
+    a: Coefficient
+    beta: Coefficient
+    g: Coefficient
+    d: Coefficient
+
+
+class PredictorFile(Strict):
+    """A latency predictor file (`schedlab slosa fit`)."""
+
+    prefill: PredictorPhase
+    decode: PredictorPhase
+    meta: dict = {}
+
+
+def read_predictor(path: str | os.PathLike) -> dict:
+    """The checked phases and meta of a latency predictor file."""
+    return parse(PredictorFile, read_json(path), path).model_dump()
 
 
 # -- kappa ------------------------------------------------------------------------------------
@@ -206,11 +246,16 @@ def check_arena_spec(spec, source: str) -> ArenaSpec:
     return checked
 
 
+#: The longest silence the VAD study pads a clip with: a minute, past Whisper's 30 s window
+#: (longer padding makes clips no ASR request holds, and a study the detector takes hours over).
+MAX_PAD_S = 60.0
+
+
 class VadSpec(Strict):
     rates: Rates | None = None
     duration_s: Seconds = 300.0
     pad_fraction: Share = 0.5
-    max_pad_s: NonNegative = 10.0
+    max_pad_s: Annotated[float, Field(ge=0, le=MAX_PAD_S, allow_inf_nan=False)] = 10.0
     seed: NonNegativeInt = 0
 
 
@@ -238,3 +283,52 @@ class SwitchingSpec(Strict):
 
 #: The extension studies' ``--spec`` models, by command.
 EXTENSION_SPECS = {"vad": VadSpec, "kappa": KappaStudySpec, "switching": SwitchingSpec}
+
+
+# -- run summaries ----------------------------------------------------------------------------
+def _json_kind(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "list" if isinstance(value, list) else "object"
+
+
+def check_summaries(summaries: list, sources: list) -> None:
+    """Run summaries (JSON) to gather into one table: each a non-empty object of flat keys, and
+    each key of one kind (number, string, boolean; null where a value is missing) in every
+    summary, as a table's column is; one line naming the summary and the key otherwise."""
+    kinds: dict[str, tuple[str, str]] = {}
+    for summary, source in zip(summaries, sources):
+        if not isinstance(summary, dict) or not summary:
+            raise SchedlabError(f"{source}: not a run summary (a JSON object of flat keys)")
+        for key, value in summary.items():
+            kind = _json_kind(value)
+            if kind in ("list", "object"):
+                raise SchedlabError(f"{source}: not a run summary: key {key!r} holds a {kind} (summaries have flat keys)")
+            if kind == "null":
+                continue
+            first = kinds.setdefault(key, (kind, source))
+            if first[0] != kind:
+                raise SchedlabError(f"{source}: key {key!r} is a {kind}, where {first[1]} has a {first[0]}: "
+                                    "not summaries of one table")
+
+
+def check_measured(summary: dict, what: str) -> dict:
+    """A run's summary that measured something: at least one request completed, and a median
+    end-to-end latency that is a number; otherwise one line saying why the run measured
+    nothing (``what`` names the run), and no output is written."""
+    import math
+
+    if not summary.get("completed"):
+        raise SchedlabError(f"{what}: no request completed ({summary.get('arrived', 0)} arrived): the run measured "
+                            "nothing, and no summary is written")
+    median = summary.get("p50_e2el_ms")
+    if not isinstance(median, (int, float)) or not math.isfinite(median) or median < 0:
+        raise SchedlabError(f"{what}: the median end-to-end latency is {median} ms: the run measured nothing a "
+                            "summary can hold, and none is written")
+    return summary

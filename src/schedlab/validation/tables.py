@@ -28,6 +28,8 @@ from pandera.errors import SchemaError
 from schedlab.contracts import (
     MAX_AUDIO_S,
     MAX_RUN_S,
+    MAX_STEP_S,
+    MAX_STEP_WORK,
     MAX_TOKENS,
     PREFILL_PAIRS,
     PROFILE_COLUMNS,
@@ -66,6 +68,10 @@ def _whole() -> pa.Check:
     return pa.Check(lambda s: s == np.floor(s), error="must be whole numbers")
 
 
+def _sorted() -> pa.Check:
+    return pa.Check(lambda s: s.diff().fillna(0) >= 0, error="must be sorted (earlier than the row before)")
+
+
 def _strings() -> pa.Check:
     return pa.Check(lambda s: s.map(lambda v: isinstance(v, str)), error="must be strings")
 
@@ -95,8 +101,7 @@ def _schema(context: int | None) -> pa.DataFrameSchema:
         {
             "request_id": _column(_numbers(), _finite(), _whole(), _at_least(-(2**53)), _at_most(2**53),
                                   pa.Check(lambda s: ~s.duplicated(), error="must be unique (repeats an earlier id)")),
-            "arrival_s": _column(_numbers(), _finite(), _at_least(0), _at_most(MAX_RUN_S),
-                                 pa.Check(lambda s: s.diff().fillna(0) >= 0, error="must be sorted (earlier than the row before)")),
+            "arrival_s": _column(_numbers(), _finite(), _at_least(0), _at_most(MAX_RUN_S), _sorted()),
             "prompt_tokens": count(),
             "output_tokens": count(),
             "audio_duration_s": duration(),
@@ -156,14 +161,16 @@ def check_trace(trace: pd.DataFrame, source: str = "trace", *, context: int | No
 
 
 def _profile_schema() -> pa.DataFrameSchema:
-    cost = lambda: _column(_numbers(), _finite(), _at_least(0))
-    return pa.DataFrameSchema({**{f: cost() for f in STEP_FEATURES}, "time_s": cost(),
-                               PREFILL_PAIRS: _column(_numbers(), _finite(), _at_least(0), required=False)})
+    work = lambda required=True: _column(_numbers(), _finite(), _at_least(0), _at_most(MAX_STEP_WORK), required=required)
+    return pa.DataFrameSchema({**{f: work() for f in STEP_FEATURES},
+                               "time_s": _column(_numbers(), _finite(), _at_least(0), _at_most(MAX_STEP_S)),
+                               PREFILL_PAIRS: work(required=False)})
 
 
 def read_profile(path: str | os.PathLike) -> pd.DataFrame:
     """A latency profile table (:data:`~schedlab.contracts.PROFILE_COLUMNS`): counts and step
-    times finite and non-negative."""
+    times finite and non-negative, within what one step holds and lasts
+    (:data:`~schedlab.contracts.MAX_STEP_WORK`, :data:`~schedlab.contracts.MAX_STEP_S`)."""
     profile = read_parquet(path, PROFILE_COLUMNS)
     try:
         _profile_schema().validate(profile.reset_index(drop=True))
@@ -179,24 +186,28 @@ def read_trace(path: str | os.PathLike, *, context: int | None = None) -> pd.Dat
 
 #: What a length pool or an utterance table must hold, by column: a pool's prompt and output
 #: lengths, an utterance's duration (a clip lasts) and its token counts (``text_tokens`` may be
-#: 0: silence).
+#: 0: silence), a timed pool's arrivals in its trace (``timestamp_s``; in time order in a pool
+#: of one trace).
 _TABLE_COLUMNS = {
     "prompt_tokens": lambda: _count(required=False),
     "output_tokens": lambda: _count(required=False),
     "text_tokens": lambda: _count(0, required=False),
     "duration_s": lambda: _column(_numbers(), _finite(), pa.Check(lambda s: s > 0, error="must be > 0"),
                                   _at_most(MAX_AUDIO_S)),
+    "timestamp_s": lambda: _column(_numbers(), _finite(), _at_least(0), _at_most(MAX_RUN_S)),
 }
 
 
-def read_pool(path: str | os.PathLike, required: tuple[str, ...] = ()) -> pd.DataFrame:
+def read_pool(path: str | os.PathLike, required: tuple[str, ...] = (), *, one_trace: bool = False) -> pd.DataFrame:
     """A table of request lengths or utterances (a length pool, `schedlab data`'s output), read
     and checked: at least one row, ``required`` columns present, and every known column
-    (:data:`_TABLE_COLUMNS`) whole and within the bounds of tokens, or of seconds of audio."""
-    table = read_parquet(path, required)
-    if not len(table):
-        raise SchedlabError(f"{path}: holds no rows")
-    schema = pa.DataFrameSchema({c: make() for c, make in _TABLE_COLUMNS.items() if c in table.columns})
+    (:data:`_TABLE_COLUMNS`) whole and within the bounds of tokens, or of seconds of audio;
+    with ``one_trace`` (a pool of `schedlab tournament pool`), its timestamps in time order."""
+    table = read_parquet(path, required, rows=True)
+    columns = {c: make() for c, make in _TABLE_COLUMNS.items() if c in table.columns}
+    if one_trace and "timestamp_s" in columns:
+        columns["timestamp_s"] = _column(*columns["timestamp_s"].checks, _sorted())
+    schema = pa.DataFrameSchema(columns)
     try:
         schema.validate(table.reset_index(drop=True))
     except SchemaError as e:

@@ -7,12 +7,12 @@ Inter-arrival gaps are gamma-distributed with shape ``burstiness`` and mean ``1 
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
-from schedlab.contracts import MAX_REQUESTS
+from schedlab.contracts import MAX_REQUESTS, MAX_RUN_S
 from schedlab.errors import SchedlabError
+from schedlab.limits import check_allocation
 
 #: Memory one request takes through a run (its trace row, the engine's state, its results),
 #: rounded up from `schedlab simulate`'s 0.6 KiB a request (peak RSS at 20,000 and 200,000
@@ -20,33 +20,15 @@ from schedlab.errors import SchedlabError
 BYTES_PER_REQUEST = 1024
 
 
-def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (``MemAvailable``; None where unknown)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return None
-
-
 def check_fits_in_memory(n_requests: float, what: str | None = "the trace") -> None:
     """Refuse, in one line and before anything is allocated, a number of requests that no run
-    may hold (:data:`~schedlab.contracts.MAX_REQUESTS`) or that this machine's memory cannot;
-    ``what`` (None: nothing) says whose requests they are."""
+    may hold (:data:`~schedlab.contracts.MAX_REQUESTS`) or that this machine's memory cannot
+    (:func:`schedlab.limits.check_allocation`); ``what`` (None: nothing) says whose requests
+    they are."""
     where = f"{what}: " if what else ""
     if not n_requests <= MAX_REQUESTS:  # NaN and inf too
         raise SchedlabError(f"{where}{n_requests:.3g} requests, more than the {MAX_REQUESTS:.0e} a run may hold")
-    free = available_memory()
-    need = n_requests * BYTES_PER_REQUEST
-    if free is not None and need > free:
-        raise SchedlabError(f"{where}{n_requests:,.0f} requests need about {need / 2**30:.1f} GiB of memory, "
-                            f"more than the {free / 2**30:.1f} GiB available")
+    check_allocation(n_requests * BYTES_PER_REQUEST, f"{where}{n_requests:,.0f} requests")
 
 
 def arrival_times(
@@ -79,8 +61,11 @@ def arrival_times(
     if n_requests == 0:
         return np.zeros(0)
     if n_requests is not None:
+        if (n_requests - 1) / rate > MAX_RUN_S:
+            raise SchedlabError(f"{n_requests:,} requests at {rate:g} req/s arrive over about {(n_requests - 1) / rate:.3g} s, "
+                                f"past the {MAX_RUN_S:.0e} s a run may last: give at least {n_requests / MAX_RUN_S:.3g} req/s")
         gaps = rng.gamma(burstiness, scale, size=n_requests)
-        return np.cumsum(gaps) - gaps[0]
+        return _within_a_run(np.cumsum(gaps) - gaps[0], rate, burstiness)
     times: list[np.ndarray] = []
     t = 0.0
     chunk = max(16, int(rate * duration_s * 1.2))
@@ -93,3 +78,13 @@ def arrival_times(
         if ts[-1] >= duration_s:
             return np.concatenate(times)
         t = ts[-1]
+
+
+def _within_a_run(times: np.ndarray, rate: float, burstiness: float) -> np.ndarray:
+    """``times``, refused in one line when the last is not finite or past
+    :data:`~schedlab.contracts.MAX_RUN_S` (a rate so low, or arrivals so bursty, that the trace
+    outlasts any run)."""
+    if times.size and not times[-1] <= MAX_RUN_S:
+        raise SchedlabError(f"arrivals at {rate:g} req/s (burstiness {burstiness:g}) run to {times[-1]:.3g} s, past the "
+                            f"{MAX_RUN_S:.0e} s a run may last: raise the rate or the burstiness, or take fewer requests")
+    return times

@@ -5,7 +5,6 @@
 from schedlab.fit.engine_runs import shipped_runs
 from schedlab.latency.catalogue import model_arch
 
-
 TRANSFORMERS = config["transformers"]
 #: The CPU run's folder: its traces, per-request results, steps and provenance.
 TRANSFORMERS_RUN = f"{RESULTS}/runs/transformers/cpu"
