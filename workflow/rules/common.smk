@@ -12,8 +12,11 @@ from schedlab.errors import SchedlabError
 from schedlab.snakemake_start import config_error
 from schedlab.latency.catalogue import hardware, hardware_names, model_dir, model_names
 from schedlab.latency.shipped import shipped_hardware, shipped_models, shipped_path
-from schedlab import figure_map, registry
+from schedlab import figure_map, progress, registry
 from schedlab.tournament.workloads import check_spec, modality, pool_names
+
+# Each job's log gets one line per stage of its work (schedlab.progress), whatever the terminal.
+os.environ.setdefault(progress.VARIABLE, "lines")
 
 RESULTS = config["results"]
 ASR = config["asr"]

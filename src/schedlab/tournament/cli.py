@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from schedlab import progress
 from schedlab.cli_types import InputPath, OutputPath, engine_object, json_object, named_path, positive_number
 from schedlab.contracts import MAX_REPLICAS
 from schedlab.errors import SchedlabError
@@ -56,14 +57,17 @@ def cmd_cluster(args) -> None:
     # loads are fractions of the replicas' summed capacity: N times one engine's FCFS backlog rate
     cap = capacity(args.spec, pools, ring, registry.entry("fcfs"))
     rows = []
-    for n in args.replicas:
-        for load in args.loads:
-            served = trace(args.spec, pools, load * n * cap, max_tokens=ring.max_tokens)
-            for router in args.routers:
-                for player in players:
-                    rows.append(cluster_match(player, served, ring, router, n, workload=args.workload, modality=kind,
-                                              load=load, rate=load * n * cap, capacity_rps=cap, offered=len(served),
-                                              prefix_caching=ring.limits.prefix_caching))
+    total = len(args.replicas) * len(args.loads) * len(args.routers) * len(players)
+    with progress.stage(f"tournament cluster {args.workload}", total=total, unit="matches") as matches:
+        for n in args.replicas:
+            for load in args.loads:
+                served = trace(args.spec, pools, load * n * cap, max_tokens=ring.max_tokens)
+                for router in args.routers:
+                    for player in players:
+                        rows.append(cluster_match(player, served, ring, router, n, workload=args.workload,
+                                                  modality=kind, load=load, rate=load * n * cap, capacity_rps=cap,
+                                                  offered=len(served), prefix_caching=ring.limits.prefix_caching))
+                        matches.advance()
     write_parquet(pd.DataFrame(rows), args.out)
 
 
@@ -83,12 +87,14 @@ def cmd_play(args) -> None:
     ring = ring.with_limits(prefix_caching=caching)
     cap_cached = capacity(args.spec, pools, ring, registry.entry("fcfs")) if caching else float("nan")
     rows = []
-    for load in args.loads:
-        served = trace(args.spec, pools, load * cap, max_tokens=ring.max_tokens)
-        for player in players:
-            rows.append(match(player, served, ring, workload=args.workload, modality=kind, load=load,
-                              rate=load * cap, capacity_rps=cap, offered=len(served), prefix_caching=caching,
-                              capacity_cached_rps=cap_cached))
+    with progress.stage(f"tournament {args.workload}", total=len(args.loads) * len(players), unit="matches") as matches:
+        for load in args.loads:
+            served = trace(args.spec, pools, load * cap, max_tokens=ring.max_tokens)
+            for player in players:
+                rows.append(match(player, served, ring, workload=args.workload, modality=kind, load=load,
+                                  rate=load * cap, capacity_rps=cap, offered=len(served), prefix_caching=caching,
+                                  capacity_cached_rps=cap_cached))
+                matches.advance()
     write_parquet(pd.DataFrame(rows), args.out)
 
 
