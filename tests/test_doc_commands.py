@@ -3,7 +3,7 @@ page's blocks in order in one temporary folder, under ``bash -euo pipefail``, wi
 environment's commands first on the PATH. A page that runs `make` or `snakemake`, or names a file
 of the checkout (config.yaml, examples/..., src/...), runs in a copy of the checkout as a fresh
 clone holds it (its tracked files, ``.venv`` linked to this interpreter's environment); any other
-page from an empty folder. No block writes into the repository.
+page from an empty folder. So no block writes into the repository.
 
 A comment on the line just before a block says how it runs (docs/extending.md#documentation
 lists them): ``<!-- docs-run: serving -->`` (it starts a real engine or server: the page runs
@@ -58,7 +58,8 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page.name
+        return f"{page}:{self.line}"
 
     @property
     def shell(self) -> bool:
@@ -83,7 +84,7 @@ def blocks(page: Path) -> list[Block]:
     out = []
     for m in FENCE.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
-        before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        before = text[:max(m.start() - 1, 0)].rsplit("\n", 1)[-1]
         body = "\n".join(row[len(m["indent"]):] for row in m["body"].splitlines()) + "\n"
         marker = MARKER.match(before)
         mode, reason = (marker["mode"], marker["reason"] or "") if marker else ("run", "")
@@ -200,7 +201,7 @@ def test_every_marker_is_a_known_one_just_before_a_shell_block():
         text = page.read_text()
         marked = {b.line - 1 for b in blocks(page) if b.mode != "run"}
         for i, line in enumerate(text.splitlines(), start=1):
-            if "docs-run" in line:
+            if line.lstrip().startswith("<!--") and "docs-run" in line:
                 m = MARKER.match(line)
                 if not m or m["mode"] not in MODES or MODES[m["mode"]] != bool(m["reason"]):
                     problems.append(f"{page.name}:{i}: not a marker (serving, dry-run: <why>, skip: <why>): {line}")
@@ -231,8 +232,8 @@ def _tracked() -> list[str]:
 
 
 def _needs_checkout(page_blocks: list[Block], tracked: list[str]) -> bool:
-    names = set(tracked) | {str(Path(p).parent) for p in tracked}
-    for block in page_blocks:
+    names = set(tracked) | {str(parent) for p in tracked for parent in Path(p).parents}
+    for block in (b for b in page_blocks if b.shell and b.mode != "skip"):
         for words in _simple_commands(block.commands):
             if Path(words[0]).name in ("make", "snakemake") or any(w.removeprefix("./") in names for w in words):
                 return True
@@ -275,10 +276,6 @@ def _environment(tmp: Path) -> dict[str, str]:
     return env
 
 
-def _status() -> str:
-    return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
-
-
 def run_page(page: Path, tmp: Path) -> tuple[Path, subprocess.CompletedProcess]:
     """The page's blocks run in order (see the module's docstring); the folder they ran in."""
     page_blocks = blocks(page)
@@ -290,7 +287,6 @@ def run_page(page: Path, tmp: Path) -> tuple[Path, subprocess.CompletedProcess]:
             shutil.copy2(ROOT / path, folder / path)
         (folder / ".venv").symlink_to(sys.prefix)
     folder.mkdir(exist_ok=True)
-    before = _status()
     done = subprocess.run(["bash", "-c", _script(page_blocks, folder)], cwd=folder, env=_environment(tmp),
                           capture_output=True, text=True, timeout=3600)
     times = re.findall(r"^docs-run: (\S+) (\d+[.,]\d+)$", done.stderr, re.M)
@@ -300,7 +296,6 @@ def run_page(page: Path, tmp: Path) -> tuple[Path, subprocess.CompletedProcess]:
     failed = next((b for b in page_blocks if b.where == last), None)
     assert done.returncode == 0, (f"{last} failed (exit {done.returncode}):\n{failed.text if failed else ''}\n"
                                   f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
-    assert _status() == before, f"{page.name}'s blocks wrote into the repository"
     return folder, done
 
 
@@ -320,13 +315,27 @@ def test_the_pages_commands_run_in_order(page, tmp_path):
     CHECKS.get(page.name, lambda folder, done: None)(folder, done)
 
 
+def test_a_page_runs_in_order_its_files_written_its_plans_not_run_and_fails_naming_its_block(tmp_path):
+    """A made-up page: a file block written, a skipped block left out, a dry-run block's `make`
+    planned without making its target, and the failing block named with its line."""
+    page = tmp_path / "page.md"
+    page.write_text("```bash\necho made > made.txt\n```\n\n<!-- docs-run: skip: never -->\n```bash\nexit 3\n```\n\n"
+                    "```make\n# plan/Makefile\nout:\n\ttouch out\n```\n\n<!-- docs-run: dry-run: planned -->\n"
+                    "```bash\nmake -C plan out\n```\n\n```console\n$ test -s made.txt && test ! -e plan/out\n"
+                    "$ echo one \\\n    two\none two\n$ false\n```\n")
+    assert [(b.line, b.mode) for b in blocks(page)] == [(1, "run"), (6, "skip"), (10, "run"), (17, "dry-run"), (21, "run")]
+    with pytest.raises(AssertionError, match=r"page.md:21 failed \(exit 1\)") as failed:
+        run_page(page, tmp_path)
+    assert "one two" in str(failed.value) and (tmp_path / "work" / "plan" / "Makefile").is_file()
+
+
 # -- what some pages promise, checked after their run -------------------------------------------
 def _first_scheduler(folder: Path, done: subprocess.CompletedProcess) -> None:
     """Your first scheduler: listed, plotted, on both backends, equal, and ahead of FCFS."""
     assert "shortest-total" in done.stdout and "my-scheduler (my_scheduler)" in done.stdout
     assert (folder / "ttft.png").stat().st_size > 0
     runs = pd.read_parquet(folder / "runs.parquet").set_index(["policy", "backend"])
-    assert len(runs) == 6 and (runs["completed"] == runs["requests"]).all()
+    assert len(runs) == 6 and (runs["completed"] == 400).all()  # the page's 400 requests, every one served
     ttft = runs["p50_ttft_ms"].unstack("backend")
     assert (ttft["sim"] - ttft["vllm-sim"]).abs().max() < 1e-6  # the same decisions on both
     assert ttft.loc["shortest-total", "sim"] < ttft.loc["fcfs", "sim"]
