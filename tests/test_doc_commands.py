@@ -15,14 +15,16 @@ A code block whose first line names a path (``# my-scheduler/pyproject.toml``) i
 reader writes: it is written there before the page's next shell block runs. pip installs into a
 folder of the test's own (``PIP_TARGET``), as the shared environment is not the test's to change.
 
-Before any page runs (and for the blocks that never run), every `schedlab` command and option the
-pages name, in their blocks and in their prose's code spans, must exist in the real parser, and
-every `make` target in the Makefile.
+Before any page runs (and for the blocks that never run), every `schedlab` and `snakemake`
+command and option the pages name, in their blocks and in their prose's code spans, must exist in
+the real parsers (a target after `--config` is read as a setting), and every `make` target in the
+Makefile.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import shlex
@@ -124,10 +126,13 @@ def _tokens(shell: str):
         yield "\n"
 
 
+_schedlab_parser = functools.cache(build_parser)
+
+
 def _schedlab_problem(words: list[str]) -> str | None:
     """What is wrong with a `schedlab ...` command's names (its commands and options; the values
     are the run's to check), or None."""
-    parser, path = build_parser(), ["schedlab"]
+    parser, path = _schedlab_parser(), ["schedlab"]
     for word in words[1:]:
         if word in ("-h", "--help"):
             return None
@@ -145,25 +150,47 @@ def _schedlab_problem(words: list[str]) -> str | None:
     return None
 
 
+@functools.cache
+def _snakemake_options() -> dict:
+    from snakemake.cli import get_argument_parser
+
+    return get_argument_parser()._option_string_actions
+
+
+def _snakemake_problem(words: list[str]) -> str | None:
+    """An option Snakemake does not have, or a target read as a `--config` pair (`--config` takes
+    every word up to the next option or `--`), or None."""
+    options = _snakemake_options()
+    for word in words:
+        if word.startswith("-") and word != "--" and word.split("=", 1)[0] not in options:
+            return f"snakemake has no option {word.split('=', 1)[0]}"
+    if "--config" in words:
+        after = words[words.index("--config") + 1:]
+        pairs = after[:next((i for i, w in enumerate(after) if w.startswith("-")), len(after))]
+        if not pairs or any("=" not in w for w in pairs):
+            return "--config reads the words after it as key=value pairs: a target goes before it, or after --"
+    return None
+
+
 def _make_targets() -> set[str]:
     return set(re.findall(r"^([A-Za-z0-9_.-]+)\s*:(?!=)", (ROOT / "Makefile").read_text(), re.M))
 
 
 def _named_commands(page: Path) -> list[tuple[str, list[str]]]:
-    """Each `schedlab` and `make` command a page names: in its shell blocks, and in its prose's
-    code spans (`schedlab simulate --policy edf`), with where it is."""
+    """Each `schedlab`, `snakemake` and `make` command a page names: in its shell blocks, and in
+    its prose's code spans (`schedlab simulate --policy edf`), with where it is."""
     out = []
     for block in blocks(page):
         if block.shell:
             out += [(block.where, words) for words in _simple_commands(block.commands)]
     prose = FENCE.sub("", page.read_text())
-    for span in re.findall(r"`((?:schedlab|make) [^`]+)`", prose.replace("\n", " ")):
+    for span in re.findall(r"`((?:schedlab|snakemake|make) [^`]+)`", prose.replace("\n", " ")):
         if "..." not in span and "<" not in span:
             out += [(f"{page.relative_to(ROOT)} (prose)", words) for words in _simple_commands(span)]
     return out
 
 
-def test_every_schedlab_command_option_and_make_target_the_pages_name_exists():
+def test_every_command_option_and_make_target_the_pages_name_exists():
     problems = []
     targets = _make_targets()
     for page in PAGES:
@@ -171,6 +198,8 @@ def test_every_schedlab_command_option_and_make_target_the_pages_name_exists():
             program = Path(words[0]).name
             if program == "schedlab":
                 problem = _schedlab_problem(words)
+            elif program == "snakemake":
+                problem = _snakemake_problem(words)
             elif program == "make":
                 missing = [w for w in words[1:] if not w.startswith("-") and "=" not in w and w not in targets]
                 problem = f"the Makefile has no target {', '.join(missing)}" if missing else None
@@ -192,6 +221,10 @@ def test_the_name_check_finds_a_missing_command_option_or_target():
     assert words == [["schedlab", "simulate", "--backend", "$b", "--out", "r.parquet"],
                      ["schedlab", "schedulers"], ["grep", "edf"], ["make", "test-fast"]]
     assert "test-fast" in _make_targets() and "no-such-target" not in _make_targets()
+    assert _snakemake_problem(["snakemake", "--cores", "all", "t.html", "--config", "a=1", "b=2"]) is None
+    assert _snakemake_problem(["snakemake", "--config", "a=1", "--", "t.html"]) is None
+    assert "a target goes before it" in _snakemake_problem(["snakemake", "--config", "a=1", "t.html"])
+    assert "no option --no-such" in _snakemake_problem(["snakemake", "--no-such"])
 
 
 # -- markers -----------------------------------------------------------------------------------
