@@ -24,7 +24,7 @@ Two implementations, chosen once when the engine is built (:func:`block_manager`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from schedlab.engine.log import RequestLog
 
 
+@runtime_checkable
 class BlockManager(Protocol):
     """The KV blocks of one run, by trace position (see the module docstring)."""
 
