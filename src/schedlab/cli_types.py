@@ -136,6 +136,21 @@ def json_object(text: str) -> dict:
     return value
 
 
+def parameter(text: str) -> tuple[str, object]:
+    """``KEY=VALUE``: a name and a JSON scalar (``0.3``, ``8``, ``true``, ``null``), or else the
+    text itself (a word)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        parsed = json.loads(value)
+    except (json.JSONDecodeError, RecursionError):
+        return key, value
+    if isinstance(parsed, (dict, list)):
+        raise argparse.ArgumentTypeError(f"{key}: a number, a word, true, false or null, got {value!r}")
+    return key, parsed
+
+
 # -- paths ------------------------------------------------------------------------------------
 class InputPath(str):
     """A file a command reads, or a folder standing for its files that match ``members``."""
@@ -149,6 +164,14 @@ class OutputPath(str):
 
 class OutputFolder(str):
     """A folder a command writes files into."""
+
+
+def named_path(text: str) -> tuple[str, str]:
+    """``NAME=PATH``: a name, and a file the command reads."""
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
+    return name, InputPath(path)
 
 
 def input_folder(members: str):
