@@ -18,16 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_hostile import N, files, run_cli, simulate, trace_frame  # noqa: F401 (a fixture)
-
-
-def _refused(capsys, files, argv, *words):  # noqa: F811
-    rc, _, err = run_cli(capsys, argv)
-    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-    for word in words:
-        assert word in err, (word, err)
-    assert not any(files["out"].iterdir())
-    return err
+from test_hostile import N, assert_rejected, files, run_cli, simulate, trace_frame  # noqa: F401 (a fixture)
 
 
 # -- memory -----------------------------------------------------------------------------------
@@ -37,9 +28,9 @@ def test_the_memory_share_is_a_documented_overridable_limit(capsys, files, monke
             "--n-requests", "1000000", "--out", str(files["out"] / "w.parquet")]
     pd.DataFrame({"duration_s": [3.0, 8.0], "output_tokens": [10, 30]}).to_parquet(files["pool"])
     monkeypatch.setenv("SCHEDLAB_MEMORY_SHARE", "1e-9")
-    _refused(capsys, files, argv, "--n-requests", "1,000,000 requests", "GiB allowed", "SCHEDLAB_MEMORY_SHARE")
+    assert_rejected(capsys, files, argv, "--n-requests", "1,000,000 requests", "GiB allowed", "SCHEDLAB_MEMORY_SHARE")
     monkeypatch.setenv("SCHEDLAB_MEMORY_SHARE", "2")
-    _refused(capsys, files, argv, "SCHEDLAB_MEMORY_SHARE must be a number in (0, 1]")
+    assert_rejected(capsys, files, argv, "SCHEDLAB_MEMORY_SHARE must be a number in (0, 1]")
     monkeypatch.setenv("SCHEDLAB_MEMORY_SHARE", "0.9")
     argv[argv.index("1000000")] = "1000"
     assert run_cli(capsys, argv)[0] == 0
@@ -48,7 +39,7 @@ def test_the_memory_share_is_a_documented_overridable_limit(capsys, files, monke
 def test_paper_cs_backlog_is_checked_against_memory_before_it_is_allocated(capsys, files):  # noqa: F811
     """(A backlog of a billion requests attempted gigabytes of arrays, _ArrayMemoryError.)"""
     for command in ("throughput", "routing"):
-        _refused(capsys, files, ["slai", command, "--backlog", "1e9", "--pool", str(files["pool"]), "--steptime",
+        assert_rejected(capsys, files, ["slai", command, "--backlog", "1e9", "--pool", str(files["pool"]), "--steptime",
                                  str(files["steptime"]), "--out", str(files["out"] / "t.parquet"),
                                  *(["--out-queue", str(files["out"] / "q.parquet")] if command == "throughput" else [])],
                  "--backlog", "memory")
@@ -59,7 +50,7 @@ def test_vad_padding_is_bounded_where_a_clip_keeps_its_meaning(capsys, files):  
     engine = {"steptime": str(files["steptime"]), "hardware": "A100-40GB", "model": "whisper-tiny",
               "kappa": str(files["kappa"])}
     for pad in (1e3, 1e6):
-        _refused(capsys, files, ["extension", "vad", "--utterances", str(files["pool"]), "--engine", json.dumps(engine),
+        assert_rejected(capsys, files, ["extension", "vad", "--utterances", str(files["pool"]), "--engine", json.dumps(engine),
                                  "--spec", json.dumps({"max_pad_s": pad}), "--out-runs", str(files["out"] / "r.parquet"),
                                  "--out-accuracy", str(files["out"] / "a.parquet")], "max_pad_s", "60")
 
@@ -67,21 +58,21 @@ def test_vad_padding_is_bounded_where_a_clip_keeps_its_meaning(capsys, files):  
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
 def test_vllms_block_pool_is_checked_against_memory_before_it_is_built(capsys, files):  # noqa: F811
     """(2**40 blocks built one Python object each until MemoryError, after 111 s.)"""
-    _refused(capsys, files, simulate(files, "--kv-capacity-blocks", str(2**40), backend="vllm-sim"),
+    assert_rejected(capsys, files, simulate(files, "--kv-capacity-blocks", str(2**40), backend="vllm-sim"),
              "1,099,511,627,776 KV blocks (--kv-capacity-blocks)", "GiB")
 
 
 # -- work ---------------------------------------------------------------------------------------
-def test_a_mapping_decision_past_what_a_search_finishes_is_refused(capsys, files):  # noqa: F811
+def test_a_mapping_decision_past_what_a_search_finishes_isassert_rejected(capsys, files):  # noqa: F811
     """(`slosa study compare --ns 1000000` ran past 90 s.)"""
-    _refused(capsys, files, ["slosa", "study", "compare", "--predictor", str(files["steptime"]), "--chat",
+    assert_rejected(capsys, files, ["slosa", "study", "compare", "--predictor", str(files["steptime"]), "--chat",
                              str(files["pool"]), "--code", str(files["pool"]), "--ns", "1000000",
                              "--out", str(files["out"] / "s.parquet")], "--ns", "at most 10,000")
 
 
 def test_a_routing_study_past_the_work_limit_is_refused_before_its_first_cluster(capsys, files):  # noqa: F811
     """(`slai routing --replicas 1024 --factors 100` ran past 90 s.)"""
-    _refused(capsys, files, ["slai", "routing", "--schedulers", "sarathi-fcfs", "--routers", "least-requests",
+    assert_rejected(capsys, files, ["slai", "routing", "--schedulers", "sarathi-fcfs", "--routers", "least-requests",
                              "--replicas", "1024", "--factors", "100", "--backlog", "40", "--pool", str(files["pool"]),
                              "--steptime", str(files["steptime"]), "--out", str(files["out"] / "r.parquet")],
              "--replicas", "--factors", "1e+08")

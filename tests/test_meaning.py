@@ -11,23 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_hostile import N, files, run_cli, simulate  # noqa: F401 (a fixture)
-
-
-def _refused(capsys, files, argv, *words):  # noqa: F811
-    rc, _, err = run_cli(capsys, argv)
-    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-    for word in words:
-        assert word in err, (word, err)
-    assert not any(files["out"].iterdir())
-    return err
+from test_hostile import N, assert_rejected, files, run_cli, simulate  # noqa: F401 (a fixture)
 
 
 @pytest.mark.parametrize("rate, n", [("1e-308", "10"), ("1e-7", "10"), ("0.005", "1000000")])
-def test_a_rate_whose_arrivals_outlast_any_run_is_refused(capsys, files, rate, n):  # noqa: F811
+def test_a_rate_whose_arrivals_outlast_any_run_isassert_rejected(capsys, files, rate, n):  # noqa: F811
     """(`workload --rate 1e-308` wrote arrivals of 1e308 and inf with exit 0.)"""
     pd.DataFrame({"duration_s": [3.0, 8.0], "output_tokens": [10, 30]}).to_parquet(files["pool"])
-    _refused(capsys, files, ["workload", "--kind", "librispeech", "--utterances", str(files["pool"]), "--rate", rate,
+    assert_rejected(capsys, files, ["workload", "--kind", "librispeech", "--utterances", str(files["pool"]), "--rate", rate,
                              "--n-requests", n, "--out", str(files["out"] / "w.parquet")], "1e+08 s a run may last")
 
 
@@ -39,7 +30,7 @@ def test_the_documented_largest_seed_is_taken_and_one_more_is_refused_naming_the
     assert json.loads((files["out"] / "run.json").read_text())["seed"] == top
     for path in files["out"].iterdir():
         path.unlink()
-    _refused(capsys, files, simulate(files, "--seed", str(top + 1)), "--seed", f"{top:,}")
+    assert_rejected(capsys, files, simulate(files, "--seed", str(top + 1)), "--seed", f"{top:,}")
 
 
 @pytest.mark.parametrize("device, named", [("cuda:0", "CUDA device"), ("tpu", "not a torch device"),
@@ -49,7 +40,7 @@ def test_a_device_this_torch_lacks_is_one_line(capsys, files, device, named):  #
     torch = pytest.importorskip("torch")
     if device.startswith("cuda") and torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device")
-    _refused(capsys, files, ["profile", "--source", "torch", "--model", "whisper-tiny", "--device", device,
+    assert_rejected(capsys, files, ["profile", "--source", "torch", "--model", "whisper-tiny", "--device", device,
                              "--out", str(files["out"] / "p.parquet")], f"--device {device!r}", named)
 
 
@@ -58,7 +49,7 @@ def test_a_models_random_weights_are_checked_against_memory(capsys, files, monke
     refused before it is built (here with 2% of the available memory the limit)."""
     pytest.importorskip("torch")
     monkeypatch.setenv("SCHEDLAB_MEMORY_SHARE", "0.02")
-    _refused(capsys, files, ["slosa", "profile", "--source", "torch", "--model", "qwen2.5-7b",
+    assert_rejected(capsys, files, ["slosa", "profile", "--source", "torch", "--model", "qwen2.5-7b",
                              "--out", str(files["out"] / "p.parquet")], "qwen2.5-7b's random weights", "GiB")
 
 

@@ -65,7 +65,7 @@ import pkgutil
 import re
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from schedlab.contracts import NAME_PATTERN
 from schedlab.errors import SchedlabError
@@ -113,8 +113,25 @@ class Context:
     arena: Any = None
 
 
+class _Registered:
+    """What every registered thing has: a name, the module that defines it and the distribution
+    that registered it (schedlab, or a plug-in's)."""
+
+    #: What it is, as errors name it ("scheduler", "router", ...).
+    WHAT: ClassVar[str]
+
+    @property
+    def plugin(self) -> bool:
+        """Whether a distribution other than schedlab registered it."""
+        return self.distribution != SCHEDLAB
+
+    def describe(self) -> str:
+        """It as errors name it: what it is, its name, distribution and module."""
+        return f"{self.WHAT} {self.name!r} ({self.distribution}, {self.module})"
+
+
 @dataclass(frozen=True)
-class Entry:
+class Entry(_Registered):
     """One registered scheduler."""
 
     name: str
@@ -134,15 +151,7 @@ class Entry:
     distribution: str
     #: The registered class or factory function.
     target: Any = field(default=None, repr=False)
-
-    @property
-    def plugin(self) -> bool:
-        """Whether a distribution other than schedlab registered it."""
-        return self.distribution != SCHEDLAB
-
-    def describe(self) -> str:
-        """The scheduler as errors name it: its name, distribution and module."""
-        return f"scheduler {self.name!r} ({self.distribution}, {self.module})"
+    WHAT: ClassVar[str] = "scheduler"
 
     def make(self, context: Context = Context()) -> Any:
         """A fresh instance for one run; checks what the factory needs and what it returns."""
@@ -163,7 +172,7 @@ class Entry:
 
 
 @dataclass(frozen=True)
-class RouterEntry:
+class RouterEntry(_Registered):
     """One registered router."""
 
     name: str
@@ -175,6 +184,7 @@ class RouterEntry:
     summary: str
     module: str
     distribution: str
+    WHAT: ClassVar[str] = "router"
 
     def make(self, **options) -> Any:
         """A fresh instance for one run, with the run's ``options`` (a seed) over ``params``; a
@@ -201,10 +211,8 @@ class _GuardedRouter:
         except SchedlabError:
             raise
         except Exception as e:
-            e_ = self._entry
             what = str(e).splitlines()[0] if str(e) else ""
-            raise PluginError(f"router {e_.name!r} ({e_.distribution}, {e_.module}): {method} raised "
-                              f"{type(e).__name__}: {what}") from e
+            raise PluginError(f"{self._entry.describe()}: {method} raised {type(e).__name__}: {what}") from e
 
     def bind(self, cluster) -> None:
         self._call("bind", lambda: self._router.bind(cluster))
@@ -214,7 +222,7 @@ class _GuardedRouter:
 
 
 @dataclass(frozen=True)
-class WorkloadEntry:
+class WorkloadEntry(_Registered):
     """One registered workload kind."""
 
     name: str
@@ -230,13 +238,7 @@ class WorkloadEntry:
     summary: str
     module: str
     distribution: str
-
-    @property
-    def plugin(self) -> bool:
-        return self.distribution != SCHEDLAB
-
-    def describe(self) -> str:
-        return f"workload kind {self.name!r} ({self.distribution}, {self.module})"
+    WHAT: ClassVar[str] = "workload kind"
 
     def parameters(self) -> dict[str, tuple[Any, Any]]:
         """Its parameters, in order: name -> (annotation, default), the function's keyword
@@ -254,7 +256,7 @@ class WorkloadEntry:
 
 
 @dataclass(frozen=True)
-class PoolEntry:
+class PoolEntry(_Registered):
     """One registered pool: a table of requests (or utterances) a workload kind draws from."""
 
     name: str
@@ -265,13 +267,7 @@ class PoolEntry:
     summary: str
     module: str
     distribution: str
-
-    @property
-    def plugin(self) -> bool:
-        return self.distribution != SCHEDLAB
-
-    def describe(self) -> str:
-        return f"pool {self.name!r} ({self.distribution}, {self.module})"
+    WHAT: ClassVar[str] = "pool"
 
     def load(self):
         """The pool's table, from its data sources."""
