@@ -33,9 +33,8 @@ def cmd_pool(args) -> None:
 
 def _workload(args):
     """The workload's spec checked, its pools read, its modality and its arena."""
-    from schedlab.engine import Arena
     from schedlab.tournament.workloads import check_spec, modality, pool_names
-    from schedlab.validation import check_arena_spec, read_pool
+    from schedlab.validation import check_arena_spec, read_arena, read_pool
 
     check_spec(args.workload, args.spec)
     check_arena_spec(args.arena, "--arena")
@@ -48,7 +47,7 @@ def _workload(args):
     replay = args.spec["kind"] in POOLS
     pools = {name: read_pool(path, POOL_COLUMNS, one_trace=replay) for name, path in pools.items()}
     kind = modality(args.spec)
-    return pools, kind, Arena.from_spec(args.arena, kind)
+    return pools, kind, read_arena(args.arena, kind, "--arena")
 
 
 def cmd_cluster(args) -> None:
