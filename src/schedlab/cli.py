@@ -18,7 +18,6 @@ from schedlab.cli_types import (
     command_paths,
     count,
     duration,
-    launch_spec,
     input_folder,
     number,
     positive_number,
@@ -173,6 +172,7 @@ def cmd_profile(args) -> None:
     if args.source in CATALOGUE_SOURCES:
         table = _catalogue_profile(args.source, args.hardware, args.model)
     elif args.source == "vllm":
+        from schedlab.backends.vllm_engine import launch_spec
         from schedlab.backends.vllm_profile import profile
 
         table = profile(launch_spec(args))
@@ -429,7 +429,7 @@ def cmd_collect(args) -> None:
 def cmd_vllm_run(args) -> None:
     import time
 
-    from schedlab.backends.vllm_engine import kv_capacity_blocks, replay, start_engine
+    from schedlab.backends.vllm_engine import kv_capacity_blocks, launch_spec, replay, start_engine
     from schedlab import registry
     from schedlab.metrics import summarize
 
@@ -470,6 +470,7 @@ def cmd_transformers_run(args) -> None:
 
 def cmd_vllm_serve(args) -> None:
     from schedlab import registry
+    from schedlab.backends.vllm_engine import launch_spec
     from schedlab.backends.vllm_server import run_served
 
     registry.entry(args.policy, registry.QUEUE)  # fail early on an unknown name

@@ -196,17 +196,3 @@ def vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
     g.add_argument("--kv-cache-gib", type=positive_number(int, 2**20), default=1, help="KV-cache size on CPU (GiB)")
     g.add_argument("--max-num-seqs", type=positive_number(int), default=32)
     g.add_argument("--max-num-batched-tokens", type=positive_number(int), default=512)
-
-
-def launch_spec(args):
-    """The :class:`~schedlab.backends.vllm_engine.LaunchSpec` of :func:`vllm_engine_args`'s
-    options, its limits checked by vLLM's rules (:meth:`schedlab.engine.arena.EngineConfig.check_model`), its
-    device and memory too (:meth:`~schedlab.backends.vllm_engine.LaunchSpec.check`)."""
-    from schedlab.backends.vllm_engine import LaunchSpec
-    from schedlab.engine.arena import EngineConfig
-
-    spec = LaunchSpec(model=args.model, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-                      device=getattr(args, "device", "cpu"), kv_cache_gib=args.kv_cache_gib)
-    EngineConfig(spec.max_num_seqs, spec.max_num_batched_tokens, spec.block_size).check_model(spec.model)
-    spec.check()
-    return spec

@@ -10,7 +10,6 @@ from schedlab.cli_types import (
     OutputFolder,
     OutputPath,
     duration,
-    launch_spec,
     number,
     positive_number,
     rate_type,
@@ -139,6 +138,7 @@ def cmd_scale(args) -> None:
 
 
 def cmd_serve(args) -> None:
+    from schedlab.backends.vllm_engine import launch_spec
     from schedlab.latency.catalogue import model_dir
     from schedlab.slai.served import served_sweep
 
