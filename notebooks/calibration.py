@@ -612,7 +612,7 @@ print(f"sim is {ratio.median():.0f}x faster than vllm-sim on these {len(ratio)} 
 # %%
 from schedlab.fit.latency_predictor import REFERENCE, calibrate_roofline
 from schedlab.latency.catalogue import hardware as catalogue_hardware, model_arch
-from schedlab.latency.efficiency import achieved, additive_factors, summary
+from schedlab.fit.efficiency import achieved, additive_factors, summary
 
 gpu_tables = [pd.read_parquet(p) for p in inputs["gpu_profiles"]]
 if not gpu_tables:
@@ -699,7 +699,7 @@ if gpu_tables:
 
 # %% [markdown]
 # ## Step costs from the measured GPU tables
-# The same shipped passes as a step-time source (`schedlab.latency.measured`, `--source
+# The same shipped passes as a step-time source (`schedlab.fit.measured`, `--source
 # measured`; docs/calibration.md states its rules). Per model and pass kind, a pass costs a
 # latency floor plus its FLOPs and bytes at the achieved fractions of the GPU's peak FLOP/s and
 # bandwidth, fitted on the H100 and H200 passes at once, times what that line leaves at each
@@ -710,9 +710,9 @@ if gpu_tables:
 # rule and by carrying each pass's measured fraction of the roofline to the other GPU as it is.
 
 # %%
-from schedlab.latency import shipped
-from schedlab.latency.efficiency import phase
-from schedlab.latency.measured import RULES, measured_costs, measured_passes, transfer_errors, transfer_summary
+from schedlab.fit import shipped
+from schedlab.fit.efficiency import phase
+from schedlab.fit.measured import RULES, measured_costs, measured_passes, transfer_errors, transfer_summary
 
 passes = measured_passes()
 display(passes.pivot_table(index=["model", "phase"], columns="hardware", values=["compute_eff", "bw_eff"],

@@ -158,10 +158,10 @@ def _catalogue_profile(source: str, hardware_name: str, model: str):
 
         return profile(hardware(hardware_name), model_arch(model))
     if source == "measured":
-        from schedlab.latency.measured import profile
+        from schedlab.fit.measured import profile
 
         return profile(hardware(hardware_name), model_arch(model))
-    from schedlab.latency.shipped import read_shipped
+    from schedlab.fit.shipped import read_shipped
 
     return read_shipped(hardware_name, model)
 

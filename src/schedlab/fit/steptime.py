@@ -231,7 +231,7 @@ def roofline_grid_steptime(hw, arch, max_tokens: int = 8192, **eff) -> StepTimeM
 
 def measured_grid_steptime(hw, arch, max_tokens: int = 8192) -> StepTimeModel:
     """:func:`grid_steptime` of the same grid priced by the passes measured on the shipped
-    GPUs (:func:`schedlab.latency.predictor_profile.measured_profile`)."""
-    from schedlab.latency.predictor_profile import measured_profile
+    GPUs (:func:`schedlab.fit.measured.predictor_profile`)."""
+    from schedlab.fit.measured import predictor_profile
 
-    return grid_steptime(measured_profile(hw, arch), max_tokens)
+    return grid_steptime(predictor_profile(hw, arch), max_tokens)
