@@ -23,7 +23,7 @@ import pandas as pd
 from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
 from schedlab.errors import SchedlabError
 from schedlab.workload.arrivals import arrival_times
-from schedlab.workload.shared import QUESTION_TOKENS
+from schedlab.workload.shared_prefixes import QUESTION_TOKENS
 
 SHORT = (32, 1024)
 LONG = (1024, 4097)

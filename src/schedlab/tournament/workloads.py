@@ -11,7 +11,7 @@ and SLO targets (``ttft_s``, ``tpot_s``, ``e2e_s``; a missing one does not apply
   replayed with their own timestamps, time-scaled to the rate; Mooncake's prompts carry their
   block hashes (``hash_ids``: which prompts share which blocks);
 - ``multi-turn`` (LLM): conversations whose every turn's prompt holds the earlier turns and
-  answers (:func:`schedlab.workload.shared.multi_turn_trace`), answer lengths from paper C's
+  answers (:func:`schedlab.workload.shared_prefixes.multi_turn_trace`), answer lengths from paper C's
   openchat pool.
 
 A spec's ``prefix_caching`` (default off) turns vLLM's prefix cache on for that workload's
@@ -38,7 +38,7 @@ from schedlab.workload.openchat import TBT_TARGET_S, openchat_requests
 from schedlab.validation import check_workload_spec
 from schedlab.validation.documents import SloTargets
 from schedlab.workload.replay import replay_trace
-from schedlab.workload.shared import multi_turn_trace
+from schedlab.workload.shared_prefixes import multi_turn_trace
 
 ASR_KINDS = ("librispeech", "uniform")
 REPLAY_KINDS = ("azure-code", "azure-conv", "mooncake")
