@@ -223,7 +223,8 @@ def test_drift_trace_plays_phases_back_to_back():
     "phases, msg",
     [([], "at least one"), ([{"duration_s": 1, "rate": 1}], "missing"),
      ([{"duration_s": 1, "rate": -1, "pool": "librispeech"}], "rate"),
-     ([{"duration_s": 1, "rate": 1, "pool": "fleurs"}], "unknown pool"),
+     ([{"duration_s": 1, "rate": 1, "pool": "fleurs"}], "pool 'fleurs': unknown workload kind"),
+     ([{"duration_s": 1, "rate": 1, "pool": "openchat"}], "makes llm requests, not asr"),
      ([{"duration_s": 1, "rate": 1, "pool": "uniform", "burst": 2}], "unknown keys"),
      ([{"name": "x", "duration_s": 1, "rate": 1, "pool": "uniform"}] * 2, "distinct")],
 )

@@ -252,21 +252,41 @@ def test_dry_run_rejects_a_schema_violation(config, tmp_path):
     assert "1.5 is greater than the maximum of 1" in r.output
 
 
-def test_the_schema_names_no_scheduler():
-    """Scheduler names are checked against the registry, never listed in the schema, so a
-    plug-in's schedulers need no schema edit."""
+def _enums(node):
+    """Every value an ``enum`` of the schema lists."""
+    if isinstance(node, dict):
+        yield from node.get("enum", [])
+        for value in node.values():
+            yield from _enums(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _enums(value)
+
+
+def test_the_schema_names_no_scheduler_and_no_workload_kind():
+    """Scheduler names and workload kinds are checked against the registry, never listed in the
+    schema, so a plug-in's schedulers and kinds need no schema edit."""
     from schedlab import registry
 
-    def enums(node):
-        if isinstance(node, dict):
-            yield from node.get("enum", [])
-            for value in node.values():
-                yield from enums(value)
-        elif isinstance(node, list):
-            for value in node:
-                yield from enums(value)
+    listed = set(_enums(yaml.safe_load(SCHEMA.read_text())))
+    assert not listed & set(registry.names()) and not listed & set(registry.workload_names())
 
-    assert not set(enums(yaml.safe_load(SCHEMA.read_text()))) & set(registry.names())
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda c: c["asr"]["workloads"]["burst"].update(kind="openchat"),
+     "config: asr.workloads.burst: workload kind 'openchat' makes llm requests, not asr"),
+    (lambda c: c["tournament"]["workloads"]["mixed"].update(kind="bursty"),
+     "config: tournament: tournament workload 'mixed': unknown workload kind 'bursty'; known: azure-code"),
+    (lambda c: c["tournament"]["workloads"]["openchat"].update(share=1.5),
+     "config: tournament: tournament workload 'openchat': key 'share': Input should be less than or equal to 1"),
+    (lambda c: c["extensions"]["switching"]["phases"][0].update(pool="mooncake"),
+     "config: extensions: switching.phases[0].pool: workload kind 'mooncake' makes llm requests, not asr"),
+], ids=["asr-kind", "tournament-kind", "tournament-parameter", "switching-pool"])
+def test_dry_run_checks_workload_kinds_and_their_parameters_against_the_registry(config, tmp_path, mutate, message):
+    bad = copy.deepcopy(config)
+    mutate(bad)
+    r = _dry_run("--configfile", _write(tmp_path, bad))
+    assert r.returncode == 2 and message in r.output, r.output[-2000:]
 
 
 @pytest.mark.parametrize("section, name, message", [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -149,6 +150,10 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors
         assert (results / "notebooks" / f"{name}.html").stat().st_size > 10_000
+    # A run job's log says where its time went: one line per scheduler run (schedlab.progress's
+    # "lines", which the pipeline sets for its jobs).
+    fcfs_log = (results / "logs" / "runs" / "sim" / "librispeech" / "fcfs" / "seed0.log").read_text()
+    assert re.search(r"^schedlab: fcfs on sim, librispeech at [\d.]+ req/s: (\d+) of \1 requests in ", fcfs_log, re.M), fcfs_log
     # The results page: every notebook's numbers, sim beside the served engine, the run's job times.
     page = (results / "results.md").read_text()
     for section in ("## Paper vs ours", "## Fidelity", "## The prefix cache", "## Tournament", "## Paper A's future work", "## Timings"):

@@ -1,4 +1,4 @@
-"""``schedlab`` command line: data, workload, profile, steptime, fit, simulate, cluster, schedulers, collect,
+"""``schedlab`` command line: data, workload(s), profile, steptime, fit, simulate, cluster, schedulers, collect,
 vllm-run, vllm-serve, transformers-run, slosa, ewsjf, slai, tournament, extensions."""
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from schedlab.cli_types import (
     count,
     duration,
     input_folder,
+    named_path,
     number,
+    parameter,
     positive_number,
     rate_type,
     rate_label,
@@ -27,7 +29,7 @@ from schedlab.cli_types import (
     server_url,
     vllm_engine_args,
 )
-from schedlab.contracts import BATCHINGS, MAX_REPLICAS, SIMULATE_BACKENDS
+from schedlab.contracts import BATCHINGS, MAX_REPLICAS, SIMULATE_BACKENDS, TOO_LONG
 from schedlab.errors import SchedlabError
 from schedlab.io import check_paths, end_guard, read_json, write_json, write_outputs, write_parquet
 
@@ -121,29 +123,53 @@ def cmd_data(args) -> None:
 
 # -- workload -----------------------------------------------------------------------------
 def cmd_workload(args) -> None:
-    """One trace per ``--rate``; each rate's trace is what a run of that rate alone gives."""
-    import numpy as np
-    from schedlab.workload.arrivals import arrival_times
-    from schedlab.workload.asr import asr_trace, librispeech_pool, uniform_pool
+    """One trace per ``--rate`` of a registered workload kind; each rate's trace is what a run of
+    that rate alone gives."""
+    from schedlab import registry
+    from schedlab.latency.catalogue import model_arch
+    from schedlab.validation.documents import kind_parameters
+    from schedlab.workload.kinds import Draw, check_draw, make_trace, read_pools
 
     if len(args.rate) != len(args.out):
         raise SchedlabError("--rate and --out need one value per trace")
-    utts = read_pool(args.utterances, ("duration_s", "output_tokens"))
-    if args.kind == "librispeech":
-        pool = librispeech_pool(utts)
-    else:
-        pool = uniform_pool(utts, rng=np.random.default_rng([args.seed, 2]), clips_per_duration=args.clips_per_duration)
-    traces = {}
-    for rate, out in zip(args.rate, args.out):
-        arrivals = arrival_times(
-            rate,
-            rng=np.random.default_rng([args.seed, 0]),
-            duration_s=args.duration_s,
-            n_requests=args.n_requests,
-            burstiness=args.burstiness,
-        )
-        traces[out] = asr_trace(pool, arrivals, rng=np.random.default_rng([args.seed, 1]))
-    write_outputs(traces)
+    entry = registry.workload_entry(args.kind)
+    parameters = dict(args.param)
+    kind_parameters(entry, parameters, "--param")  # every input checked before any work
+    if args.clips_per_duration is not None:
+        parameters["clips_per_duration"] = args.clips_per_duration
+        kind_parameters(entry, parameters, "--clips-per-duration")
+    if args.burstiness is not None and entry.arrivals == registry.OWN:
+        raise SchedlabError(f"--burstiness: {entry.describe()} times its own requests")
+    draw = dict(n_requests=args.n_requests, duration_s=args.duration_s, seed=args.seed,
+                burstiness=1.0 if args.burstiness is None else args.burstiness,
+                max_tokens=model_arch(args.model).max_target_positions if args.model else None)
+    check_draw(entry, Draw({}, 1.0, **draw))
+    files = dict(args.pool)
+    if args.utterances:
+        files["utterances"] = args.utterances
+    pools = read_pools(entry, files)
+    write_outputs({out: make_trace(args.kind, Draw(pools, rate, **draw), parameters, too_long=args.too_long,
+                                   model=args.model) for rate, out in zip(args.rate, args.out)})
+
+
+def cmd_workloads(args) -> None:
+    """Every registered workload kind, one line each, then every pool."""
+    from schedlab import registry
+
+    def table(header, rows):
+        widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(len(header) - 1)]
+        for row in [header, *rows]:
+            print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + row[-1])
+
+    def parameters(entry):
+        return ", ".join(f"{name}={default!r}" for name, (_, default) in entry.parameters().items()) or "-"
+
+    table(("kind", "requests", "paper", "pools", "timed by", "parameters", "from", "what it makes"),
+          [(e.name, e.modality, e.paper or "-", ",".join(e.pools), "its own" if e.arrivals == registry.OWN else "rate",
+            parameters(e), f"{e.distribution} ({e.module})", e.summary) for e in registry.workload_entries()])
+    print()
+    table(("pool", "columns", "from", "what it holds"),
+          [(e.name, ",".join(e.columns), f"{e.distribution} ({e.module})", e.summary) for e in registry.pool_entries()])
 
 
 # -- profile ------------------------------------------------------------------------------
@@ -531,18 +557,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="parquet: utterance_id, duration_s, transcript, text_tokens, output_tokens")
     d.set_defaults(func=cmd_data)
 
-    w = sub.add_parser("workload", help="build seeded workload traces, one per rate")
-    w.add_argument("--kind", choices=("librispeech", "uniform"), required=True)
-    w.add_argument("--utterances", type=InputPath, required=True, help="parquet from `schedlab data`")
+    w = sub.add_parser("workload", help="seeded traces of a registered workload kind, one per rate")
+    w.add_argument("--kind", required=True,
+                   help="a registered workload kind (`schedlab workloads`), e.g. azure-conv, mooncake, librispeech")
     w.add_argument("--rate", type=rate_type(inf=True), nargs="+", required=True, help="req/s; inf = burst at t=0")
     w.add_argument("--seed", type=seed, default=0)
     n = w.add_mutually_exclusive_group(required=True)
-    n.add_argument("--duration-s", type=duration, help="seconds of arrivals")
+    n.add_argument("--duration-s", type=duration, help="seconds of arrivals (a kind timed by the rate)")
     n.add_argument("--n-requests", type=count, help="number of requests")
-    w.add_argument("--burstiness", type=_positive, default=1.0, help="gamma shape; 1 = Poisson")
-    w.add_argument("--clips-per-duration", type=count, default=100, help="uniform split size per duration")
+    w.add_argument("--param", type=parameter, action="append", default=[], metavar="KEY=VALUE",
+                   help="one of the kind's parameters (`schedlab workloads` lists them), e.g. share=0.3")
+    w.add_argument("--pool", type=named_path, action="append", default=[], metavar="NAME=PATH",
+                   help="a pool the kind draws from, from a file (default: its data, from the mirror or downloaded)")
+    w.add_argument("--utterances", type=InputPath, help="the utterances pool: parquet from `schedlab data`")
+    w.add_argument("--model", help="a catalogue model whose context every request must fit, e.g. mistral-7b")
+    w.add_argument("--too-long", choices=TOO_LONG, default="refuse",
+                   help="a request past --model's context: refuse the trace, clip its prompt, or drop it")
+    w.add_argument("--burstiness", type=_positive, help="gamma shape of the arrivals; 1 (default) = Poisson")
+    w.add_argument("--clips-per-duration", type=count, help="the uniform kind's clips per duration (its parameter)")
     w.add_argument("--out", type=OutputPath, nargs="+", required=True, help="one parquet per rate")
     w.set_defaults(func=cmd_workload)
+    ws = sub.add_parser("workloads", help="list the registered workload kinds and the pools they draw from")
+    ws.set_defaults(func=cmd_workloads)
 
     pr = sub.add_parser("profile", help="a latency profile table (roofline, the passes measured on the shipped GPUs, "
                                          "timed torch passes or vLLM steps, or a GPU profile shipped with the package)")

@@ -41,7 +41,7 @@ class numbers:  # noqa: N801 (an argparse type, named like one)
                  inf: bool = False, requests: bool = False) -> None:
         self.cast, self.minimum, self.strict, self.maximum, self.inf = cast, minimum, strict, maximum, inf
         #: Numbers of requests: each must also fit this machine's memory (checked before anything
-        #: is allocated, :func:`schedlab.workload.arrivals.check_fits_in_memory`).
+        #: is allocated, :func:`schedlab.limits.check_fits_in_memory`).
         self.requests = requests
 
     def allows(self, value: float) -> bool:
@@ -61,7 +61,7 @@ class numbers:  # noqa: N801 (an argparse type, named like one)
             raise argparse.ArgumentTypeError(f"need {kind}{limit}, got {text!r}")
         if self.requests:
             from schedlab.errors import SchedlabError
-            from schedlab.workload.arrivals import check_fits_in_memory
+            from schedlab.limits import check_fits_in_memory
 
             for v in values:
                 try:
@@ -136,6 +136,21 @@ def json_object(text: str) -> dict:
     return value
 
 
+def parameter(text: str) -> tuple[str, object]:
+    """``KEY=VALUE``: a name and a JSON scalar (``0.3``, ``8``, ``true``, ``null``), or else the
+    text itself (a word)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        parsed = json.loads(value)
+    except (json.JSONDecodeError, RecursionError):
+        return key, value
+    if isinstance(parsed, (dict, list)):
+        raise argparse.ArgumentTypeError(f"{key}: a number, a word, true, false or null, got {value!r}")
+    return key, parsed
+
+
 # -- paths ------------------------------------------------------------------------------------
 class InputPath(str):
     """A file a command reads, or a folder standing for its files that match ``members``."""
@@ -149,6 +164,14 @@ class OutputPath(str):
 
 class OutputFolder(str):
     """A folder a command writes files into."""
+
+
+def named_path(text: str) -> tuple[str, str]:
+    """``NAME=PATH``: a name, and a file the command reads."""
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
+    return name, InputPath(path)
 
 
 def input_folder(members: str):

@@ -76,6 +76,9 @@ SIMULATE_BACKENDS = (*SIM_BACKENDS, "transformers-sim")
 #: The batching rules a queue policy runs inside on ``sim``: vLLM v1's, or transformers' (its
 #: FIFO or prefill-first scheduler class).
 BATCHINGS = ("vllm", "transformers", "transformers-prefill-first")
+#: What a workload does with a request its model's context cannot hold: refuse the trace, clip
+#: the request's prompt, or drop the request (:func:`schedlab.workload.kinds.fit_context`).
+TOO_LONG = ("refuse", "clip", "drop")
 
 #: A name that becomes a path component or a command word (a scheduler's, a router's, a
 #: workload's): letters, digits, ``_``, ``.`` and ``-``, not ``.`` or ``..`` (the pipeline's

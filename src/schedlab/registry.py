@@ -42,6 +42,17 @@ same entry-point group, with :func:`register_router`::
 
     @register_router("round-robin", summary="each request to the next replica in turn")
     class RoundRobin(Router): ...
+
+**Workload kinds** (what ``schedlab workload`` makes, the tournament plays and the pipeline's
+config names) and the **pools** of requests they draw from have tables of their own, filled the
+same way: a kind is a function of a :class:`schedlab.workload.kinds.Draw` (the rate, the size,
+the seed, the pools) and of keyword parameters with defaults, registered where it is defined,
+with :func:`register_workload`; a pool is a loader of a table, with :func:`register_pool`.
+schedlab's generic kinds and pools (:data:`WORKLOAD_PACKAGES`) register when the workload table is
+first read, a paper's or a plug-in's from a module of the same entry-point group::
+
+    @register_workload("openchat", pools=("openchat",), paper="C")
+    def openchat(draw, share: Share = 0.5) -> pd.DataFrame: ...
 """
 
 from __future__ import annotations
@@ -52,6 +63,7 @@ import importlib.metadata
 import inspect
 import pkgutil
 import re
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -76,6 +88,13 @@ PROTOCOL = {
 #: What a router must offer (the cluster calls these), and the attributes the cluster reads.
 ROUTER_PROTOCOL = ("bind", "route")
 ROUTER_ATTRIBUTES = ("reads_state", "reads_kv")
+#: schedlab's own packages whose modules register workload kinds and pools (each one imported
+#: when the workload table is first read).
+WORKLOAD_PACKAGES = ("schedlab.workload", "schedlab.data")
+#: How a workload kind times its requests: at the arrival process the caller draws (gamma gaps
+#: at the rate, Poisson at burstiness 1; sized by a count of requests or a duration), or by its
+#: own timing (a trace's timestamps, a conversation's think times; sized by a count).
+GAMMA, OWN = "gamma", "own"
 #: The distribution of schedlab's own schedulers (any other is a plug-in's).
 SCHEDLAB = "schedlab"
 
@@ -194,8 +213,78 @@ class _GuardedRouter:
         return self._call("route", lambda: self._router.route(i, candidates))
 
 
+@dataclass(frozen=True)
+class WorkloadEntry:
+    """One registered workload kind."""
+
+    name: str
+    #: Its requests' modality (:data:`ASR` or :data:`LLM`).
+    modality: str
+    #: The pools it draws from, by name (:func:`pool_entry`).
+    pools: tuple[str, ...]
+    #: How it times its requests (:data:`GAMMA` or :data:`OWN`).
+    arrivals: str
+    #: The registered function: ``function(draw, **parameters) -> trace``.
+    function: Callable = field(repr=False)
+    paper: str | None
+    summary: str
+    module: str
+    distribution: str
+
+    @property
+    def plugin(self) -> bool:
+        return self.distribution != SCHEDLAB
+
+    def describe(self) -> str:
+        return f"workload kind {self.name!r} ({self.distribution}, {self.module})"
+
+    def parameters(self) -> dict[str, tuple[Any, Any]]:
+        """Its parameters, in order: name -> (annotation, default), the function's keyword
+        arguments after the draw."""
+        hints = typing.get_type_hints(self.function, include_extras=True)
+        params = list(inspect.signature(self.function).parameters.values())[1:]
+        return {p.name: (hints.get(p.name, Any), p.default) for p in params}
+
+    def make(self, draw, parameters: dict):
+        """Its trace for ``draw``; a plug-in's exception names the plug-in (:func:`failure`)."""
+        try:
+            return self.function(draw, **parameters)
+        except Exception as e:
+            raise failure(self, self.function.__name__, e)
+
+
+@dataclass(frozen=True)
+class PoolEntry:
+    """One registered pool: a table of requests (or utterances) a workload kind draws from."""
+
+    name: str
+    #: The loader (no arguments): from the data mirror, the download cache or a download.
+    loader: Callable[[], Any] = field(repr=False)
+    #: The columns every table of it holds (a file given in its place is held to them).
+    columns: tuple[str, ...]
+    summary: str
+    module: str
+    distribution: str
+
+    @property
+    def plugin(self) -> bool:
+        return self.distribution != SCHEDLAB
+
+    def describe(self) -> str:
+        return f"pool {self.name!r} ({self.distribution}, {self.module})"
+
+    def load(self):
+        """The pool's table, from its data sources."""
+        try:
+            return self.loader()
+        except Exception as e:
+            raise failure(self, self.loader.__name__, e)
+
+
 _entries: dict[str, Entry] = {}
 _routers: dict[str, RouterEntry] = {}
+_workloads: dict[str, WorkloadEntry] = {}
+_pools: dict[str, PoolEntry] = {}
 #: Plug-ins set aside: entry-point name -> one-line reason.
 _broken: dict[str, str] = {}
 #: Names a broken plug-in tried to register, for the error when one is asked for (a name it
@@ -208,6 +297,9 @@ _loaded = False
 #: without loading the plug-ins).
 _builtins_loaded = False
 _builtin_names: set[str] = set()
+#: Whether schedlab's own workload kinds and pools are registered, and their names.
+_workloads_loaded = False
+_builtin_workloads: set[str] = set()
 #: The distribution whose module is being imported (set while loading entry points), and
 #: the names its registrations were refused.
 _current: dict[str, Any] = {"distribution": None, "plugin": None, "refused": []}
@@ -278,6 +370,47 @@ def register_router(name: str, *, paper: str | None = None, params: dict | None 
     return add
 
 
+def register_workload(name: str, *, modality: str = LLM, pools: tuple[str, ...] = (), arrivals: str = GAMMA,
+                      paper: str | None = None, summary: str | None = None):
+    """Register the decorated function as the workload kind ``name`` (see the module docstring);
+    returns it unchanged. ``pools`` names the pools it draws from (each passed in
+    ``draw.pools``), ``arrivals`` how it times its requests."""
+
+    def add(function):
+        _check_name(name, "workload kind")
+        entry = WorkloadEntry(name, modality, tuple(pools), arrivals, function, paper,
+                              summary or _first_sentence(function), function.__module__,
+                              _current["distribution"] or SCHEDLAB)
+        old = _workloads.get(name)
+        if old is not None and old.module != entry.module:
+            _reject(name, f"the name {name!r} is taken by {old.module} ({old.distribution})", what="workload kind")
+        _workloads[name] = entry
+        return function
+
+    if modality not in (ASR, LLM):
+        raise SchedlabError(f"workload kind {name!r}: modality must be {ASR} or {LLM}, got {modality!r}")
+    if arrivals not in (GAMMA, OWN):
+        raise SchedlabError(f"workload kind {name!r}: arrivals must be {GAMMA} or {OWN}, got {arrivals!r}")
+    return add
+
+
+def register_pool(name: str, *, columns: tuple[str, ...], summary: str | None = None):
+    """Register the decorated loader (no arguments, returns a table holding ``columns``) as the
+    pool ``name``; returns it unchanged."""
+
+    def add(loader):
+        _check_name(name, "pool")
+        entry = PoolEntry(name, loader, tuple(columns), summary or _first_sentence(loader), loader.__module__,
+                          _current["distribution"] or SCHEDLAB)
+        old = _pools.get(name)
+        if old is not None and old.module != entry.module:
+            _reject(name, f"the name {name!r} is taken by {old.module} ({old.distribution})", what="pool")
+        _pools[name] = entry
+        return loader
+
+    return add
+
+
 def _check_name(name, what: str) -> None:
     """A registered name becomes a path component and a command word: it must match
     :data:`schedlab.contracts.NAME_PATTERN` (a plug-in's registration is then rejected)."""
@@ -338,6 +471,7 @@ def _load() -> None:
     for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: (e.dist is None, e.name)):
         dist = ep.dist.name if ep.dist is not None else "?"
         before, routers_before = dict(_entries), dict(_routers)
+        kinds_before, pools_before = dict(_workloads), dict(_pools)
         _current.update(distribution=dist, plugin=ep.name, refused=[])
         try:
             ep.load()
@@ -352,9 +486,10 @@ def _load() -> None:
                 else:
                     del _entries[n]
                 _broken_names[n] = ep.name
-            for n in [n for n in _routers if n not in routers_before]:
-                del _routers[n]
-                _broken_names[n] = ep.name
+            for table, earlier in ((_routers, routers_before), (_workloads, kinds_before), (_pools, pools_before)):
+                for n in [n for n in table if n not in earlier]:
+                    del table[n]
+                    _broken_names[n] = ep.name
             for n in _current["refused"]:  # a name it tried to take: asking for it says so
                 _broken_names[n] = ep.name
         finally:
@@ -434,12 +569,12 @@ def describe(obj) -> str:
 
 
 def failure(culprit, method: str, e: BaseException) -> Exception:
-    """What a run raises for the exception ``e`` that ``method`` of ``culprit`` (an entry, or
-    a scheduler object) raised: ``e`` itself when schedlab's own code raised it (a built-in's
-    exception is schedlab's bug, and keeps its traceback), else a :class:`PluginError` naming
-    the scheduler, the method, the exception and the plug-in's line it came from, caused by
-    ``e``."""
-    found = culprit if isinstance(culprit, Entry) else origin(culprit)
+    """What a run raises for the exception ``e`` that ``method`` of ``culprit`` (an entry of
+    any table, or a scheduler object) raised: ``e`` itself when schedlab's own code raised it (a
+    built-in's exception is schedlab's bug, and keeps its traceback), else a
+    :class:`PluginError` naming the scheduler (or kind, or pool), the method, the exception and
+    the plug-in's line it came from, caused by ``e``."""
+    found = culprit if isinstance(culprit, (Entry, WorkloadEntry, PoolEntry)) else origin(culprit)
     ours = not found.plugin if found is not None else type(culprit).__module__.split(".")[0] == SCHEDLAB
     if ours or isinstance(e, PluginError):
         return e
@@ -514,3 +649,60 @@ def router_entry(name: str) -> RouterEntry:
 def make_router(name: str, **options):
     """A fresh instance of the router ``name`` for one run (``options``: the run's seed)."""
     return router_entry(name).make(**options)
+
+
+# -- workload kinds and pools -------------------------------------------------------------------
+def _load_workloads(name: str | None = None) -> None:
+    """Register schedlab's own workload kinds and pools (once), then, unless ``name`` is one of
+    them and no other distribution's plug-in is installed, every plug-in (as :func:`entry`)."""
+    global _workloads_loaded
+    if not _workloads_loaded:
+        _workloads_loaded = True
+        for package in WORKLOAD_PACKAGES:
+            pkg = importlib.import_module(package)
+            for info in pkgutil.iter_modules(pkg.__path__, package + "."):
+                importlib.import_module(info.name)
+        _builtin_workloads.update(_workloads, _pools)
+    if name is None or name not in _builtin_workloads or _foreign_plugins():
+        _load()
+
+
+def workload_entries() -> list[WorkloadEntry]:
+    """Every registered workload kind: schedlab's, the papers' and the plug-ins', by name (the
+    order they register in depends on what was imported first)."""
+    _load_workloads()
+    return sorted(_workloads.values(), key=lambda e: e.name)
+
+
+def workload_names(modality: str | None = None) -> list[str]:
+    return [e.name for e in workload_entries() if modality is None or e.modality == modality]
+
+
+def workload_entry(name: str) -> WorkloadEntry:
+    """The workload kind registered as ``name``."""
+    _load_workloads(name)
+    found = _workloads.get(name)
+    if found is None:
+        plugin = _broken_names.get(name) or next((p for p in _broken if p == name), None)
+        if plugin is not None:
+            raise SchedlabError(_broken[plugin])
+        raise SchedlabError(f"unknown workload kind {name!r}; known: {', '.join(workload_names())}")
+    return found
+
+
+def pool_entries() -> list[PoolEntry]:
+    """Every registered pool, by name."""
+    _load_workloads()
+    return sorted(_pools.values(), key=lambda e: e.name)
+
+
+def pool_entry(name: str) -> PoolEntry:
+    """The pool registered as ``name``."""
+    _load_workloads(name)
+    found = _pools.get(name)
+    if found is None:
+        plugin = _broken_names.get(name)
+        if plugin is not None:
+            raise SchedlabError(_broken[plugin])
+        raise SchedlabError(f"unknown pool {name!r}; known: {', '.join(e.name for e in pool_entries())}")
+    return found

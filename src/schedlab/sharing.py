@@ -175,6 +175,26 @@ def _check_prefixes(trace: pd.DataFrame, source: str) -> None:
             raise SchedlabError(f"{source}: column {name!r} row {r}: {what}")
 
 
+def cut_prompts(trace: pd.DataFrame, prompt_tokens) -> pd.DataFrame:
+    """``trace`` with each prompt cut to its first ``prompt_tokens`` tokens (at most its own
+    length), its sharing data cut with it: the blocks of ``hash_ids`` that still hold a token,
+    the first ``token_ids``, a shared prefix of at most the prompt."""
+    old = trace["prompt_tokens"].to_numpy(np.int64)
+    new = np.minimum(np.asarray(prompt_tokens, np.int64), old)
+    out = trace.assign(prompt_tokens=new)
+    column = sharing_column(trace)
+    cut = np.flatnonzero(new < old)
+    if column == "prefix_id":
+        out["prefix_tokens"] = np.minimum(trace["prefix_tokens"].to_numpy(np.int64), new)
+    elif column is not None and cut.size:
+        keep = new if column == "token_ids" else -(-new // HASH_BLOCK_TOKENS)
+        values = list(trace[column])
+        for r in cut.tolist():
+            values[r] = values[r][: keep[r]]
+        out[column] = values
+    return out
+
+
 def prompt_token_ids(trace: pd.DataFrame, rows: range | None = None) -> list[np.ndarray]:
     """The prompt token ids (int64 arrays) of ``rows`` (default: all) of a trace that carries
     sharing data (see the module docstring)."""

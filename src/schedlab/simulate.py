@@ -8,7 +8,7 @@ import time
 
 import pandas as pd
 
-from schedlab import registry
+from schedlab import progress, registry
 from schedlab.contracts import BATCHINGS, SIMULATE_BACKENDS
 from schedlab.engine import Arena, ContinuousBatching, RunResult, run
 from schedlab.engine.scheduler import Scheduler
@@ -98,6 +98,18 @@ def _serve(trace, scheduler, arena, backend, model, warmup_s, sample_s, max_in_f
     return result
 
 
+def _described(scheduler: str, backend: str, identity: dict) -> str:
+    """A run in words, for its progress: the scheduler, the backend, the workload and rate when
+    the identity names them."""
+    words = f"{scheduler} on {backend}"
+    if identity.get("workload") not in (None, "custom"):
+        words += f", {identity['workload']}"
+    rate = identity.get("rate")
+    if isinstance(rate, (int, float)) and rate == rate:
+        words += f" at {rate:g} req/s"
+    return words
+
+
 def run_summary(
     trace: pd.DataFrame,
     scheduler: str,
@@ -113,8 +125,9 @@ def run_summary(
     if backend == "vllm-sim":
         from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: F401 (imported before the clock starts)
     t0 = time.perf_counter()
-    result = serve(trace, scheduler, arena, backend=backend, model=model, max_in_flight=max_in_flight,
-                   batching=batching)
+    with progress.stage(_described(scheduler, backend, identity), total=len(trace)):
+        result = serve(trace, scheduler, arena, backend=backend, model=model, max_in_flight=max_in_flight,
+                       batching=batching)
     summary = summarize(result.requests, result.gaps, policy=scheduler, backend=backend, **identity)
     if batching != "vllm":
         summary["batching"] = batching

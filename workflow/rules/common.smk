@@ -12,8 +12,11 @@ from schedlab.errors import SchedlabError
 from schedlab.snakemake_start import config_error
 from schedlab.latency.catalogue import hardware, hardware_names, model_dir, model_names
 from schedlab.fit.shipped import shipped_hardware, shipped_models, shipped_path
-from schedlab import figure_map, registry
+from schedlab import figure_map, progress, registry
 from schedlab.tournament.workloads import check_spec, modality, pool_names
+
+# Each job's log gets one line per stage of its work (schedlab.progress), whatever the terminal.
+os.environ.setdefault(progress.VARIABLE, "lines")
 
 RESULTS = config["results"]
 ASR = config["asr"]
@@ -159,11 +162,24 @@ def router_problems(key, names):
     return problems
 
 
+def workload_kind_problems(key, kind, modality):
+    """One line if ``kind`` is not a registered workload kind of ``modality``."""
+    try:
+        entry = registry.workload_entry(kind)
+    except SchedlabError as e:
+        return [f"{key}: {e}"]
+    if entry.modality != modality:
+        return [f"{key}: workload kind {kind!r} makes {entry.modality} requests, not {modality}"]
+    return []
+
+
 def _check_config():
     """Cross-references the JSON schema cannot express, as one-line errors."""
     problems = []
     if ASR["hardware"] not in hardware_names():
         problems.append(f"asr.hardware {ASR['hardware']!r} is not in the catalogue ({', '.join(hardware_names())})")
+    for name, workload in ASR["workloads"].items():
+        problems += workload_kind_problems(f"asr.workloads.{name}", workload["kind"], registry.ASR)
     for name, exp in EXPERIMENTS.items():
         if exp["workload"] not in ASR["workloads"]:
             problems.append(f"experiment {name!r}: unknown workload {exp['workload']!r}")

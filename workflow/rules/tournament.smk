@@ -10,7 +10,7 @@ rule tournament_pool:
     log:
         f"{RESULTS}/logs/tournament/pool_{{kind}}.log",
     wildcard_constraints:
-        kind="azure-code|azure-conv|mooncake",
+        kind=TOURNAMENT_POOLS,
     conda:
         SIM_ENV
     shell:

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 import soundfile
 
-from schedlab import registry
+from schedlab import progress, registry
 from schedlab.backends import placeholder_prompt
 from schedlab.data.vad import speech_sample
 from schedlab.errors import SchedlabError
@@ -197,6 +197,7 @@ async def _one(client, i: int, kwargs: dict, log: RequestLog, t0: float, errors:
                 log.tokens(np.array([i]), now)
             seen = count
     log.finish[i] = time.monotonic() - t0
+    progress.requests_done(1)
     if seen != int(log.trace["output_tokens"].iat[i]):
         errors.append(f"request {i}: {seen} tokens, the trace says {int(log.trace['output_tokens'].iat[i])}")
 
@@ -361,7 +362,7 @@ def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, tim
     request at its arrival or when the one before it has ended, whichever is later."""
     if whisper and "audio_duration_s" not in trace:
         raise SchedlabError("a Whisper replay needs the trace's audio_duration_s")
-    with frozen_heap():
+    with progress.stage(f"replay against {url}", total=len(trace)), frozen_heap():
         result = asyncio.run(_replay([url], trace, model, whisper, timeout_s, warmup_s, one_at_a_time))
     return _checked(result)
 
@@ -393,7 +394,7 @@ def replay_routed(urls: list[str], trace: pd.DataFrame, router: str, *, model: s
             raise SchedlabError(f"{url} has KV blocks of {kv['block_size']} tokens, not {limits.block_size}")
         servers.append(limits if kv["blocks"] is None else replace(limits, kv_capacity_blocks=kv["blocks"]))
     routing = _Routing(trace, router, servers, seed)
-    with frozen_heap():
+    with progress.stage(f"replay across {len(urls)} servers behind {router}", total=len(trace)), frozen_heap():
         result = asyncio.run(_replay(list(urls), trace, model, False, timeout_s, warmup_s, one_at_a_time, routing))
     return _checked(result), routing.where
 

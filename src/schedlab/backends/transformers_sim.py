@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from schedlab import registry
+from schedlab import progress, registry
 from schedlab.backends import placeholder_prompt
 from schedlab.backends.transformers_scheduler import Recorder, composition, scheduler_factory
 from schedlab.builders.transformers_batching import FIFO
@@ -132,6 +132,7 @@ def run_transformers_sim(trace: pd.DataFrame, arena: Arena, *, policy: str | Non
                 sched.block_new_requests = False
                 log.finish[int(state.request_id)] = clock["now"]
                 done += 1
+                progress.requests_done(1)
         log.tokens(np.array(emitted, np.int64), clock["now"])
     while sample_s and clock["now"] >= next_sample:
         samples.append((next_sample, 1 - free_blocks(cache) / capacity, len(sched.waiting_requests),

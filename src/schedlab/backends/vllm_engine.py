@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from schedlab import progress
 from schedlab.compat.vllm import modules_hidden_from_kernel_scan
 from schedlab.backends import placeholder_prompt
 from schedlab.estimate import size_hints
@@ -192,42 +193,44 @@ def replay(llm, trace: pd.DataFrame, on_step=None) -> RunResult:
     busy = 0.0
     wall0, mono0 = time.time(), time.monotonic()
     idle, prev_end = True, 0.0  # no step ran since the engine last sat idle
-    while nxt < n or engine.has_unfinished_requests():
-        now = time.monotonic() - mono0
-        while nxt < n and arrival[nxt] <= now:
-            params = SamplingParams(
-                max_tokens=int(output[nxt]), ignore_eos=True, detokenize=False, extra_args=hints[nxt]
-            )
-            prompt_ids = {"prompt_token_ids": placeholder_prompt(int(prompt[nxt]))}
-            engine.add_request(str(nxt), prompt_ids, params, arrival_time=wall0 + arrival[nxt])
-            nxt += 1
-        if not engine.has_unfinished_requests():
-            time.sleep(max(0.0, min(arrival[nxt] - now, 0.05)))
-            idle = True
-            continue
-        start = time.monotonic() - mono0
-        outputs = engine.step()
-        end = time.monotonic() - mono0
-        # A step's period runs from the previous step's end (or from its own start after an
-        # idle spell): it includes submitting requests and handling outputs, as serving does.
-        period = end - (start if idle else prev_end)
-        prev_end, idle = end, False
-        busy += period
-        steps += 1
-        if on_step is not None:
-            on_step(sched.last_composition, period)
-        for new in sched.last_output.scheduled_new_reqs:
-            log.scheduled(_index(new.req_id), start)
-        for rid in sched.last_output.preempted_req_ids:
-            log.preemptions[_index(rid)] += 1
-        for out in outputs:
-            i = _index(out.request_id)
-            count = len(out.outputs[0].token_ids)
-            for _ in range(count - seen[i]):
-                log.tokens(np.array([i]), end)
-            seen[i] = count
-            if out.finished:
-                log.finish[i] = end
+    with progress.stage("replay through the vLLM engine", total=n) as replayed:
+        while nxt < n or engine.has_unfinished_requests():
+            now = time.monotonic() - mono0
+            while nxt < n and arrival[nxt] <= now:
+                params = SamplingParams(
+                    max_tokens=int(output[nxt]), ignore_eos=True, detokenize=False, extra_args=hints[nxt]
+                )
+                prompt_ids = {"prompt_token_ids": placeholder_prompt(int(prompt[nxt]))}
+                engine.add_request(str(nxt), prompt_ids, params, arrival_time=wall0 + arrival[nxt])
+                nxt += 1
+            if not engine.has_unfinished_requests():
+                time.sleep(max(0.0, min(arrival[nxt] - now, 0.05)))
+                idle = True
+                continue
+            start = time.monotonic() - mono0
+            outputs = engine.step()
+            end = time.monotonic() - mono0
+            # A step's period runs from the previous step's end (or from its own start after an
+            # idle spell): it includes submitting requests and handling outputs, as serving does.
+            period = end - (start if idle else prev_end)
+            prev_end, idle = end, False
+            busy += period
+            steps += 1
+            if on_step is not None:
+                on_step(sched.last_composition, period)
+            for new in sched.last_output.scheduled_new_reqs:
+                log.scheduled(_index(new.req_id), start)
+            for rid in sched.last_output.preempted_req_ids:
+                log.preemptions[_index(rid)] += 1
+            for out in outputs:
+                i = _index(out.request_id)
+                count = len(out.outputs[0].token_ids)
+                for _ in range(count - seen[i]):
+                    log.tokens(np.array([i]), end)
+                seen[i] = count
+                if out.finished:
+                    log.finish[i] = end
+                    replayed.advance()
     return RunResult(
         requests=log.frame(),
         gaps=log.gaps,

@@ -18,6 +18,7 @@ import platform
 import numpy as np
 import pandas as pd
 
+from schedlab import progress
 from schedlab.backends.vllm_engine import LaunchSpec, replay, start_engine
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
@@ -52,8 +53,11 @@ def profile(
     """Profile table (``source="vllm"``) of the engine's steps over the profiling traces."""
     llm = start_engine(spec, policy="fcfs", kappa={})
     rows: list[tuple] = []
-    for rate in rates:
-        replay(llm, profiling_trace(rate, duration_s, seed=seed), on_step=lambda c, t: rows.append((*c[: len(STEP_FEATURES)], t)))
+    with progress.stage(f"vllm profile of {spec.model}", total=len(rates), unit="traces") as replayed:
+        for rate in rates:
+            replay(llm, profiling_trace(rate, duration_s, seed=seed),
+                   on_step=lambda c, t: rows.append((*c[: len(STEP_FEATURES)], t)))
+            replayed.advance()
     out = pd.DataFrame(rows[warmup_steps:], columns=list(PROFILE_COLUMNS[3:]))
     out.insert(0, "source", "vllm")
     out.insert(1, "hardware", device_label(spec))

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from vllm.v1.outputs import ModelRunnerOutput
 
-from schedlab import registry
+from schedlab import progress, registry
 from schedlab.backends.vllm_build import block_hasher, build_scheduler, make_request
 from schedlab.engine import Arena, RunResult, check_servable
 from schedlab.engine.core import TIMELINE_COLUMNS
@@ -124,6 +124,7 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
         for o in (o for e in result.values() for o in e.outputs):
             if o.finish_reason is not None:
                 log.finish[int(o.request_id)] = clock["now"]
+                progress.requests_done(1)
             if o.prefill_stats is not None:  # a first admission's lookup (taken at its first output)
                 log.cached[int(o.request_id)] = o.prefill_stats.num_local_cached_tokens
     while sample_s and clock["now"] >= next_sample:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from schedlab import registry
+from schedlab import progress, registry
 from schedlab.cluster.replica import Replica
 from schedlab.engine import Arena, EngineConfig, RunResult, check_servable
 from schedlab.engine.core import Engine
@@ -89,9 +89,11 @@ def run_cluster(trace: pd.DataFrame, schedulers: str | list[str], arenas: list[A
                                 f"{candidates.tolist()} can serve")
         return r
 
-    if chooser.reads_state:
-        return _routed_at_arrivals(requests, names, arenas, router, chooser, route, wall0)
-    return _routed_up_front(requests, names, arenas, router, chooser, route, warmup_s, wall0)
+    schedulers = names[0] if len(set(names)) == 1 else ",".join(names)
+    with progress.stage(f"cluster of {len(arenas)} {schedulers} replicas behind {router}", total=requests.n):
+        if chooser.reads_state:
+            return _routed_at_arrivals(requests, names, arenas, router, chooser, route, wall0)
+        return _routed_up_front(requests, names, arenas, router, chooser, route, warmup_s, wall0)
 
 
 def _routed_at_arrivals(requests: Requests, names: list[str], arenas: list[Arena], router: str, chooser, route,

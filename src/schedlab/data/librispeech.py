@@ -14,6 +14,7 @@ from schedlab.data.sources import (
     COLUMNS, Remote, cache_dir, download, mirror_file, read_utterances, write_utterances,
 )
 from schedlab.errors import SchedlabError
+from schedlab.registry import register_pool
 
 #: OpenSLR's archive (a fixed release: its URL has no revision). The checksum applies to the
 #: archive only; the offline mirror holds the table parsed from it (``TABLE_NAME``; the shared
@@ -69,3 +70,15 @@ def load_test_clean() -> pd.DataFrame:
         archive = download(TEST_CLEAN, cache_dir() / PurePosixPath(TEST_CLEAN.url).name)
         write_utterances(parse_archive(archive), table)
     return read_utterances(table)
+
+
+@register_pool("utterances", columns=("duration_s", "output_tokens"))
+def utterances() -> pd.DataFrame:
+    """LibriSpeech test-clean's utterances with their Whisper token counts (``text_tokens``, and
+    ``output_tokens`` with the generated end of text): ``schedlab data``'s table."""
+    from schedlab.data.whisper_tokens import count_text_tokens
+
+    utts = load_test_clean()
+    utts["text_tokens"] = count_text_tokens(utts["transcript"])
+    utts["output_tokens"] = utts["text_tokens"] + 1  # the generated <|endoftext|>
+    return utts

@@ -20,6 +20,7 @@ import pandas as pd
 from schedlab.data.sources import Remote, cache_dir, download, mirror_file
 from schedlab.errors import SchedlabError
 from schedlab.io import read_csv, read_jsonl
+from schedlab.registry import register_pool
 
 #: The Azure traces at a pinned commit of Azure/AzurePublicDataset, by service; the offline
 #: mirror's copies are these same files.
@@ -116,3 +117,22 @@ def mooncake_requests(path: str | os.PathLike | None = None) -> pd.DataFrame:
         raise SchedlabError(f"{path}: column 'hash_ids' must hold lists of whole numbers >= 0, first bad row {bad}")
     pool["hash_ids"] = [list(map(int, v)) for v in ids]
     return pool
+
+
+#: What a replayed trace's pool holds: each request's lengths and its time in the trace.
+TIMED_COLUMNS = ("prompt_tokens", "output_tokens", "timestamp_s")
+
+
+@register_pool("azure-code", columns=TIMED_COLUMNS)
+def azure_code() -> pd.DataFrame:
+    """The Azure LLM inference trace 2023's code service: lengths and timestamps."""
+    return azure_lengths("code")
+
+
+@register_pool("azure-conv", columns=TIMED_COLUMNS)
+def azure_conv() -> pd.DataFrame:
+    """The Azure LLM inference trace 2023's conversation service: lengths and timestamps."""
+    return azure_lengths("conv")
+
+
+register_pool("mooncake", columns=(*TIMED_COLUMNS, "hash_ids"))(mooncake_requests)

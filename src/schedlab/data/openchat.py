@@ -21,6 +21,7 @@ from schedlab.data.conversations import LENGTH_COLUMNS
 from schedlab.data.llm_traces import length_pool
 from schedlab.data.sources import DataUnavailable, Remote, cache_dir, download, mirror_file
 from schedlab.io import read_csv
+from schedlab.registry import register_pool
 
 LENGTHS_CSV = "openchat_sharegpt4_lengths_llama2.csv"
 #: The Sarathi-Serve artifact's length table (on its niyama_asplos2026 branch, at a pinned
@@ -70,6 +71,8 @@ def count_rounds(fp: IO[bytes], source: str) -> pd.DataFrame:
     return capped(pd.DataFrame(rows, columns=list(LENGTH_COLUMNS)))
 
 
+@register_pool("openchat", columns=("prompt_tokens", "output_tokens"),
+               summary="paper C's openchat_sharegpt4 rounds: prompt and reply lengths, at most 8,192 tokens in all")
 def openchat_lengths() -> pd.DataFrame:
     """Length pairs (``prompt_tokens, output_tokens, source``), capped at 8192 tokens in all."""
     local = mirror_file(LENGTHS_CSV)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from schedlab import progress
 from schedlab.engine import kernels
 from schedlab.engine.arena import Arena, EngineConfig
 from schedlab.engine.gaps import GapHistogram
@@ -426,6 +427,8 @@ class Engine(EngineView):
         self._run_arr = kernels.complete(self.running_array(), self.seq, self.total, False)
         self.running = self._run_arr.tolist()
         self.done += finished.size
+        if finished.size:
+            progress.requests_done(int(finished.size))
         return finished
 
 

@@ -27,6 +27,8 @@ from typing import Iterator, Protocol
 
 import numpy as np
 
+# paper B's workload kinds and pools register with its policies (this is its entry-point module)
+import schedlab.ewsjf.workload  # noqa: F401
 from schedlab.ewsjf.dispatch import Dispatcher, Queue
 from schedlab.ewsjf.partition import Band, adjust, refine_and_prune
 from schedlab.ewsjf.reward import TrialStats

@@ -22,6 +22,8 @@ import pandas as pd
 
 from schedlab.data.llm_traces import azure_lengths, mooncake_lengths
 from schedlab.errors import SchedlabError
+from schedlab.registry import OWN, register_pool, register_workload
+from schedlab.validation.documents import Positive, PositiveInt, Share
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.shared_prefixes import QUESTION_TOKENS
 
@@ -30,6 +32,8 @@ LONG = (1024, 4097)
 #: Output tokens per request implied by paper B's Table 3 (FCFS: 90.4 tok/s / 8.45 req/s).
 MEAN_OUTPUT = 90.4 / 8.45
 KINDS = ("mixed", "short", "long")
+#: What a pool of paper B's holds.
+POOL_COLUMNS = ("prompt_tokens", "output_tokens")
 
 
 def _within(pool: pd.DataFrame, bounds: tuple[int, int]) -> pd.DataFrame:
@@ -37,11 +41,22 @@ def _within(pool: pd.DataFrame, bounds: tuple[int, int]) -> pd.DataFrame:
     return keep.reset_index(drop=True)
 
 
+@register_pool("short", columns=POOL_COLUMNS)
+def short_pool() -> pd.DataFrame:
+    """Paper B's short prompts: the Azure 2023 conversation trace's of 32 to 1,023 tokens."""
+    return _within(azure_lengths("conv"), SHORT)
+
+
+@register_pool("long", columns=POOL_COLUMNS)
+def long_pool() -> pd.DataFrame:
+    """Paper B's long prompts: the Mooncake conversation trace's and the Azure 2023 code trace's
+    of 1,024 to 4,096 tokens."""
+    return _within(pd.concat([mooncake_lengths(), azure_lengths("code")], ignore_index=True), LONG)
+
+
 def pools() -> tuple[pd.DataFrame, pd.DataFrame]:
     """The short and the long pool: prompt_tokens, output_tokens, source."""
-    short = _within(azure_lengths("conv"), SHORT)
-    long = _within(pd.concat([mooncake_lengths(), azure_lengths("code")], ignore_index=True), LONG)
-    return short, long
+    return short_pool(), long_pool()
 
 
 def trace(
@@ -103,3 +118,21 @@ def _documents(out: pd.DataFrame, long: pd.DataFrame, q: int, seed: int) -> pd.D
     prompt[at] = doc_len[doc] + question
     prefix_id[at], prefix_tokens[at] = doc, doc_len[doc]
     return out.assign(prompt_tokens=prompt, prefix_id=prefix_id, prefix_tokens=prefix_tokens)
+
+
+@register_workload("mixed", pools=("short", "long"), arrivals=OWN, paper="B")
+def mixed(draw, short_share: Share = 0.8, questions_per_doc: PositiveInt = 1,
+          mean_output: Positive | None = None) -> pd.DataFrame:
+    """Paper B's mix: ``short_share`` short prompts, the rest long, Poisson arrivals; outputs as
+    in the pools, or scaled to a mean of ``mean_output`` tokens (paper B's studies: 10.7); long
+    prompts are documents asked ``questions_per_doc`` times each."""
+    return trace("mixed", draw.pools["short"], draw.pools["long"], draw.n_requests, draw.rate, draw.seed,
+                 short_share=short_share, mean_output=mean_output, questions_per_doc=questions_per_doc)
+
+
+@register_workload("documents", pools=("short", "long"), arrivals=OWN, paper="B")
+def documents(draw, questions_per_doc: PositiveInt = 8, short_share: Share = 0.8,
+              mean_output: Positive | None = None) -> pd.DataFrame:
+    """Paper B's mix whose long prompts are documents, each asked ``questions_per_doc`` times,
+    as its sharing study asks them: a document, then a question of 16 to 128 tokens of its own."""
+    return mixed(draw, short_share, questions_per_doc, mean_output)

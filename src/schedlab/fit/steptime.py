@@ -13,7 +13,8 @@ from scipy.stats import kendalltau
 from schedlab.backends.replay_quality import replay_flaws
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
-from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel, beyond_knee, padded_tokens
+from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel
+from schedlab.latency.roofline import beyond_knee, padded_tokens
 
 
 def _regressors(profile: pd.DataFrame, tile: int, knee: int) -> pd.DataFrame:

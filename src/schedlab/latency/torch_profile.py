@@ -40,6 +40,7 @@ from transformers import AttentionInterface, AutoConfig, AutoModelForCausalLM, W
 from transformers.cache_utils import Cache, DynamicLayer, EncoderDecoderCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from schedlab import progress
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import LLAMA_LIKE, model_arch, model_dir
@@ -328,20 +329,26 @@ def time_passes(
     may leave a point out (a memory or time limit)."""
     if repeats < 1:
         raise SchedlabError(f"repeats must be >= 1, got {repeats}")
-    prefill_points, decode_points = list(prefill_points), list(decode_points)
+    encoder_batches, prefill_points, decode_points = list(encoder_batches), list(prefill_points), list(decode_points)
     too_long = sorted({n for _, n in [*prefill_points, *decode_points] if not 0 < n < loaded.max_length})
     if too_long:
         raise SchedlabError(f"{loaded.name}: lengths must lie in 1..{loaded.max_length - 1}, got {too_long}")
     if loaded.whisper and prefill_points:
         raise SchedlabError(f"{loaded.name}: Whisper is profiled by encoder passes and decode steps, not prefills")
-    if not loaded.whisper and list(encoder_batches):
+    if not loaded.whisper and encoder_batches:
         raise SchedlabError(f"{loaded.name}: a decoder-only model has no encoder")
     timer = timer or PassTimer(_device_of(loaded.net), repeats)
-    with torch.inference_mode():
+    points = len(encoder_batches) + len(prefill_points) + len(decode_points)
+    with torch.inference_mode(), progress.stage(f"{loaded.name} on {loaded.hardware}", total=points,
+                                                unit="points timed") as timed:
         if loaded.whisper:
-            rows = list(_whisper_rows(loaded.net, loaded.config, timer, loaded.dtype, encoder_batches, decode_points, skip))
+            passes = _whisper_rows(loaded.net, loaded.config, timer, loaded.dtype, encoder_batches, decode_points, skip)
         else:
-            rows = list(_decoder_rows(loaded.net, loaded.config, timer, loaded.dtype, prefill_points, decode_points, skip))
+            passes = _decoder_rows(loaded.net, loaded.config, timer, loaded.dtype, prefill_points, decode_points, skip)
+        rows = []
+        for row in passes:
+            rows.append(row)
+            timed.advance()
     out = pd.DataFrame(rows, columns=[*PROFILE_COLUMNS[3:], PREFILL_PAIRS, CUDA_GRAPH])
     out.insert(0, "source", "torch")
     out.insert(1, "hardware", loaded.hardware)

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from schedlab import progress
 from schedlab.cluster import run_cluster
 from schedlab.engine import Arena
 from schedlab.metrics import latency_columns, summarize
@@ -46,7 +47,9 @@ def slo_score(requests: pd.DataFrame, trace: pd.DataFrame) -> dict:
 def match(entrant: Entry, trace: pd.DataFrame, arena: Arena, **identity) -> dict:
     """The tournament row of one run."""
     t0 = time.perf_counter()
-    requests, gaps = play(entrant, trace, arena)
+    with progress.stage(f"{identity.get('workload', 'match')}: {entrant.name} at load {identity.get('load', '-')}",
+                        total=len(trace)):
+        requests, gaps = play(entrant, trace, arena)
     row = summarize(requests, gaps, policy=entrant.name, paper=entrant.paper, kind=entrant.kind, **identity)
     row.update(slo_score(requests, trace))
     row["preemptions"] = int(requests["preemptions"].sum())
@@ -72,5 +75,6 @@ def cluster_match(entrant: Entry, trace: pd.DataFrame, arena: Arena, router: str
 def capacity(spec: dict, pools: dict[str, pd.DataFrame], arena: Arena, reference: Entry) -> float:
     """Requests per second ``reference`` sustains on a backlog of the workload's requests."""
     backlog = workload_trace(spec, pools, float("inf"), max_tokens=arena.max_tokens)
-    requests, _ = play(reference, backlog, arena)
+    with progress.stage(f"capacity: {reference.name} on a backlog", total=len(backlog)):
+        requests, _ = play(reference, backlog, arena)
     return len(requests) / float(requests["finish_s"].max())

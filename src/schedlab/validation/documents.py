@@ -1,15 +1,17 @@
 """JSON inputs and numeric settings checked with pydantic models: step-time models, kappa
-fits, engine limits, run lengths, tournament workload specs, engine specs and the extension
-studies' specs. :func:`parse` turns the first problem into one line naming the source and key.
+fits, engine limits, run lengths, tournament workload specs and workload kinds' parameters,
+engine specs and the extension studies' specs. :func:`parse` turns the first problem into one line naming the source and key.
 The files an engine is built from are read into its objects by
 :mod:`schedlab.validation.engine_files`."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, create_model, model_validator
 
 from schedlab.contracts import MAX_KAPPA, MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S, MAX_STEP_S
 from schedlab.errors import SchedlabError
@@ -163,9 +165,6 @@ def check_run_length(duration_s: float, warmup_s: float, source: str = "run leng
 
 
 # -- specs ------------------------------------------------------------------------------------
-KINDS = ("librispeech", "uniform", "mixed", "openchat", "azure-code", "azure-conv", "mooncake", "multi-turn")
-
-
 class SloTargets(Strict):
     ttft_s: Seconds | None = None
     tpot_s: Seconds | None = None
@@ -173,25 +172,52 @@ class SloTargets(Strict):
 
 
 class WorkloadSpec(Strict):
-    """A tournament workload (``config.yaml``'s ``tournament.workloads``)."""
+    """A tournament workload (``config.yaml``'s ``tournament.workloads``): a registered kind, its
+    size, seed, SLO targets and prefix cache; every other key is one of the kind's parameters
+    (:func:`kind_parameters`)."""
 
-    kind: Literal[KINDS]
+    kind: Annotated[str, Field(min_length=1)]
     n_requests: Annotated[int, Field(ge=2, le=MAX_REQUESTS)]
     seed: NonNegativeInt = 0
-    start: NonNegativeInt = 0
-    share: Share = 0.5
-    short_share: Share = 0.8
     slo: SloTargets = SloTargets()
     prefix_caching: bool = False
 
 
-def check_workload_spec(name: str, spec) -> WorkloadSpec:
-    """A tournament workload's spec, its requests within this machine's memory."""
-    from schedlab.workload.arrivals import check_fits_in_memory
+def check_workload_spec(name: str, spec) -> tuple[WorkloadSpec, dict]:
+    """A tournament workload's spec and its kind's parameters (defaults filled), its requests
+    within this machine's memory."""
+    from schedlab import registry
+    from schedlab.limits import check_fits_in_memory
 
-    checked = parse(WorkloadSpec, spec, f"tournament workload {name!r}")
-    check_fits_in_memory(checked.n_requests, f"tournament workload {name!r}")
-    return checked
+    source = f"tournament workload {name!r}"
+    common = {k: v for k, v in spec.items() if k in WorkloadSpec.model_fields} if isinstance(spec, dict) else spec
+    checked = parse(WorkloadSpec, common, source)
+    try:
+        entry = registry.workload_entry(checked.kind)
+    except SchedlabError as e:
+        raise SchedlabError(f"{source}: {e}") from None
+    parameters = kind_parameters(entry, {k: v for k, v in spec.items() if k not in common}, source)
+    check_fits_in_memory(checked.n_requests, source)
+    return checked, parameters
+
+
+@functools.cache
+def _parameters_model(entry) -> type[BaseModel]:
+    """The pydantic model of a workload kind's parameters: each one's annotation and default."""
+    fields = {name: (annotation, ... if default is inspect.Parameter.empty else default)
+              for name, (annotation, default) in entry.parameters().items()}
+    return create_model(f"{entry.name} parameters", __config__=Strict.model_config, **fields)
+
+
+def kind_parameters(entry, parameters: dict, source: str) -> dict:
+    """``parameters`` of the workload kind ``entry`` checked against its annotations (one line
+    naming ``source`` and the key: an unknown one says which the kind takes), defaults filled."""
+    known = list(entry.parameters())
+    unknown = [k for k in parameters if k not in known]
+    if unknown:
+        takes = f"its parameters: {', '.join(known)}" if known else "it takes none"
+        raise SchedlabError(f"{source}: workload kind {entry.name!r} has no parameter {unknown[0]!r} ({takes})")
+    return dict(parse(_parameters_model(entry), parameters, source))
 
 
 class ArenaSpec(Strict):
@@ -233,7 +259,9 @@ class Phase(Strict):
     name: Annotated[str, Field(min_length=1)]
     duration_s: Seconds
     rate: Rate
-    pool: Literal["librispeech", "uniform"]
+    #: A registered ASR workload kind (checked against the registry where the phases are read,
+    #: :func:`schedlab.workload.drift.parse_phases`).
+    pool: Annotated[str, Field(min_length=1)]
 
 
 class SwitchingSpec(Strict):

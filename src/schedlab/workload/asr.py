@@ -2,7 +2,8 @@
 
 A *pool* is a table of candidate requests (``audio_duration_s``, ``output_tokens``); a trace
 draws from it in seeded permutations (each utterance used once before any repeats) and
-attaches arrival times.
+attaches arrival times. The workload kinds ``librispeech`` and ``uniform`` draw from the
+``utterances`` pool (:func:`schedlab.data.librispeech.utterances`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import pandas as pd
 
 from schedlab.data.whisper_tokens import PROMPT_TOKENS
 from schedlab.errors import SchedlabError
+from schedlab.registry import ASR, register_workload
+from schedlab.validation.documents import PositiveInt
 
 #: Whisper's decoder positions (``max_target_positions``): prompt + output never exceed this.
 WHISPER_MAX_POSITIONS = 448
@@ -41,7 +44,7 @@ def uniform_pool(
     clip is trimmed, and its tokens counted in proportion to the part kept (rounded), so the
     output length scales with the speech kept.
     """
-    from schedlab.workload.arrivals import check_fits_in_memory
+    from schedlab.limits import check_fits_in_memory
 
     check_fits_in_memory(clips_per_duration * len(durations), "the uniform pool")
     dur = utterances["duration_s"].to_numpy(float)
@@ -85,3 +88,18 @@ def asr_trace(pool: pd.DataFrame, arrivals: np.ndarray, *, rng: np.random.Genera
             "language": "en",
         }
     )
+
+
+@register_workload("librispeech", modality=ASR, pools=("utterances",), paper="A")
+def librispeech(draw) -> pd.DataFrame:
+    """LibriSpeech test-clean's utterances, each used once before any repeats, at the arrivals
+    drawn."""
+    return asr_trace(librispeech_pool(draw.pools["utterances"]), draw.arrivals(), rng=draw.rng("lengths"))
+
+
+@register_workload("uniform", modality=ASR, pools=("utterances",), paper="A")
+def uniform(draw, clips_per_duration: PositiveInt = 100) -> pd.DataFrame:
+    """Clips of 5 to 30 s in equal shares, each joined from LibriSpeech utterances
+    (``clips_per_duration`` of each duration), at the arrivals drawn."""
+    pool = uniform_pool(draw.pools["utterances"], rng=draw.rng("pool"), clips_per_duration=clips_per_duration)
+    return asr_trace(pool, draw.arrivals(), rng=draw.rng("lengths"))

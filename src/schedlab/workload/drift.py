@@ -1,9 +1,10 @@
 """A workload that drifts: phases of (duration, rate, pool) played back to back.
 
-Each phase draws Poisson arrivals at its rate for its duration (seeded per phase) from one of
-paper A's pools — ``librispeech`` (test-clean as is) or ``uniform`` (the long-clip split) —
-and is shifted to start where the previous phase ended. The ``phase`` column names the phase
-each request arrived in. Phases come as plain dicts so a config file can list them.
+Each phase draws Poisson arrivals at its rate for its duration (seeded per phase) from a
+registered ASR workload kind (its ``pool``): paper A's ``librispeech`` (test-clean as is) or
+``uniform`` (the long-clip split), or a plug-in's; each is shifted to start where the previous
+phase ended. The ``phase`` column names the phase each request arrived in. Phases come as plain
+dicts so a config file can list them.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from schedlab import registry
 from schedlab.errors import SchedlabError
-from schedlab.workload.arrivals import arrival_times
-from schedlab.workload.asr import asr_trace, librispeech_pool, uniform_pool
-
-POOLS = ("librispeech", "uniform")
+from schedlab.workload.kinds import Draw
 
 #: Light LibriSpeech load, a surge past saturation (~18 req/s), the long-clip split near its
 #: own saturation, then light load again.
@@ -41,8 +40,12 @@ class Phase:
             raise SchedlabError(f"phase {self.name!r}: duration_s must be positive, got {self.duration_s}")
         if not self.rate > 0 or not np.isfinite(self.rate):
             raise SchedlabError(f"phase {self.name!r}: rate must be positive and finite, got {self.rate}")
-        if self.pool not in POOLS:
-            raise SchedlabError(f"phase {self.name!r}: unknown pool {self.pool!r}; choose from {', '.join(POOLS)}")
+        try:
+            entry = registry.workload_entry(self.pool)
+        except SchedlabError as e:
+            raise SchedlabError(f"phase {self.name!r}: pool {self.pool!r}: {e}") from None
+        if entry.modality != registry.ASR:
+            raise SchedlabError(f"phase {self.name!r}: pool {self.pool!r} makes {entry.modality} requests, not asr")
 
 
 def parse_phases(specs) -> list[Phase]:
@@ -74,20 +77,20 @@ def drift_trace(
     clips_per_duration: int = 100,
 ) -> pd.DataFrame:
     """The trace of ``phases`` (dicts, see :func:`parse_phases`) with a ``phase`` column and
-    ``phase_start_s`` (when its phase began); request ids run in arrival order."""
+    ``phase_start_s`` (when its phase began); request ids run in arrival order. Phase ``i``
+    draws its arrivals and its requests from streams of its own (seed, 0, i) and (seed, 1, i);
+    a pool its kind builds (``uniform``'s, of ``clips_per_duration`` clips) is the same in every
+    phase, from (seed, 2)."""
     parsed = parse_phases(phases)
-    pools = {"librispeech": lambda: librispeech_pool(utterances)}
-    pools["uniform"] = lambda: uniform_pool(
-        utterances, rng=np.random.default_rng([seed, 2]), clips_per_duration=clips_per_duration
-    )
-    built: dict[str, pd.DataFrame] = {}
     parts = []
     start = 0.0
     for i, ph in enumerate(parsed):
-        if ph.pool not in built:
-            built[ph.pool] = pools[ph.pool]()
-        arrivals = arrival_times(ph.rate, rng=np.random.default_rng([seed, 0, i]), duration_s=ph.duration_s)
-        part = asr_trace(built[ph.pool], start + arrivals, rng=np.random.default_rng([seed, 1, i]))
+        entry = registry.workload_entry(ph.pool)
+        takes = {"clips_per_duration": clips_per_duration} if "clips_per_duration" in entry.parameters() else {}
+        draw = Draw({"utterances": utterances}, ph.rate, duration_s=ph.duration_s, seed=seed,
+                    streams={"arrivals": (0, i), "lengths": (1, i), "pool": (2,)})
+        part = entry.make(draw, takes)
+        part["arrival_s"] = start + part["arrival_s"].to_numpy()
         part["phase"] = ph.name
         part["phase_start_s"] = start
         parts.append(part)

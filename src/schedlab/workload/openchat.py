@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 
 from schedlab.errors import SchedlabError
+from schedlab.registry import register_workload
+from schedlab.validation.documents import Share
 from schedlab.workload.arrivals import arrival_times
 
 TBT_TARGET_S = {"paying": 0.1, "free": 0.5}
@@ -41,6 +43,13 @@ def openchat_requests(pool: pd.DataFrame, arrivals: np.ndarray, share: float, se
         "slo_class": cls,
         "tbt_target_s": np.where(paying, targets["paying"], targets["free"]),
     })
+
+
+@register_workload("openchat", pools=("openchat",), paper="C")
+def openchat(draw, share: Share = 0.5) -> pd.DataFrame:
+    """Paper C's requests: openchat_sharegpt4 lengths at the arrivals drawn, ``share`` of them
+    paying (TBT target 0.1 s), the rest free (0.5 s)."""
+    return openchat_requests(draw.pools["openchat"], draw.arrivals(), share, draw.seed)
 
 
 def scaled_pool(pool: pd.DataFrame, factor: float, max_tokens: int) -> pd.DataFrame:

@@ -7,10 +7,14 @@ is the target.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
 from schedlab.errors import SchedlabError
+from schedlab.registry import OWN, register_workload
+from schedlab.validation.documents import NonNegativeInt
 
 
 def native_rate(pool: pd.DataFrame, n_requests: int, start: int = 0) -> float:
@@ -46,3 +50,25 @@ def replay_trace(pool: pd.DataFrame, rate: float, n_requests: int, *, start: int
     out = out.reset_index(drop=True)
     out.insert(0, "request_id", np.arange(len(out), dtype=np.int64))
     return out[["request_id", "arrival_s", *[c for c in out.columns if c not in ("request_id", "arrival_s")]]]
+
+
+def replay_at(pool: pd.DataFrame, rate: float, n_requests: int, *, start: int = 0) -> pd.DataFrame:
+    """:func:`replay_trace`, and at a rate of ``inf`` the same window as a backlog (all at t = 0)."""
+    out = replay_trace(pool, 1.0 if math.isinf(rate) else rate, n_requests, start=start)
+    if math.isinf(rate):
+        out["arrival_s"] = 0.0
+    return out
+
+
+@register_workload("azure-code", pools=("azure-code",), arrivals=OWN)
+def azure_code(draw, start: NonNegativeInt = 0) -> pd.DataFrame:
+    """The Azure 2023 code trace's requests from ``start`` on, at their own timestamps scaled to
+    the rate."""
+    return replay_at(draw.pools["azure-code"], draw.rate, draw.n_requests, start=start)
+
+
+@register_workload("azure-conv", pools=("azure-conv",), arrivals=OWN)
+def azure_conv(draw, start: NonNegativeInt = 0) -> pd.DataFrame:
+    """The Azure 2023 conversation trace's requests from ``start`` on, at their own timestamps
+    scaled to the rate."""
+    return replay_at(draw.pools["azure-conv"], draw.rate, draw.n_requests, start=start)

@@ -20,14 +20,18 @@ in the order the finite-rate process would send them.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
 from schedlab.errors import SchedlabError
+from schedlab.registry import OWN, register_workload
 from schedlab.sharing import OUTPUT_TOKEN, prefixed_tokens
+from schedlab.validation.documents import NonNegative, NonNegativeInt
 from schedlab.workload.arrivals import arrival_times
-from schedlab.workload.replay import replay_trace
+from schedlab.workload.replay import replay_at
 
 #: Question lengths of the document-QA workload (tokens, uniform).
 QUESTION_TOKENS = (16, 128)
@@ -43,10 +47,14 @@ def mooncake_trace(pool: pd.DataFrame, rate: float, n_requests: int, *, start: i
     timestamps scaled to ``rate`` req/s (``inf``: all at t = 0)."""
     if "hash_ids" not in pool:
         raise SchedlabError("a Mooncake pool with sharing data has a hash_ids column (mooncake_requests)")
-    out = replay_trace(pool, 1.0 if math.isinf(rate) else rate, n_requests, start=start)
-    if math.isinf(rate):
-        out["arrival_s"] = 0.0
-    return out
+    return replay_at(pool, rate, n_requests, start=start)
+
+
+@register_workload("mooncake", pools=("mooncake",), arrivals=OWN)
+def mooncake(draw, start: NonNegativeInt = 0) -> pd.DataFrame:
+    """The Mooncake conversation trace's requests from ``start`` on, at their own timestamps
+    scaled to the rate, each prompt's 512-token blocks named by its hash ids."""
+    return mooncake_trace(draw.pools["mooncake"], draw.rate, draw.n_requests, start=start)
 
 
 def multi_turn_trace(answers: pd.DataFrame, n_requests: int, rate: float, seed: int, *, mean_turns: float = 4.0,
@@ -106,6 +114,17 @@ def multi_turn_trace(answers: pd.DataFrame, n_requests: int, rate: float, seed: 
         "conversation": np.array([r[1] for r in rows], np.int64),
         "turn": np.array([r[2] for r in rows], np.int64),
     })
+
+
+@register_workload("multi-turn", pools=("openchat",), arrivals=OWN)
+def multi_turn(draw, mean_turns: Annotated[float, Field(ge=1, le=1000, allow_inf_nan=False)] = 4.0,
+               think_s: NonNegative = 20.0) -> pd.DataFrame:
+    """Chat conversations, each turn's prompt holding the earlier turns and answers (token ids),
+    answers as long as paper C's openchat replies, ``mean_turns`` turns a conversation on
+    average, ``think_s`` seconds between an answer and the next turn; no conversation passes
+    the model's context."""
+    return multi_turn_trace(draw.pools["openchat"], draw.n_requests, draw.rate, draw.seed, mean_turns=mean_turns,
+                            think_s=think_s, max_tokens=draw.max_tokens)
 
 
 def doc_qa_trace(documents: np.ndarray, outputs: np.ndarray, n_requests: int, rate: float, seed: int, *,

@@ -6,6 +6,18 @@ EXTENSIONS_DIR = f"{RESULTS}/extensions"
 SWITCHING_TABLES = ("summary", "by_phase", "timeline", "switches", "regimes", "phases")
 
 
+def _check_extensions():
+    """Each switching phase's pool is a registered ASR workload kind, as one-line errors."""
+    problems = []
+    for i, phase in enumerate(EXTENSIONS["switching"].get("phases") or []):
+        problems += workload_kind_problems(f"switching.phases[{i}].pool", phase["pool"], registry.ASR)
+    if problems:
+        config_error("config: extensions: " + "; ".join(problems))
+
+
+_check_extensions()
+
+
 def asr_engine_spec():
     """Paper A's calibrated engine, as the extension and tournament CLIs read it."""
     model = ASR["calibration"]["model"]

@@ -4,10 +4,18 @@
 TOURNAMENT = config["tournament"]
 TOURNAMENT_DIR = f"{RESULTS}/tournament"
 TOURNAMENT_CLUSTER = TOURNAMENT["cluster"]
+#: The pools `schedlab tournament pool` writes: every registered one (those another rule makes
+#: are read from that rule's output, tournament_pools).
+TOURNAMENT_POOLS = "|".join(re.escape(pool.name) for pool in registry.pool_entries())
 
 
 def _check_tournament():
     """Cross-references of the tournament section, as one-line errors."""
+    try:  # each workload's kind and its parameters, against the registry
+        for name, spec in TOURNAMENT["workloads"].items():
+            check_spec(name, spec)
+    except SchedlabError as e:
+        config_error(f"config: tournament: {e}")
     problems = scheduler_problems("entrants", TOURNAMENT["entrants"])
     problems += scheduler_problems("cluster.entrants", TOURNAMENT_CLUSTER["entrants"], modality=registry.LLM)
     problems += router_problems("cluster.routers", TOURNAMENT_CLUSTER["routers"])
@@ -18,11 +26,6 @@ def _check_tournament():
             problems.append(f"cluster.workloads: {name!r} is not an LLM workload")
     if problems:
         config_error("config: tournament: " + "; ".join(problems))
-    try:
-        for name, spec in TOURNAMENT["workloads"].items():
-            check_spec(name, spec)
-    except SchedlabError as e:
-        config_error(f"config: tournament: {e}")
     if TOURNAMENT["engines"]["llm"]["model"] not in model_names():
         config_error(
             f"config: tournament.engines.llm.model {TOURNAMENT['engines']['llm']['model']!r} is not a known model"

@@ -1,0 +1,276 @@
+"""Workload kinds from one registry: `schedlab workload` makes a valid trace of every registered
+kind from its pools' data (a synthetic data mirror here), at a rate and a size, each request held
+to a model's context (refused in one line, clipped with its sharing data, or dropped); a kind
+from a package of its own, installed with pip, runs through the command line, the tournament and
+the pipeline's plan with no file of schedlab changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from schedlab import registry
+from schedlab.cli import main
+from schedlab.latency.catalogue import model_arch
+from schedlab.sharing import HASH_BLOCK_TOKENS, cut_prompts
+from schedlab.validation import read_trace
+from schedlab.workload.arrivals import arrival_times
+from schedlab.workload.openchat import openchat_trace
+
+from test_pipeline import _synthetic_mirror
+
+REPO = Path(__file__).resolve().parents[1]
+#: The kinds schedlab itself registers (a plug-in's would join them).
+BUILT_IN = ["librispeech", "uniform", "openchat", "azure-code", "azure-conv", "mooncake", "multi-turn", "mixed",
+            "documents"]
+
+
+@pytest.fixture(scope="module")
+def synthetic_mirror(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("mirror")
+    _synthetic_mirror(folder)
+    return folder
+
+
+@pytest.fixture
+def data(synthetic_mirror, tmp_path, monkeypatch) -> Path:
+    """The synthetic mirror and an empty cache; the test's folder as the working one."""
+    monkeypatch.setenv("SCHEDLAB_DATA_MIRROR", str(synthetic_mirror))
+    monkeypatch.setenv("SCHEDLAB_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_the_registry_holds_every_kind_the_pipeline_uses_and_their_pools():
+    assert set(BUILT_IN) <= set(registry.workload_names())
+    assert registry.workload_names(registry.ASR) == ["librispeech", "uniform"]
+    for entry in registry.workload_entries():
+        for pool in entry.pools:
+            registry.pool_entry(pool)  # every pool a kind names is registered
+    assert "timestamp_s" in registry.pool_entry("mooncake").columns and "hash_ids" in registry.pool_entry("mooncake").columns
+
+
+@pytest.mark.parametrize("kind", BUILT_IN)
+def test_every_kind_makes_a_valid_trace_at_each_rate_and_the_same_one_again(capsys, data, kind):
+    modality = registry.workload_entry(kind).modality
+    model = "whisper-tiny" if modality == registry.ASR else "mistral-7b"
+    argv = ["workload", "--kind", kind, "--rate", "4", "inf", "--n-requests", "40", "--model", model, "--too-long",
+            "drop", "--out", "a.parquet", "b.parquet"]
+    rc, _, err = _run(capsys, *argv)
+    assert rc == 0 and err == "", err
+    first = Path("a.parquet").read_bytes()
+    context = model_arch(model).max_target_positions
+    timed, backlog = (read_trace(f, context=context) for f in ("a.parquet", "b.parquet"))
+    assert 0 < len(timed) <= 40 and timed["request_id"].tolist() == list(range(len(timed)))
+    assert timed["arrival_s"].iloc[-1] > 0 and (backlog["arrival_s"] == 0).all()
+    assert _run(capsys, *argv)[0] == 0 and Path("a.parquet").read_bytes() == first  # the seed makes the trace
+
+
+def test_a_kind_timed_by_the_rate_is_sized_by_a_duration_as_its_paper_draws_it(capsys, data):
+    """openchat at 2 req/s for 30 s is paper C's trace of the same seed (its own streams)."""
+    rc, _, err = _run(capsys, "workload", "--kind", "openchat", "--rate", "2", "--duration-s", "30", "--seed", "5",
+                      "--param", "share=0.25", "--out", "c.parquet")
+    assert rc == 0, err
+    pool = registry.pool_entry("openchat").load()
+    pd.testing.assert_frame_equal(pd.read_parquet("c.parquet"), openchat_trace(pool, 2.0, 30.0, 0.25, 5))
+    rc, _, err = _run(capsys, "workload", "--kind", "uniform", "--rate", "3", "--n-requests", "30", "--burstiness",
+                      "0.5", "--param", "clips_per_duration=4", "--out", "u.parquet")
+    assert rc == 0, err
+    uniform = pd.read_parquet("u.parquet")
+    np.testing.assert_array_equal(uniform["arrival_s"], arrival_times(3.0, rng=np.random.default_rng([0, 0]),
+                                                                      n_requests=30, burstiness=0.5))
+
+
+def test_the_context_refuses_clips_or_drops_what_it_cannot_hold(capsys, data):
+    """Mooncake's prompts (900 to 6,000 tokens here) against tiny-llama's 2,048."""
+    base = ["workload", "--kind", "mooncake", "--rate", "2", "--n-requests", "60"]
+    assert _run(capsys, *base, "--out", "whole.parquet")[0] == 0
+    whole = pd.read_parquet("whole.parquet")
+    total = whole["prompt_tokens"] + whole["output_tokens"]
+    over = total > 2048
+    assert 0 < over.sum() < 60
+    rc, _, err = _run(capsys, *base, "--model", "tiny-llama", "--out", "refused.parquet")
+    assert rc == 2 and err.count("\n") == 1 and not Path("refused.parquet").exists()
+    assert (f"workload kind 'mooncake': {over.sum()} of 60 requests hold more tokens than tiny-llama's context of "
+            f"2,048 (the longest {total.max():,}): --too-long clip") in err
+    assert _run(capsys, *base, "--model", "tiny-llama", "--too-long", "clip", "--out", "clipped.parquet")[0] == 0
+    clipped = read_trace("clipped.parquet", context=2048)  # hash ids cover exactly the cut prompts
+    pd.testing.assert_frame_equal(clipped[~over], whole[~over])
+    assert (clipped.loc[over, "prompt_tokens"] + clipped.loc[over, "output_tokens"] == 2048).all()
+    assert (clipped.loc[over, "output_tokens"] == whole.loc[over, "output_tokens"]).all()  # outputs here fit
+    assert _run(capsys, *base, "--model", "tiny-llama", "--too-long", "drop", "--out", "dropped.parquet")[0] == 0
+    dropped = read_trace("dropped.parquet", context=2048)
+    assert dropped["request_id"].tolist() == list(range(int((~over).sum())))
+    assert dropped["prompt_tokens"].tolist() == whole.loc[~over, "prompt_tokens"].tolist()
+
+
+def test_cut_prompts_cuts_each_form_of_sharing_data_with_the_prompt():
+    trace = pd.DataFrame({"prompt_tokens": [1200, 100], "output_tokens": [5, 5]})
+    hashed = cut_prompts(trace.assign(hash_ids=[[1, 2, 3], [4]]), [513, 600])
+    assert hashed["prompt_tokens"].tolist() == [513, 100] and [list(h) for h in hashed["hash_ids"]] == [[1, 2], [4]]
+    assert -(-513 // HASH_BLOCK_TOKENS) == 2
+    tokens = cut_prompts(trace.assign(prompt_tokens=[4, 2], token_ids=[[7, 8, 9, 10], [1, 2]]), [2, 2])
+    assert [list(t) for t in tokens["token_ids"]] == [[7, 8], [1, 2]]
+    prefixed = cut_prompts(trace.assign(prefix_id=[0, 0], prefix_tokens=[1000, 60]), [900, 100])
+    assert prefixed["prefix_tokens"].tolist() == [900, 60] and prefixed["prompt_tokens"].tolist() == [900, 100]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kind", "nope", "--n-requests", "5"], "unknown workload kind 'nope'; known: azure-code, azure-conv, documents, librispeech"),
+    (["--kind", "openchat", "--n-requests", "5", "--param", "shar=0.2"],
+     "--param: workload kind 'openchat' has no parameter 'shar' (its parameters: share)"),
+    (["--kind", "openchat", "--n-requests", "5", "--param", "share=2"], "--param: key 'share'"),
+    (["--kind", "librispeech", "--n-requests", "5", "--clips-per-duration", "4"],
+     "--clips-per-duration: workload kind 'librispeech' has no parameter 'clips_per_duration' (it takes none)"),
+    (["--kind", "azure-code", "--duration-s", "30"], "times its own requests: give it a number of requests"),
+    (["--kind", "azure-code", "--n-requests", "5", "--burstiness", "0.5"], "--burstiness: workload kind 'azure-code'"),
+    (["--kind", "openchat", "--n-requests", "5", "--pool", "short=a.parquet"], "draws from openchat, not from short"),
+    (["--kind", "openchat", "--n-requests", "5", "--model", "gpt-9"], "unknown model 'gpt-9'"),
+])
+def test_bad_kinds_parameters_and_sizes_are_one_line_before_any_work(capsys, data, argv, message):
+    pd.DataFrame({"prompt_tokens": [5], "output_tokens": [5]}).to_parquet("a.parquet")
+    rc, _, err = _run(capsys, "workload", *argv, "--rate", "2", "--out", "t.parquet")
+    assert rc == 2 and err.count("\n") == 1 and message in err, err
+    assert not Path("t.parquet").exists()
+
+
+def test_the_listing_names_every_kind_its_pools_parameters_and_package(capsys):
+    rc, out, _ = _run(capsys, "workloads")
+    assert rc == 0
+    kinds, pools = out.split("\n\n")
+    lines = {line.split()[0]: line for line in kinds.splitlines()}
+    assert "share=0.5" in lines["openchat"] and "schedlab (schedlab.workload.openchat)" in lines["openchat"]
+    assert "short,long" in lines["mixed"] and "its own" in lines["mixed"]
+    assert "prompt_tokens,output_tokens,timestamp_s,hash_ids" in pools  # the mooncake pool's columns
+
+
+# -- a kind from a package of its own ----------------------------------------------------------
+TOY = '''\
+"""A toy workload kind and the pool it draws from."""
+import pandas as pd
+
+from schedlab.registry import register_pool, register_workload
+
+
+@register_pool("toy-lengths", columns=("prompt_tokens", "output_tokens"))
+def toy_lengths():
+    """Three requests' lengths."""
+    return pd.DataFrame({"prompt_tokens": [10, 20, 30], "output_tokens": [1, 2, 3]})
+
+
+@register_workload("toy", pools=("toy-lengths",))
+def toy(draw, scale: int = 1, fail: bool = False):
+    """The pool's requests in turn, prompts times scale, at the arrivals drawn."""
+    if fail:
+        raise ValueError("asked to fail")
+    pool, arrivals = draw.pools["toy-lengths"], draw.arrivals()
+    rows = pool.iloc[[i % len(pool) for i in range(len(arrivals))]]
+    return pd.DataFrame({"request_id": range(len(arrivals)), "arrival_s": arrivals,
+                         "prompt_tokens": rows["prompt_tokens"].to_numpy() * scale,
+                         "output_tokens": rows["output_tokens"].to_numpy()})
+'''
+PYPROJECT = '''\
+[project]
+name = "toy-workload"
+version = "0.1.0"
+
+[tool.setuptools]
+py-modules = ["toy_workload"]
+
+[project.entry-points."schedlab.schedulers"]
+toy = "toy_workload"
+'''
+
+
+@pytest.fixture(scope="module")
+def toy_site(tmp_path_factory) -> Path:
+    """The toy package, built and installed by pip into a folder of its own."""
+    root = tmp_path_factory.mktemp("toy")
+    (root / "source").mkdir()
+    (root / "source" / "toy_workload.py").write_text(TOY)
+    (root / "source" / "pyproject.toml").write_text(PYPROJECT)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                           "--target", str(root / "site"), str(root / "source")], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    return root / "site"
+
+
+def _schedlab(site: Path, *args, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "schedlab.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=600)
+
+
+def test_a_plug_in_kind_runs_through_the_command_line_and_the_tournament(toy_site, tmp_path):
+    listed = _schedlab(toy_site, "workloads", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    toy = next(line for line in listed.stdout.splitlines() if line.startswith("toy "))
+    assert "toy-lengths" in toy and "scale=1, fail=False" in toy and "toy-workload (toy_workload)" in toy
+    assert any(line.startswith("toy-lengths ") for line in listed.stdout.splitlines())
+    done = _schedlab(toy_site, "workload", "--kind", "toy", "--rate", "4", "--n-requests", "7", "--param", "scale=2",
+                     "--out", "toy.parquet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    trace = read_trace(tmp_path / "toy.parquet")
+    assert trace["prompt_tokens"].tolist() == [20, 40, 60, 20, 40, 60, 20]
+    np.testing.assert_array_equal(trace["arrival_s"], arrival_times(4.0, rng=np.random.default_rng([0, 0]),
+                                                                    n_requests=7))
+    bad = _schedlab(toy_site, "workload", "--kind", "toy", "--rate", "4", "--n-requests", "7", "--param", "scale=x",
+                    "--out", "bad.parquet", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "key 'scale'" in bad.stderr
+    failed = _schedlab(toy_site, "workload", "--kind", "toy", "--rate", "4", "--n-requests", "7", "--param",
+                       "fail=true", "--out", "bad.parquet", cwd=tmp_path)
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
+    assert ("workload kind 'toy' (toy-workload, toy_workload) failed in toy: ValueError: asked to fail"
+            in failed.stderr)
+    assert not (tmp_path / "bad.parquet").exists()
+    pool = _schedlab(toy_site, "tournament", "pool", "--kind", "toy-lengths", "--out", "pool.parquet", cwd=tmp_path)
+    assert pool.returncode == 0, pool.stderr
+    (tmp_path / "st.json").write_text(json.dumps({"intercept": 0.01, "n_prefill_tokens": 1e-5, "n_decode": 1e-4}))
+    arena = json.dumps({"steptime": "st.json", "hardware": "A100-40GB", "model": "tiny-llama"})
+    spec = json.dumps({"kind": "toy", "n_requests": 30, "scale": 3, "slo": {"e2e_s": 1.0}})
+    played = _schedlab(toy_site, "tournament", "play", "--workload", "toy", "--spec", spec, "--arena", arena,
+                       "--pool", "toy-lengths=pool.parquet", "--loads", "0.5", "--entrants", "fcfs", "sjf",
+                       "--out", "m.parquet", cwd=tmp_path)
+    assert played.returncode == 0, played.stderr
+    matches = pd.read_parquet(tmp_path / "m.parquet")
+    assert matches["policy"].tolist() == ["fcfs", "sjf"] and (matches["completed"] == 30).all()
+
+
+def test_a_plug_in_kind_enters_the_pipelines_plan_and_a_bad_one_is_one_line(toy_site, tmp_path):
+    import yaml
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["results"] = str(tmp_path / "results")
+    config["tournament"]["workloads"]["toy"] = {"kind": "toy", "n_requests": 30, "scale": 2}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy_site), os.environ.get("PYTHONPATH", "")])}
+    snakemake = shutil.which("snakemake", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    plan = subprocess.run([snakemake, "-n", "--cores", "1", "--configfile", str(tmp_path / "c.yaml"), "--",
+                           f"{tmp_path}/results/tournament/runs/toy.parquet"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert plan.returncode == 0, (plan.stdout + plan.stderr)[-3000:]
+    assert "kind=toy-lengths" in plan.stdout, plan.stdout[-3000:]  # its pool, made by `tournament pool`
+    config["tournament"]["workloads"]["toy"] = {"kind": "toy", "n_requests": 30, "scael": 2}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    plan = subprocess.run([snakemake, "-n", "--cores", "1", "--configfile", str(tmp_path / "c.yaml")], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert plan.returncode == 2
+    assert ("config: tournament: tournament workload 'toy': workload kind 'toy' has no parameter 'scael' "
+            "(its parameters: scale, fail)") in plan.stderr, plan.stderr[-2000:]
