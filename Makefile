@@ -47,11 +47,18 @@ report: $(STAMP)
 # the SLURM chain) first, each on a worker of its own (--dist loadgroup hands out one test at a
 # time); then real vLLM engines and servers whose assertions do not rest on timing, two modules
 # at a time (--dist loadfile: a module's servers are started once); then the ones that time a
-# real engine, one at a time. Each run lists its slowest tests.
+# real engine, one at a time. Every phase runs whatever the one before it gave; the run ends
+# with each phase's time and the slowest tests of all (tests/phase_times.py), and fails if any
+# phase failed.
+TEST_REPORTS := .test-reports
 test: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive and not serving" --durations=15
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n 2 --dist loadfile -m serving --durations=10
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -m exclusive --durations=10
+	@rm -rf $(TEST_REPORTS); rc=0; export PATH="$(abspath $(VENV))/bin:$$PATH"; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive and not serving" --durations=15 \
+		--junitxml=$(TEST_REPORTS)/1-shared.xml || rc=1; \
+	$(PY) -m pytest -n 2 --dist loadfile -m serving --durations=10 --junitxml=$(TEST_REPORTS)/2-serving.xml || rc=1; \
+	$(PY) -m pytest -m exclusive --durations=10 --junitxml=$(TEST_REPORTS)/3-exclusive.xml || rc=1; \
+	$(PY) tests/phase_times.py $(TEST_REPORTS)/1-shared.xml $(TEST_REPORTS)/2-serving.xml $(TEST_REPORTS)/3-exclusive.xml; \
+	exit $$rc
 
 # The parser-driven fuzz at length (tests/test_fuzz.py): every command and option of the command
 # line given hostile values, FUZZ_EXAMPLES cases instead of the test run's 120, and a twentieth of

@@ -844,3 +844,15 @@ def test_outputs_follow_the_umask(capsys, files, umask):
         assert stat.S_IMODE((files["out"] / name).stat().st_mode) == 0o666 & ~umask, name
 
 
+
+
+def test_a_reader_that_stops_early_ends_the_listing_quietly():
+    """``schedlab schedulers | head -1``: the listing stops where its reader did, with the
+    status a shell gives SIGPIPE and no traceback."""
+    listing = subprocess.Popen([sys.executable, "-m", "schedlab.cli", "schedulers"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    assert listing.stdout.readline()  # one line read, then the reader goes
+    listing.stdout.close()
+    err = listing.stderr.read().decode()
+    assert listing.wait(timeout=120) == 128 + signal.SIGPIPE, err
+    assert err == ""

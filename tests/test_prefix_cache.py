@@ -149,7 +149,7 @@ class CheckedEngine(Engine):
         return done
 
     def check(self):
-        p = self.prefix
+        p = self.kv
         in_use = p.in_use()
         assert self.free == p.free == self.limits.kv_capacity_blocks - in_use >= 0
         held = 0
@@ -174,7 +174,7 @@ def test_the_pool_keeps_its_invariants_and_loses_no_request(scheduler, capacity)
     assert res.peak_kv_blocks <= capacity
     hits = req["cached_tokens"].to_numpy()
     assert ((hits % 16 == 0) & (hits <= req["prompt_tokens"] - 1)).all()
-    assert engine.prefix.in_use() == 0 and engine.free == capacity  # all released; cached blocks are free
+    assert engine.kv.in_use() == 0 and engine.free == capacity  # all released; cached blocks are free
     again = run(trace, scheduler_for(scheduler, trace, arena), arena).requests
     pd.testing.assert_frame_equal(again, req)  # deterministic
     if capacity == 100:
@@ -241,7 +241,7 @@ def test_vllm_sim_equals_sim_with_the_prefix_cache(name, pressured):
         np.testing.assert_array_equal(vs.requests[col], sim.requests[col], err_msg=col)
     assert vs.prefix_cache == sim.prefix_cache
     assert sim.prefix_cache["hits"] > 0.5 * sim.prefix_cache["queries"]
-    assert engine.prefix.evictions > 0  # the pool ran short of never-used blocks and evicted cached ones
+    assert engine.kv.evictions > 0  # the pool ran short of never-used blocks and evicted cached ones
     if name != "request-level":  # a batch runs to completion: it never outgrows the pool
         assert sim.requests["preemptions"].sum() > 0 and sim.prefix_cache["preempted_hits"] > 0
 

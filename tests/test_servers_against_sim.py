@@ -215,7 +215,7 @@ def test_the_servers_prefix_cache_counts_what_sim_predicts(servers):
     engine = Engine(spaced, scheduler_for("fcfs"), arena)
     predicted = engine.run()
 
-    assert engine.prefix.evictions > 0  # the server had to evict too
+    assert engine.kv.evictions > 0  # the server had to evict too
     assert predicted.prefix_cache["hits"] > 0 and predicted.requests["cached_tokens"].eq(0).any()
     assert after["queries"] - before["queries"] == predicted.prefix_cache["queries"]
     assert after["hits"] - before["hits"] == predicted.prefix_cache["hits"]

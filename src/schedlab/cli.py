@@ -834,6 +834,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return _interrupted()
+    except BrokenPipeError:
+        return _reader_gone()
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
@@ -843,6 +845,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         end_guard()  # the command's inputs are guarded while it runs, not after
     return 0
+
+
+def _reader_gone() -> int:
+    """The reader of stdout stopped reading (``schedlab schedulers | head``): no more output and
+    no error, the exit status a shell gives a process ended by SIGPIPE (128 + 13). stdout goes
+    to /dev/null so that the interpreter's own flush as it exits does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 def _interrupted() -> int:

@@ -21,7 +21,7 @@ With vLLM's prefix cache on, the view answers the builder's lookups from vLLM's 
 waiting request's cached prefix, a running request's blocks no other request holds), as the
 pool stood when the step began; vLLM then looks each admission up again at its turn, and
 schedules ``min(known - cached, budget left)`` of its tokens: schedlab's engine carries a
-builder's plan out the same way (:meth:`schedlab.engine.core.Engine._carry_out`). An admission
+builder's plan out the same way (:meth:`schedlab.engine.kv.PrefixBlocks.carry_out`). An admission
 vLLM's KV manager refuses waits again at the front of the builder's queue, in its order.
 
 Options come through ``--additional-config '{"schedlab": {"scheduler": "slai-spf-dynamic"}}'``

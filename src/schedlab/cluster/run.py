@@ -162,7 +162,7 @@ def _result(requests: Requests, replicas: list[Replica], where: np.ndarray, name
     runs = []
     for rep in replicas:
         mine = frame[frame["replica"] == rep.index].drop(columns="replica").reset_index(drop=True)
-        counts = rep._cache_counts(where == rep.index) if rep.prefix is not None else None
+        counts = rep._cache_counts(where == rep.index)
         runs.append(RunResult(requests=mine, gaps=rep.log.gaps, class_gaps=rep.log.class_gaps, steps=rep.steps,
                               busy_s=rep.busy, peak_kv_blocks=rep.peak, kv_capacity_blocks=rep.limits.kv_capacity_blocks,
                               sched_overhead_s=rep.arrive_s + rep.scheduler.overhead_s, wall_s=wall_s,

@@ -14,13 +14,12 @@ When the scheduler declares the coming steps fixed (:meth:`Scheduler.steady`) an
 running request decodes, the engine runs them in closed form up to the next completion,
 arrival (if it matters), timeline sample or KV-block shortage.
 
-With prefix caching on and a trace that says which prompts share tokens, the KV blocks are
-vLLM's block pool (:class:`~schedlab.engine.prefix.PrefixCache`): ``free`` counts the
-evictable cached blocks too, an admitted request starts with its cached prefix computed, and
-blocks are taken, cached, released and evicted in vLLM's order. A queue policy's plan is
-built by vLLM's own scheduling pass, so the pool changes as the plan is built; a batch
-builder's plan is carried out afterwards as vLLM carries a plan out (:meth:`Engine._carry_out`).
-Otherwise the blocks are a count, as they always were.
+The KV blocks are a :class:`~schedlab.engine.kv.BlockManager`, chosen when the engine is built:
+a count (the paged allocator) or, with prefix caching on and a trace that says which prompts
+share tokens, vLLM's block pool, where ``free`` counts the evictable cached blocks too, an
+admitted request starts with its cached prefix computed, and blocks are taken, cached,
+released and evicted in vLLM's order. The engine tells it what each step does and reads back
+the free blocks (``free``, which the schedulers read).
 
 The loop guards its progress: a plan that computes nothing and preempts nothing moves the
 clock to the next arrival, and with none left the run fails as stalled.
@@ -39,7 +38,7 @@ from schedlab.engine import kernels
 from schedlab.engine.arena import Arena, EngineConfig
 from schedlab.engine.gaps import GapHistogram
 from schedlab.engine.plan import StepPlan
-from schedlab.engine.prefix import PrefixCache, uses_prefix_cache
+from schedlab.engine.kv import block_manager
 from schedlab.engine.scheduler import UNTIL_ARRIVAL, Scheduler
 from schedlab.engine.view import EngineView
 from schedlab.errors import SchedlabError
@@ -130,11 +129,9 @@ class Engine(EngineView):
         self._totals: tuple | None = None  # running_totals() until the state next changes
         self._emits = np.empty(max(self.n, 1), np.int64)
         self.wants = np.empty(max(self.n, 1), np.int64)  # per running request, for the kernels
-        self.free = self.limits.kv_capacity_blocks
-        self.prefix = (PrefixCache(self.trace, self.limits.block_size, self.limits.kv_capacity_blocks, self.computed)
-                       if uses_prefix_cache(self.trace, self.limits.prefix_caching, self.limits.encoder_frames)
-                       else None)
-        self.readmitted = [0, 0]  # tokens looked up and found at re-admissions after preemption
+        self.kv = block_manager(self.trace, self.limits, self.computed, self.blocks)
+        self.prefix_caching = self.kv.caching
+        self.free = self.kv.free
         self.peak = 0
         self.now = self.busy = 0.0
         self.steps = self.done = 0
@@ -147,32 +144,30 @@ class Engine(EngineView):
     def last_tok(self) -> np.ndarray:
         return self.log.last_tok
 
-    # -- the prefix cache (see the module docstring) ------------------------------------------
-    @property
-    def prefix_caching(self) -> bool:
-        return self.prefix is not None
-
+    # -- the KV blocks, as schedulers read them (see the module docstring) ---------------------
     def cached_prefix(self, i: int) -> tuple[int, int]:
-        n_hit, n_free = self.prefix.lookup(i, int(self.seq[i]))
+        n_hit, n_free = self.kv.lookup(i, int(self.seq[i]))
         return n_hit * self.limits.block_size, n_free
 
     def exclusive_blocks(self, v: int) -> int:
-        return self.prefix.exclusive(v)
+        return self.kv.exclusive(v)
 
+    # vLLM's scheduling pass on the prefix cache, call for call (the planner of a scheduler with
+    # ``interleaved_kv``, with prefix caching on)
     def kv_take(self, requests: np.ndarray, tokens: np.ndarray) -> None:
         """Running ``requests`` compute ``tokens`` more each, in this order: their blocks are
         allocated and cached, before whatever comes next."""
-        self.prefix.take(requests, tokens)
+        self.kv.take(requests, tokens)
 
     def kv_release(self, v: int) -> int:
         """Running request ``v`` is preempted: its blocks are released; returns the free blocks."""
-        self.prefix.release(np.array([v], np.int64))
-        return self.prefix.free
+        self.kv.release(np.array([v], np.int64))
+        return self.kv.free
 
     def kv_admit(self, i: int, cached: int, n: int) -> None:
         """Waiting request ``i`` starts with its ``cached`` tokens and computes ``n``: its
         cached blocks are touched, the rest allocated and cached, before whatever comes next."""
-        self.prefix.admit(i, cached // self.limits.block_size, n)
+        self.kv.admit(i, cached // self.limits.block_size, n)
 
     def running_totals(self) -> tuple:
         """The running requests (admission order), their decode rows and summed context, the
@@ -239,29 +234,23 @@ class Engine(EngineView):
             timeline=pd.DataFrame(samples, columns=list(TIMELINE_COLUMNS)) if self.sample_s else None,
             step_log=pd.DataFrame(self._step_log, columns=STEP_LOG_COLUMNS) if self.record else None,
             token_times=self.token_times,
-            prefix_cache=self._cache_counts() if self.prefix is not None else None,
+            prefix_cache=self._cache_counts(),
         )
 
-    def _cache_counts(self, mine: np.ndarray | None = None) -> dict:
+    def _cache_counts(self, mine: np.ndarray | None = None) -> dict | None:
         """The prefix cache's lookups and hits over the requests admitted (of ``mine``, a mask
-        by trace position, when the log holds other engines' requests too)."""
-        admitted = ~np.isnan(self.log.first_sched)
-        if mine is not None:
-            admitted &= mine
-        return {"queries": int(self.prompt[admitted].sum()), "hits": int(self.log.cached[admitted].sum()),
-                "preempted_queries": self.readmitted[0], "preempted_hits": self.readmitted[1]}
+        by trace position, when the log holds other engines' requests too); None without one."""
+        return self.kv.stats(self.log, self.prompt, mine)
 
     def _step(self, plan: StepPlan) -> None:
         self._totals = None
-        cache = self.prefix
-        if cache is not None and not plan.kv_applied:
-            plan = self._carry_out(plan)
+        kv = self.kv
+        plan = kv.carry_out(self, plan)
         if plan.preempted:
             gone = set(plan.preempted)
             self.running = [r for r in self.running if r not in gone]
+            kv.preempted(plan.preempted)
             for v in plan.preempted:
-                if cache is None:
-                    self.free += int(self.blocks[v])
                 self.blocks[v] = 0
                 self.computed[v] = 0
                 self.log.preemptions[v] += 1
@@ -271,8 +260,7 @@ class Engine(EngineView):
             for i in plan.admitted:
                 if first[i] != first[i]:  # NaN: its first admission
                     first[i] = self.now
-            if cache is not None:
-                self._start_cached(plan.cached)
+            kv.start(self, plan.cached)
         if plan.preempted or plan.admitted:
             self._run_arr = None
         added = n_dec = ctx = n_pre = pairs = n_emit = n_sched = 0
@@ -281,15 +269,10 @@ class Engine(EngineView):
             a, d, c, p, q, n_emit = kernels.apply(requests, tokens, self.seq, self.computed, self.blocks, self.prompt,
                                                   self.enc_blocks, bs, self._emits, n_emit)
             added, n_dec, ctx, n_pre, pairs, n_sched = added + a, n_dec + d, ctx + c, n_pre + p, pairs + q, n_sched + requests.size
-        if cache is not None:
-            self.free = plan.free  # after the step's allocations (the pool counts shared blocks once)
-            cache.done()
+        self.free = kv.scheduled(plan, added)
         if n_sched == 0:
-            if cache is not None:
-                self.free = cache.free
+            self.free = kv.free
             return
-        if cache is None:
-            self.free -= added
         if self.free < 0:
             raise SchedlabError(f"{self.scheduler.name}: the step plan needs {-self.free} KV blocks more than are free")
         if capacity - self.free > self.peak:
@@ -307,63 +290,7 @@ class Engine(EngineView):
                 self.token_times[i].append(self.now)
         if kernels.emit(emits, self.seq, self.total):
             self._retire(emits)
-        if cache is not None:
-            self.free = cache.free  # the step's allocations, then its releases
-
-    def _start_cached(self, cached: dict[int, int]) -> None:
-        """Admitted requests start with their cached prefix computed (a first admission's hit
-        is the request's ``cached_tokens``; a re-admission's counts apart, as vLLM's do)."""
-        bs = self.limits.block_size
-        for i, hit in cached.items():
-            if self.log.preemptions[i]:
-                self.readmitted[0] += int(self.seq[i])
-                self.readmitted[1] += hit
-            elif not hit:
-                continue  # nothing found: it starts from nothing, as it stands
-            else:
-                self.log.cached[i] = hit
-            self.computed[i] = hit
-            self.blocks[i] = hit // bs
-
-    def _carry_out(self, plan: StepPlan) -> StepPlan:
-        """A batch builder's plan on the prefix cache, as vLLM carries a plan out
-        (:mod:`schedlab.backends.vllm_plan`): the preemptions, then the running requests'
-        tokens in running order, then the admissions in the plan's order, each looked up at
-        its turn (earlier admissions' blocks are cached by then, running requests' allocations
-        may have evicted blocks), scheduling ``min(known - cached, budget left)`` tokens of the
-        plan's total, while the whole sequence fits and the running cap allows. Admissions that
-        do not start wait again, at the front, in their order."""
-        cache, bs, seq = self.prefix, self.limits.block_size, self.seq
-        if plan.preempted:
-            cache.release(np.asarray(plan.preempted, np.int64))
-        planned = dict(zip(plan.requests.tolist(), plan.tokens.tolist()))
-        budget = sum(planned.values())
-        gone = set(plan.preempted)
-        run = np.fromiter((r for r in self.running if r not in gone and r in planned), np.int64)
-        run_tokens = np.fromiter((planned[r] for r in run.tolist()), np.int64, run.size)
-        if run.size:
-            cache.take(run, run_tokens)
-        budget -= int(run_tokens.sum())
-        n_running = len(self.running) - len(gone)
-        started, tokens, cached = [], [], {}
-        for i in plan.admitted:
-            if budget <= 0 or n_running >= self.limits.max_num_seqs:
-                break
-            known = int(seq[i])
-            n_hit, n_free = cache.lookup(i, known)
-            if int(self.blocks_for(known)) - n_hit + n_free > cache.free:
-                break
-            n = min(known - n_hit * bs, budget)
-            cache.admit(i, n_hit, n)
-            started.append(i)
-            tokens.append(n)
-            cached[i] = n_hit * bs
-            budget -= n
-            n_running += 1
-        for i in reversed(plan.admitted[len(started):]):
-            self.scheduler.requeue(i)
-        parts = [(run, run_tokens), (np.asarray(started, np.int64), np.asarray(tokens, np.int64))]
-        return StepPlan(parts, started, plan.preempted, 0, cached, True, cache.free)
+        self.free = kv.free  # the step's allocations, then its releases
 
     def _stretch(self, t_stop: float) -> bool:
         """Run ``k >= 2`` all-decode steps in closed form, the last one ending at or after
@@ -395,34 +322,24 @@ class Engine(EngineView):
         if self.token_times is not None:
             for i in run.tolist():
                 self.token_times[i].extend(ends.tolist())
-        if self.prefix is not None:
-            self.prefix.advance(run, k)  # before the counts move: it reads them
+        self.kv.advance(run, k)  # before the counts move: it reads them
         bs = self.limits.block_size
         added, finished = kernels.advance(run, self.seq, self.computed, self.blocks, self.total, self.enc_blocks, bs, k)
-        self.free -= added
-        if self.prefix is not None:
-            self.prefix.done()
+        self.free = self.kv.advanced(added)
         self.peak = max(self.peak, self.limits.kv_capacity_blocks - self.free)
         self.now = float(ends[-1])
         self.busy += float(dts.sum())
         self.steps += k
         if finished:
             self._retire(run)
-        if self.prefix is not None:
-            self.free = self.prefix.free  # the stretch's allocations, then its releases
+        self.free = self.kv.free  # the stretch's allocations, then its releases
 
     def _retire(self, candidates: np.ndarray) -> np.ndarray:
         """Complete the requests of ``candidates`` that generated all their tokens, freeing
         their KV blocks; return them."""
         self._totals = None
         finished = kernels.complete(candidates, self.seq, self.total)
-        if self.prefix is not None:
-            # in running order (the order of the step's parts: running requests, then
-            # admissions), as vLLM frees the requests of a step's output
-            self.prefix.release(finished)  # carried out by the caller, with what came before
-            kernels.finish(finished, self.blocks, self.log.finish, self.now)
-        else:
-            self.free += kernels.finish(finished, self.blocks, self.log.finish, self.now)
+        self.kv.finish(finished, kernels.finish(finished, self.blocks, self.log.finish, self.now))
         # the running requests left, in admission order (none complete but those just retired)
         self._run_arr = kernels.complete(self.running_array(), self.seq, self.total, False)
         self.running = self._run_arr.tolist()

@@ -209,7 +209,7 @@ class Planner:
         """Waiting request ``i``'s cached tokens and free hit blocks, on the pool as it is now
         (kept until the next change)."""
         if self._hit is None or self._hit[0] != i:
-            if self.live and self.engine.prefix.private[i] and not self.engine.prefix.held_once[i]:
+            if self.live and self.engine.kv.private[i] and not self.engine.kv.held_once[i]:
                 self._hit = (i, 0, 0)  # its first admission, and no other request names its blocks
             else:
                 self._hit = (i, *self.engine.cached_prefix(i))
@@ -224,7 +224,7 @@ class Planner:
             self._hit = None
             n = min(n, int(e.seq[i]) - hit)
             if self.live:
-                if hit or e.prefix.held_once[i]:  # a first admission that finds nothing starts as it stands
+                if hit or e.kv.held_once[i]:  # a first admission that finds nothing starts as it stands
                     self.cached[i] = hit
                 e.kv_admit(i, hit, n)
             else:
