@@ -19,6 +19,7 @@ import pytest
 from llm_workload import KV_BLOCKS, LLAMA2_7B_A100, RATES, llm_arena, llm_trace
 from schedlab.engine import Engine
 from schedlab.simulate import scheduler_for
+from schedlab.validation import write_steptime
 
 #: Vidur's whole-process wall time on the 10,000-request traces (issue 39: Llama-2-7B on an
 #: A100, the same lengths, rates, KV capacity and limits; median of three on a 2-core machine).
@@ -57,7 +58,7 @@ def test_loop_rate(benchmark, arena, n_requests, rate):
 @pytest.mark.parametrize("rate", RATES)
 def test_whole_process_against_vidur(benchmark, tmp_path, rate):
     llm_trace(10_000, rate).to_parquet(tmp_path / "trace.parquet", index=False)
-    LLAMA2_7B_A100.save(tmp_path / "step.json")
+    write_steptime(LLAMA2_7B_A100, tmp_path / "step.json")
     argv = [sys.executable, "-m", "schedlab.cli", "simulate", "--trace", str(tmp_path / "trace.parquet"),
             "--scheduler", "fcfs", "--out-results", str(tmp_path / "r.parquet"), "--out-summary",
             str(tmp_path / "s.json"), "--steptime", str(tmp_path / "step.json"), "--hardware", "A100-80GB",

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from llm_workload import LLAMA2_7B_A100, KV_BLOCKS, llm_trace
+from schedlab.validation import write_steptime
 
 CLI = [sys.executable, "-m", "schedlab.cli"]
 REPEATS = 7
@@ -51,7 +52,7 @@ def test_help_start_up(benchmark):
 def small_run(tmp_path_factory) -> list[str]:
     folder = tmp_path_factory.mktemp("startup")
     llm_trace(200, 3.5).to_parquet(folder / "trace.parquet", index=False)
-    LLAMA2_7B_A100.save(folder / "step.json")
+    write_steptime(LLAMA2_7B_A100, folder / "step.json")
     return CLI + [
         "simulate", "--trace", str(folder / "trace.parquet"), "--scheduler", "fcfs",
         "--out-results", str(folder / "results.parquet"), "--out-summary", str(folder / "summary.json"),

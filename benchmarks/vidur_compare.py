@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from llm_workload import KV_BLOCKS, LLAMA2_7B_A100, conversation_lengths, llm_trace  # noqa: E402
+from schedlab.validation import write_steptime  # noqa: E402
 
 
 #: The profiling data Vidur trains its Llama-2-7B A100 predictor on (large files: a partial copy
@@ -55,7 +56,7 @@ def _wall(argv: list[str], cwd: Path | None = None) -> float:
 def schedlab_argv(folder: Path, n: int, rate: float) -> list[str]:
     trace = folder / f"trace_{n}_{rate}.parquet"
     llm_trace(n, rate).to_parquet(trace, index=False)
-    LLAMA2_7B_A100.save(folder / "step.json")
+    write_steptime(LLAMA2_7B_A100, folder / "step.json")
     return [sys.executable, "-m", "schedlab.cli", "simulate", "--trace", str(trace), "--scheduler", "fcfs",
             "--out-results", str(folder / "r.parquet"), "--out-summary", str(folder / "s.json"),
             "--steptime", str(folder / "step.json"), "--hardware", "A100-80GB", "--model", "mistral-7b",

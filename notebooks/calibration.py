@@ -33,8 +33,6 @@ manifest = "../results/notebooks/calibration.inputs.json"
 figures_dir = "../results/figures/calibration"
 
 # %%
-import json
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -58,7 +56,7 @@ from schedlab.fidelity import (
 )
 from schedlab.report import METRIC_WORDS, save_figure
 from schedlab.report import legend_beside, plain_log_ticks
-from schedlab.engine.steptime import StepTimeModel
+from schedlab.validation import read_steptime
 
 sns.set_theme(style="whitegrid", context="notebook")
 manifest = read_manifest(manifest)
@@ -66,7 +64,7 @@ inputs, backend, hardware = manifest["inputs"], manifest["backend"], manifest["h
 fits, profiles = {}, {}
 for path, profile_path in zip(inputs["fits"], inputs["profiles"]):
     source, hw, model = path.parts[-3], path.parts[-2], path.stem
-    fits[(source, hw, model)] = StepTimeModel.load(path)
+    fits[(source, hw, model)] = read_steptime(path)
     profiles[(source, hw, model)] = pd.read_parquet(profile_path)
 
 # %% [markdown]
@@ -144,7 +142,7 @@ for key in torch_keys:
 # the order acts, and derived (equal to the fitted FCFS cell) where it cannot.
 
 # %%
-cal_model = StepTimeModel.load(inputs["calibration"])
+cal_model = read_steptime(inputs["calibration"])
 cal = cal_model.meta["calibration"]
 display(pd.DataFrame({p: {"start": cal["start"][p], **{k: v for k, v in cal["uncertainty"][p].items() if k != "ci95"},
                           "95% CI low": cal["uncertainty"][p]["ci95"][0], "95% CI high": cal["uncertainty"][p]["ci95"][1]}
@@ -171,11 +169,11 @@ display(pd.DataFrame(cal["other_residuals"]))
 
 # %%
 from schedlab.fit.calibrate import aic, request_work
-from schedlab.fit.kappa import kappas
+from schedlab.validation import read_kappa
 
-kappa_en = kappas(json.loads(inputs["kappa"].read_text()))["en"]
+kappa_en = read_kappa(inputs["kappa"])["en"]
 mean_clip = float(pd.read_parquet(inputs["utterances"])["duration_s"].mean())
-variants = {"configured": cal_model, **{p.stem: StepTimeModel.load(p) for p in inputs["calibration_variants"]}}
+variants = {"configured": cal_model, **{p.stem: read_steptime(p) for p in inputs["calibration_variants"]}}
 rows = []
 for label, m in variants.items():
     rec = m.meta["calibration"]
@@ -438,7 +436,7 @@ served_steps = {name: pd.concat(tables, ignore_index=True) for name, tables in s
 held_out = {}
 for path in inputs.get("held_out_fits", []) + inputs.get("all_rates_fits", []):
     experiment, policy, seed = path.parts[-4], path.parts[-3], int(path.parts[-2].removeprefix("seed"))
-    held_out[(experiment, policy, seed, path.stem)] = StepTimeModel.load(path)
+    held_out[(experiment, policy, seed, path.stem)] = read_steptime(path)
 
 
 def server_steps(name: str, policy: str, seed: int) -> pd.DataFrame:
@@ -614,7 +612,7 @@ print(f"sim is {ratio.median():.0f}x faster than vllm-sim on these {len(ratio)} 
 # %%
 from schedlab.fit.latency_predictor import REFERENCE, calibrate_roofline
 from schedlab.latency.catalogue import hardware as catalogue_hardware, model_arch
-from schedlab.latency.efficiency import achieved, additive_factors, summary
+from schedlab.fit.efficiency import achieved, additive_factors, summary
 
 gpu_tables = [pd.read_parquet(p) for p in inputs["gpu_profiles"]]
 if not gpu_tables:
@@ -623,7 +621,7 @@ else:
     gpu = pd.concat([achieved(t, catalogue_hardware(t["hardware"].iloc[0]), model_arch(t["model"].iloc[0]))
                      for t in gpu_tables], ignore_index=True)
     display(summary(gpu).round(3))
-    gpu_fits = {(p.parts[-2], p.stem): StepTimeModel.load(p) for p in inputs["gpu_fits"]}
+    gpu_fits = {(p.parts[-2], p.stem): read_steptime(p) for p in inputs["gpu_fits"]}
     display(pd.DataFrame([{"hardware": h, "model": m, "R²": f.meta["r2"], "resid sd (ms)": f.meta["resid_sd_s"] * 1e3,
                            **{k: v for k, v in f.coefficients.items()}} for (h, m), f in gpu_fits.items()]).round(6))
 
@@ -655,7 +653,7 @@ if gpu_tables:
 # %%
 if gpu_tables:
     papers = manifest["papers"]
-    slai_cal = StepTimeModel.load(inputs["slai_calibrated"]).meta["calibration"]
+    slai_cal = read_steptime(inputs["slai_calibrated"]).meta["calibration"]
     d_eff = calibrate_roofline(REFERENCE, catalogue_hardware(papers["D"]["hardware"]), model_arch(papers["D"]["model"]))
     rows = []
     for hw_name, g in gpu.groupby("hardware"):
@@ -701,7 +699,7 @@ if gpu_tables:
 
 # %% [markdown]
 # ## Step costs from the measured GPU tables
-# The same shipped passes as a step-time source (`schedlab.latency.measured`, `--source
+# The same shipped passes as a step-time source (`schedlab.fit.measured`, `--source
 # measured`; docs/calibration.md states its rules). Per model and pass kind, a pass costs a
 # latency floor plus its FLOPs and bytes at the achieved fractions of the GPU's peak FLOP/s and
 # bandwidth, fitted on the H100 and H200 passes at once, times what that line leaves at each
@@ -712,9 +710,9 @@ if gpu_tables:
 # rule and by carrying each pass's measured fraction of the roofline to the other GPU as it is.
 
 # %%
-from schedlab.latency import shipped
-from schedlab.latency.efficiency import phase
-from schedlab.latency.measured import RULES, measured_costs, measured_passes, transfer_errors, transfer_summary
+from schedlab.fit import shipped
+from schedlab.fit.efficiency import phase
+from schedlab.fit.measured import RULES, measured_costs, measured_passes, transfer_errors, transfer_summary
 
 passes = measured_passes()
 display(passes.pivot_table(index=["model", "phase"], columns="hardware", values=["compute_eff", "bw_eff"],
@@ -781,7 +779,7 @@ from schedlab.slai.report import slai_rows
 from schedlab.slosa.report import slosa_rows
 
 SOURCES = ("roofline", "measured")
-calibrations = {"A": {"roofline": cal, "measured": StepTimeModel.load(inputs["measured_calibration"]).meta["calibration"]}}
+calibrations = {"A": {"roofline": cal, "measured": read_steptime(inputs["measured_calibration"]).meta["calibration"]}}
 factor_rows, tables = [], {}
 
 
@@ -795,17 +793,17 @@ for source, rec in calibrations["A"].items():
         interval_row("A", source, p, rec[p], *rec["uncertainty"][p]["ci95"], "95 % CI (Jacobian)")
     tables[("A", source)] = paper_vs_ours(asr_rows(rec["seed_runs"]))
 
-ewsjf_models = {"roofline": StepTimeModel.load(inputs["ewsjf_calibrated"]),
-                "measured": StepTimeModel.load(inputs["ewsjf_calibrated_measured"])}
+ewsjf_models = {"roofline": read_steptime(inputs["ewsjf_calibrated"]),
+                "measured": read_steptime(inputs["ewsjf_calibrated_measured"])}
 ewsjf_queues = {"roofline": pd.read_parquet(inputs["ewsjf_queues"]), "measured": pd.read_parquet(inputs["ewsjf_queues_measured"])}
 for source in SOURCES:
-    band = seed_band(StepTimeModel.load(p).meta["calibration"]["compute"] for p in inputs[f"ewsjf_seed_fits_{source}"])
+    band = seed_band(read_steptime(p).meta["calibration"]["compute"] for p in inputs[f"ewsjf_seed_fits_{source}"])
     interval_row("B", source, "compute", ewsjf_models[source].meta["calibration"]["compute"], band["low"], band["high"],
                  f"5-95 % over {band['seeds']} seeds, each fitted alone")
     tables[("B", source)] = paper_vs_ours(ewsjf_rows(ewsjf_queues[source]))
 
-slai_models = {"roofline": StepTimeModel.load(inputs["slai_calibrated"]),
-               "measured": StepTimeModel.load(inputs["slai_calibrated_measured"])}
+slai_models = {"roofline": read_steptime(inputs["slai_calibrated"]),
+               "measured": read_steptime(inputs["slai_calibrated_measured"])}
 for source, m in slai_models.items():
     c = m.meta["calibration"]
     serving = c["serving"]

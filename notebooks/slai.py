@@ -45,7 +45,7 @@ from schedlab.render import read_manifest
 from schedlab.report import save_figure
 from schedlab.report import interval_words, legend_beside, plain_log_ticks
 from schedlab.slai.report import palette as scheduler_colours
-from schedlab.engine.steptime import StepTimeModel
+from schedlab.validation import read_steptime
 
 sns.set_theme(style="whitegrid", context="notebook")
 inputs = read_manifest(manifest)["inputs"]
@@ -56,8 +56,8 @@ params = pd.read_parquet(inputs["params"])
 thr = pd.read_parquet(inputs["throughput"])
 routing = pd.read_parquet(inputs["routing"])
 queue = pd.read_parquet(inputs["queue"])
-fit = StepTimeModel.load(inputs["fit"])
-model = StepTimeModel.load(inputs["calibrated"])
+fit = read_steptime(inputs["fit"])
+model = read_steptime(inputs["calibrated"])
 profile = pd.read_parquet(inputs["profile"])
 pool = pd.read_parquet(inputs["pool"])
 shares = sorted(summary["share"].unique())

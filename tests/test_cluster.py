@@ -15,6 +15,7 @@ from schedlab import registry
 from schedlab.cluster import cluster_summary, run_cluster
 from schedlab.engine import Arena, EngineConfig
 from schedlab.engine.steptime import StepTimeModel
+from schedlab.validation import write_steptime
 from schedlab.errors import SchedlabError
 from schedlab.routers import Router
 from schedlab.routers.affinity import ring_point
@@ -396,7 +397,7 @@ def test_the_cluster_command_writes_results_with_replicas_and_both_summaries(tmp
 
     trace = two_class_trace(60, rate=10.0, prompt=(1, 500))
     trace.to_parquet(tmp_path / "trace.parquet")
-    STEP.save(tmp_path / "step.json")
+    write_steptime(STEP, tmp_path / "step.json")
     argv = ["cluster", "--trace", str(tmp_path / "trace.parquet"), "--replicas", "3", "--router", "least-tokens",
             "--scheduler", "fcfs", "--steptime", str(tmp_path / "step.json"), "--hardware", "toy", "--model", "tiny-llama",
             "--kv-capacity-blocks", "600", "--max-num-seqs", "32", "--max-num-batched-tokens", "2048",

@@ -23,6 +23,7 @@ from schedlab import registry
 from schedlab.engine import Arena, EngineConfig, engine_config, run
 from schedlab.engine.core import Engine
 from schedlab.engine.steptime import StepTimeModel
+from schedlab.validation import read_steptime, write_steptime
 from schedlab.simulate import run_summary, scheduler_for
 from schedlab.builders.sarathi import Sarathi
 from schedlab.workload.arrivals import arrival_times
@@ -417,7 +418,7 @@ def cli_inputs(tmp_path):
         "kappa": tmp_path / "kappa.json",
     }
     write_parquet(trace, paths["trace"])
-    CALIBRATED.save(paths["steptime"])
+    write_steptime(CALIBRATED, paths["steptime"])
     write_json({"en": {"status": "fitted", "kappa": 3.0}, "es": {"status": "not reproduced"}}, paths["kappa"])
     return trace, paths
 
@@ -456,7 +457,7 @@ def test_cli_simulate_is_byte_identical_and_matches_in_process(cli_inputs, tmp_p
 
     engine = engine_config("A100-40GB", "whisper-large-v3", max_num_batched_tokens=2048)
     assert engine.encoder_frames == 1500
-    result, _ = run_summary(trace, "sjf", Arena(StepTimeModel.load(paths["steptime"]), engine, {"en": 3.0}), identity={})
+    result, _ = run_summary(trace, "sjf", Arena(read_steptime(paths["steptime"]), engine, {"en": 3.0}), identity={})
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / "results.parquet"), result.requests)
 
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
@@ -476,7 +477,7 @@ def test_cli_simulate_takes_one_step_time_model_per_run(cli_inputs, tmp_path):
 
     _, paths = cli_inputs
     slow = tmp_path / "slow.json"
-    CALIBRATED.scaled(2.0, 2.0).save(slow)
+    write_steptime(CALIBRATED.scaled(2.0, 2.0), slow)
     args = simulate_args(paths, "fcfs", tmp_path)
     at = args.index("--steptime")
     args[at + 1: at + 2] = [str(paths["steptime"]), str(slow)]

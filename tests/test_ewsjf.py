@@ -26,6 +26,7 @@ from schedlab import registry
 
 make_policy = lambda name: registry.make(name, kind=registry.QUEUE)
 from schedlab.engine.steptime import StepTimeModel
+from schedlab.validation import read_steptime
 
 PREFILL = PrefillModel(intercept_s=0.01, per_token_s=1e-4)
 STEP = StepTimeModel(intercept=0.01, n_prefill_tokens=1e-4, n_decode=5e-4, ctx_tokens=1e-7)
@@ -407,7 +408,7 @@ def test_cli_calibrates_and_runs_a_study(tmp_path):
     assert main(["ewsjf", "calibrate", "--base", str(tmp_path / "base.json"), *pools, "--saturation-rps", "20",
                  "--n-requests", "600", "--overload-rate", "200", "--seeds", "0", "1", "2",
                  "--out", str(tmp_path / "cal.json")]) == 0
-    cal = StepTimeModel.load(tmp_path / "cal.json")
+    cal = read_steptime(tmp_path / "cal.json")
     assert cal.meta["calibration"]["seeds"] == [0, 1, 2] and cal.meta["calibration"]["seed_statistic"] == "median"
     from schedlab.ewsjf.studies import Setup
 

@@ -10,11 +10,13 @@ from scipy import stats
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.fit.calibrate import BASELINE_METRICS, baseline_rows, calibrate, implied_saturation
-from schedlab.fit.kappa import fit_kappa, fit_languages, kappas
+from schedlab.fit.kappa import fit_kappa, fit_languages
 from schedlab.fit.steptime import best_knee, fit_held_out, fit_steptime, front_end_at, predict, read_engine_steps
 from schedlab.engine import Arena, EngineConfig
 from schedlab.simulate import run_summary
 from schedlab.engine.steptime import COMPUTE_TERMS, MEMORY_TERMS, StepTimeModel
+from schedlab.io import write_json
+from schedlab.validation import read_kappa, read_steptime, write_steptime
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.asr import asr_trace
 
@@ -60,7 +62,7 @@ def test_fit_kappa_ignores_an_offset_it_cannot_model():
     assert fit_kappa(x, y)["kappa"] > 2.0
 
 
-def test_fit_languages_keeps_reasons_and_kappas_lists_fitted_only():
+def test_fit_languages_keeps_reasons_and_the_kappa_file_reads_fitted_only(tmp_path):
     x, y = _kappa_data(kappa=3.0, n=200, noise=1.0, seed=2)
     x2, y2 = _kappa_data(kappa=5.0, n=200, noise=1.0, seed=3)
     reason = "FLEURS hi not available offline (no mirror)"
@@ -75,10 +77,12 @@ def test_fit_languages_keeps_reasons_and_kappas_lists_fitted_only():
     assert fit["en"]["status"] == "fitted" and fit["es"]["status"] == "fitted"
     assert fit["en"]["kappa"] == pytest.approx(fit_kappa(x, y)["kappa"], rel=1e-12)
     assert {"se", "ci95", "r2_uncentered", "n"} <= set(fit["es"])
-    k = kappas(fit)
+    write_json(fit, tmp_path / "kappa.json")
+    k = read_kappa(tmp_path / "kappa.json")
     assert set(k) == {"en", "es"}
     assert k["en"] == fit["en"]["kappa"] and k["es"] == fit["es"]["kappa"]
-    assert kappas({"ar": {"status": "not reproduced", "reason": "x"}}) == {}
+    write_json({"ar": {"status": "not reproduced", "reason": "x"}}, tmp_path / "none.json")
+    assert read_kappa(tmp_path / "none.json") == {}
 
 
 # -- step-time OLS ----------------------------------------------------------------------------
@@ -175,8 +179,8 @@ def test_a_knee_is_found_where_the_step_stops_being_flat(tmp_path):
     assert model.knee == 6 and model.knee_tokens == pytest.approx(0.0012, rel=0.01)
     assert model.intercept + model.n_decode * 6 == pytest.approx(0.015, abs=2e-4)  # the floor
     assert model(0, 0, 24, 0) == pytest.approx(0.015 + 18 * 0.0012, abs=3e-4)
-    model.save(tmp_path / "m.json")
-    assert StepTimeModel.load(tmp_path / "m.json") == model
+    write_steptime(model, tmp_path / "m.json")
+    assert read_steptime(tmp_path / "m.json") == model
     line = fit_steptime(profile)  # one line through it: 3 ms fast at one token
     assert line(0, 0, 1, 0) < 0.015 - 2e-3 and line.meta["resid_sd_s"] > 5 * model.meta["resid_sd_s"]
     # A straight line has no knee worth its term.
@@ -308,9 +312,9 @@ def test_fit_engine_steps_cli_writes_one_fit_per_held_out_rate(tmp_path):
     assert main(["fit", "engine-steps", "--steps", str(tmp_path), "--held-out", "1", "2", "3",
                  "--out", *map(str, outs), "--out-all", str(tmp_path / "all.json")]) == 0
     for rate, out in zip((1.0, 2.0, 3.0), outs):
-        model = StepTimeModel.load(out)
+        model = read_steptime(out)
         assert model.meta["held_out_rate"] == rate and rate not in model.meta["rates"]
-    assert StepTimeModel.load(tmp_path / "all.json").meta["rates"] == [1.0, 2.0, 3.0]
+    assert read_steptime(tmp_path / "all.json").meta["rates"] == [1.0, 2.0, 3.0]
     assert main(["fit", "engine-steps", "--steps", str(tmp_path / "none"), "--held-out", "1", "--out", "x.json"]) == 2
 
 
@@ -325,7 +329,7 @@ def test_fit_engine_steps_fits_one_server_of_several(tmp_path, capsys):
         out = tmp_path / f"seed{seed}.json"
         assert main(["fit", "engine-steps", "--steps", str(tmp_path), "--seed", str(seed), "--held-out", "3",
                      "--out", str(out)]) == 0
-        model = StepTimeModel.load(out)
+        model = read_steptime(out)
         assert model.meta["n_rows"] == 400 and model.meta["servers"] == [["fcfs", seed]]
         assert model.n_decode == pytest.approx(TRUE["n_decode"] * speed, rel=1e-3)
     assert main(["fit", "engine-steps", "--steps", str(tmp_path), "--seed", "2", "--held-out", "3",
@@ -337,25 +341,25 @@ def test_fit_engine_steps_fits_one_server_of_several(tmp_path, capsys):
 def test_steptime_model_save_load_round_trip(tmp_path):
     model = fit_steptime(_profile(n=60, seed=5))
     path = tmp_path / "sub" / "model.json"
-    model.save(path)
-    loaded = StepTimeModel.load(path)
+    write_steptime(model, path)
+    loaded = read_steptime(path)
     assert loaded == model
     assert loaded.coefficients == model.coefficients
     assert loaded.meta == json.loads(json.dumps(model.meta))
     calibrated = model.scaled(3.0, 1.5, 0.02, calibration={"compute": 3.0})
-    calibrated.save(path)
-    again = StepTimeModel.load(path)
+    write_steptime(calibrated, path)
+    again = read_steptime(path)
     assert again == calibrated and again.frontend_s == 0.02
     assert again.meta["calibration"] == {"compute": 3.0}
 
 
 def test_steptime_model_load_errors(tmp_path):
     with pytest.raises(SchedlabError, match="not found"):
-        StepTimeModel.load(tmp_path / "missing.json")
+        read_steptime(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"intercept": 1.0, "slope": 2.0}))
     with pytest.raises(SchedlabError):
-        StepTimeModel.load(bad)
+        read_steptime(bad)
 
 
 def test_scaled_multiplies_compute_and_memory_terms_and_sets_frontend():

@@ -13,9 +13,10 @@ from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS
 from schedlab.errors import SchedlabError
 from schedlab.fit.latency_predictor import fit_predictor
 from schedlab.fit.steptime import fit_steptime, predict
-from schedlab.latency import roofline, shipped
+from schedlab.fit import shipped
+from schedlab.latency import roofline
 from schedlab.latency.catalogue import hardware, hardware_for_device, model_arch
-from schedlab.latency.efficiency import achieved, additive_factors, summary
+from schedlab.fit.efficiency import achieved, additive_factors, summary
 from schedlab.latency.predictor_profile import from_step_profile
 from schedlab.latency.suite import GRIDS, MODELS
 from schedlab.validation import read_profile

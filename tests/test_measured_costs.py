@@ -1,4 +1,4 @@
-"""Step costs from the measured GPU tables (schedlab.latency.measured): the fit of a pass kind's
+"""Step costs from the measured GPU tables (schedlab.fit.measured): the fit of a pass kind's
 floor and fractions, the shipped tables reproduced at their own shapes, the transfer between the
 shipped GPUs, the rules for tensor parallelism, mixed steps and models not measured, and the
 commands that use the source."""
@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from schedlab.contracts import PREFILL_PAIRS, STEP_FEATURES
-from schedlab.latency import measured, roofline, shipped
+from schedlab.fit import measured, shipped
+from schedlab.latency import roofline
 from schedlab.latency.catalogue import hardware, model_arch
-from schedlab.latency.efficiency import achieved
+from schedlab.fit.efficiency import achieved
 from schedlab.validation import read_profile
 
 HOPPER = ("H100-SXM", "H200-SXM")

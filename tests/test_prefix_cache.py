@@ -257,7 +257,7 @@ def test_names_read_off_the_sharing_data_are_the_token_hashes(block_size):
     """Blocks named from prefix ids or Mooncake's hash ids (no hashing) fall together exactly
     as the chained hashes of their tokens do, prompts that are all shared prefix included."""
     from schedlab.engine.prefix import _hashed, block_names
-    from schedlab.workload.shared import doc_qa_trace
+    from schedlab.workload.shared_prefixes import doc_qa_trace
 
     docs = doc_qa_trace(np.arange(20, 300), np.arange(1, 40), 300, 5.0, 0, questions_per_doc=6)
     docs.loc[::7, "prefix_tokens"] = docs.loc[::7, "prompt_tokens"]
@@ -279,7 +279,7 @@ def test_names_read_off_the_sharing_data_are_the_token_hashes(block_size):
 def workloads(request):
     """The three workloads with sharing, small: document QA (prefix ids), conversations
     (token ids, earlier answers included) and a window of Mooncake (hash ids)."""
-    from schedlab.workload.shared import doc_qa_trace, multi_turn_trace
+    from schedlab.workload.shared_prefixes import doc_qa_trace, multi_turn_trace
 
     docs = doc_qa_trace(np.arange(200, 1500), np.arange(1, 60), 60, 8.0, 0, questions_per_doc=5)
     turns = multi_turn_trace(pd.DataFrame({"output_tokens": np.arange(5, 200)}), 60, 8.0, 0, think_s=2.0)
@@ -289,7 +289,7 @@ def workloads(request):
 
         os.environ.setdefault("SCHEDLAB_DATA_MIRROR", str(SHARED))
         from schedlab.data.llm_traces import mooncake_requests
-        from schedlab.workload.shared import mooncake_trace
+        from schedlab.workload.shared_prefixes import mooncake_trace
 
         pool = mooncake_requests()
         pool = pool[pool["prompt_tokens"] < 3000].reset_index(drop=True)

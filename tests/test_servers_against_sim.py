@@ -40,7 +40,7 @@ from schedlab.errors import SchedlabError  # noqa: E402
 from schedlab.registry import register_router  # noqa: E402
 from schedlab.routers import Router  # noqa: E402
 from schedlab.simulate import scheduler_for  # noqa: E402
-from schedlab.workload.shared import doc_qa_trace  # noqa: E402
+from schedlab.workload.shared_prefixes import doc_qa_trace  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.serving]
 

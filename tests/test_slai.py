@@ -24,6 +24,7 @@ from schedlab.builders.sarathi import Sarathi
 from schedlab.slai.slai import SLAI, dynamic_offset
 from schedlab.errors import SchedlabError
 from schedlab.engine.steptime import StepTimeModel
+from schedlab.validation import read_steptime, write_steptime
 from traces import two_class_trace
 
 #: A staircase engine model shaped like the calibrated one (seconds).
@@ -304,8 +305,8 @@ def test_fit_recovers_a_known_staircase_and_prefill_attention(tmp_path):
         assert getattr(fit, term) == pytest.approx(getattr(truth, term), rel=1e-6, abs=1e-12)
     assert fit.tile == 128 and fit.meta["r2"] == pytest.approx(1.0)
     assert fit_steptime(prof).meta["r2"] < 0.9999  # without the staircase the fit is worse
-    fit.save(tmp_path / "m.json")
-    assert StepTimeModel.load(tmp_path / "m.json") == fit
+    write_steptime(fit, tmp_path / "m.json")
+    assert read_steptime(tmp_path / "m.json") == fit
 
 
 def test_roofline_staircase_and_additive_form():
@@ -401,7 +402,7 @@ def test_cli_runs_one_scheduler_and_rejects_bad_input(tmp_path):
 
     pool = tmp_path / "pool.parquet"
     write_parquet(pd.DataFrame({"prompt_tokens": [100, 900, 3000], "output_tokens": [50, 10, 300]}), pool)
-    MODEL.save(tmp_path / "m.json")
+    write_steptime(MODEL, tmp_path / "m.json")
     common = ["--pool", str(pool), "--steptime", str(tmp_path / "m.json"), "--duration-s", "60", "--warmup-s", "5"]
     out = [f"--out-results={tmp_path / 'r.parquet'}", f"--out-summary={tmp_path / 's.json'}"]
     ok = _cli("slai", "run", "--scheduler", "slai-spf-dynamic", "--rate", "1", "--share", "0.5", *common, *out)

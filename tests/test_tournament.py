@@ -16,6 +16,7 @@ from schedlab.errors import SchedlabError
 from schedlab.engine import EngineConfig
 from schedlab.policies import Job
 from schedlab.engine.steptime import StepTimeModel
+from schedlab.validation import write_steptime
 from schedlab.slosa.online import OnlineMapper, predictor_for
 from schedlab.tournament.entrants import lineup
 
@@ -260,7 +261,7 @@ def test_the_cluster_study_plays_every_router_and_entrant_and_marks_fronts_per_r
     from schedlab.cli import main
 
     _timed_pool(300, 1).to_parquet(tmp_path / "pool.parquet")
-    STEP.save(tmp_path / "step.json")
+    write_steptime(STEP, tmp_path / "step.json")
     arena = f'{{"steptime": "{tmp_path / "step.json"}", "hardware": "A100-40GB", "model": "mistral-7b", "max_num_seqs": 64}}'
     argv = ["tournament", "cluster", "--workload", "w", "--spec", '{"kind": "azure-code", "n_requests": 120}',
             "--arena", arena, "--pool", f"azure-code={tmp_path / 'pool.parquet'}", "--replicas", "1", "2",

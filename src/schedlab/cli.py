@@ -18,7 +18,6 @@ from schedlab.cli_types import (
     command_paths,
     count,
     duration,
-    launch_spec,
     input_folder,
     named_path,
     number,
@@ -185,10 +184,10 @@ def _catalogue_profile(source: str, hardware_name: str, model: str):
 
         return profile(hardware(hardware_name), model_arch(model))
     if source == "measured":
-        from schedlab.latency.measured import profile
+        from schedlab.fit.measured import profile
 
         return profile(hardware(hardware_name), model_arch(model))
-    from schedlab.latency.shipped import read_shipped
+    from schedlab.fit.shipped import read_shipped
 
     return read_shipped(hardware_name, model)
 
@@ -199,6 +198,7 @@ def cmd_profile(args) -> None:
     if args.source in CATALOGUE_SOURCES:
         table = _catalogue_profile(args.source, args.hardware, args.model)
     elif args.source == "vllm":
+        from schedlab.backends.vllm_engine import launch_spec
         from schedlab.backends.vllm_profile import profile
 
         table = profile(launch_spec(args))
@@ -213,25 +213,27 @@ def cmd_profile(args) -> None:
 # -- fit ----------------------------------------------------------------------------------
 def cmd_fit_steptime(args) -> None:
     from schedlab.fit.steptime import fit_steptime
-    from schedlab.validation import read_profile
+    from schedlab.validation import read_profile, write_steptime
 
     if len(args.profile) != len(args.out):
         raise SchedlabError("--profile and --out need one output per profile")
     fits = {out: fit_steptime(read_profile(path), tile=args.tile) for path, out in zip(args.profile, args.out)}
     for out, model in fits.items():
-        model.save(out)
+        write_steptime(model, out)
 
 
 def cmd_steptime(args) -> None:
     """A catalogue GPU and model's step-time model in one command: their profile (shipped or
     roofline), fitted as `schedlab fit steptime` fits one."""
     from schedlab.fit.steptime import fit_steptime
+    from schedlab.validation import write_steptime
 
-    fit_steptime(_catalogue_profile(args.source, args.hardware, args.model), tile=args.tile).save(args.out)
+    write_steptime(fit_steptime(_catalogue_profile(args.source, args.hardware, args.model), tile=args.tile), args.out)
 
 
 def cmd_fit_engine_steps(args) -> None:
     from schedlab.fit.steptime import fit_held_out, read_engine_steps
+    from schedlab.validation import write_steptime
 
     if len(args.held_out) != len(args.out):
         raise SchedlabError("--held-out and --out need one output per held-out rate")
@@ -240,7 +242,7 @@ def cmd_fit_engine_steps(args) -> None:
     if args.out_all:
         models[args.out_all] = fit_held_out(steps, None)
     for out, model in models.items():
-        model.save(out)
+        write_steptime(model, out)
 
 
 def cmd_fit_kappa(args) -> None:
@@ -265,10 +267,10 @@ def cmd_fit_calibrate(args) -> None:
     from dataclasses import replace
 
     from schedlab.engine import Arena
-    from schedlab.engine.steptime import StepTimeModel
     from schedlab.fit.calibrate import baseline_rows, bound_study, calibrate, implied_saturation, sensitivity
     from schedlab.asr.report import reported_asr_table1
     from schedlab.workload.arrivals import arrival_times
+    from schedlab.validation import read_steptime, write_steptime
     from schedlab.workload.asr import asr_trace, librispeech_pool
 
     pool = librispeech_pool(read_pool(args.utterances, ("duration_s", "output_tokens")))
@@ -282,7 +284,7 @@ def cmd_fit_calibrate(args) -> None:
         return asr_trace(pool, arrivals, rng=np.random.default_rng([seed, 1]))
 
     baseline = baseline_rows(reported_asr_table1())
-    arena = Arena(StepTimeModel.load(args.base), _engine(args), _kappa(args.kappa))
+    arena = Arena(read_steptime(args.base), _engine(args), _kappa(args.kappa))
     # Each trace is built once, per rate and seed: the fit, the runs by seed, the bounds and the
     # sensitivity share them.
     by_seed = {s: {r: trace(r, s, n_requests=args.requests_per_rate) for r in baseline.index} for s in seeds}
@@ -296,7 +298,7 @@ def cmd_fit_calibrate(args) -> None:
     # number is counted on (median and band over the seeds), for this fit and any other.
     record["seed_runs"] = bound_study(calibrated, {f"seed {s}": (by_seed[s], None) for s in seeds}).to_dict(orient="records")
     if args.fit_only:
-        model.save(args.out)
+        write_steptime(model, args.out)
         return
     top = sorted(baseline.index)[-2:]
     first = seeds[0]
@@ -312,19 +314,19 @@ def cmd_fit_calibrate(args) -> None:
                                                       [overload[s] for s in fit_seeds])
     record["sensitivity"] = sensitivity(arena, record, [by_seed[s][top[-1]] for s in fit_seeds]).assign(
         rate=float(top[-1])).to_dict(orient="records")
-    model.save(args.out)
+    write_steptime(model, args.out)
 
 
 def cmd_fit_apply(args) -> None:
-    from schedlab.engine.steptime import StepTimeModel
+    from schedlab.validation import read_steptime, write_steptime
 
-    calibrated = StepTimeModel.load(args.calibrated)
+    calibrated = read_steptime(args.calibrated)
     record = calibrated.meta.get("calibration")
     if record is None:
         raise SchedlabError(f"{args.calibrated} holds no calibration")
-    base = StepTimeModel.load(args.base)
-    base.scaled(record["compute"], record["memory"], record["frontend_s"], record.get("frontend_service_s", 0.0),
-                calibration=record).save(args.out)
+    base = read_steptime(args.base)
+    write_steptime(base.scaled(record["compute"], record["memory"], record["frontend_s"],
+                               record.get("frontend_service_s", 0.0), calibration=record), args.out)
 
 
 # -- simulate -----------------------------------------------------------------------------
@@ -333,8 +335,8 @@ def cmd_simulate(args) -> None:
     the compiled engine are loaded once), each written as soon as it finishes."""
     from schedlab import registry
     from schedlab.engine import Arena
-    from schedlab.engine.steptime import StepTimeModel
     from schedlab.simulate import run_summary
+    from schedlab.validation import read_steptime
 
     n = len(args.trace)
     rates = args.rate if args.rate is not None else [float("nan")] * n
@@ -344,7 +346,7 @@ def cmd_simulate(args) -> None:
         raise SchedlabError("--steptime needs one model for every run or one per run")
     registry.entry(args.policy)  # fail early on an unknown name
     engine, kappa = _engine(args), _kappa(args.kappa)
-    arenas = {path: Arena(StepTimeModel.load(path), engine, kappa) for path in args.steptime}
+    arenas = {path: Arena(read_steptime(path), engine, kappa) for path in args.steptime}
     steptimes = args.steptime * n if len(args.steptime) == 1 else args.steptime
     traces = [_trace(args, path) for path in args.trace]  # every input checked before any run
     fit = {"steptime_fit": args.steptime_fit} if args.steptime_fit else {}
@@ -377,7 +379,7 @@ def cmd_cluster(args) -> None:
     from schedlab import registry
     from schedlab.cluster import cluster_summary, run_cluster
     from schedlab.engine import Arena
-    from schedlab.engine.steptime import StepTimeModel
+    from schedlab.validation import read_steptime
 
     n = args.replicas
     for option, values in (("--scheduler", args.policy), ("--steptime", args.steptime)):
@@ -387,7 +389,7 @@ def cmd_cluster(args) -> None:
         registry.entry(name)  # fail early on an unknown name
     registry.router_entry(args.router)
     engine, kappa = _engine(args), _kappa(args.kappa)
-    arenas = {path: Arena(StepTimeModel.load(path), engine, kappa) for path in args.steptime}
+    arenas = {path: Arena(read_steptime(path), engine, kappa) for path in args.steptime}
     trace = _trace(args)
     steptimes = args.steptime * n if len(args.steptime) == 1 else args.steptime
     schedulers = args.policy * n if len(args.policy) == 1 else args.policy
@@ -453,7 +455,7 @@ def cmd_collect(args) -> None:
 def cmd_vllm_run(args) -> None:
     import time
 
-    from schedlab.backends.vllm_engine import kv_capacity_blocks, replay, start_engine
+    from schedlab.backends.vllm_engine import kv_capacity_blocks, launch_spec, replay, start_engine
     from schedlab import registry
     from schedlab.metrics import summarize
 
@@ -494,6 +496,7 @@ def cmd_transformers_run(args) -> None:
 
 def cmd_vllm_serve(args) -> None:
     from schedlab import registry
+    from schedlab.backends.vllm_engine import launch_spec
     from schedlab.backends.vllm_server import run_served
 
     registry.entry(args.policy, registry.QUEUE)  # fail early on an unknown name

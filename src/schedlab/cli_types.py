@@ -41,7 +41,7 @@ class numbers:  # noqa: N801 (an argparse type, named like one)
                  inf: bool = False, requests: bool = False) -> None:
         self.cast, self.minimum, self.strict, self.maximum, self.inf = cast, minimum, strict, maximum, inf
         #: Numbers of requests: each must also fit this machine's memory (checked before anything
-        #: is allocated, :func:`schedlab.workload.arrivals.check_fits_in_memory`).
+        #: is allocated, :func:`schedlab.limits.check_fits_in_memory`).
         self.requests = requests
 
     def allows(self, value: float) -> bool:
@@ -61,7 +61,7 @@ class numbers:  # noqa: N801 (an argparse type, named like one)
             raise argparse.ArgumentTypeError(f"need {kind}{limit}, got {text!r}")
         if self.requests:
             from schedlab.errors import SchedlabError
-            from schedlab.workload.arrivals import check_fits_in_memory
+            from schedlab.limits import check_fits_in_memory
 
             for v in values:
                 try:
@@ -219,17 +219,3 @@ def vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
     g.add_argument("--kv-cache-gib", type=positive_number(int, 2**20), default=1, help="KV-cache size on CPU (GiB)")
     g.add_argument("--max-num-seqs", type=positive_number(int), default=32)
     g.add_argument("--max-num-batched-tokens", type=positive_number(int), default=512)
-
-
-def launch_spec(args):
-    """The :class:`~schedlab.backends.vllm_engine.LaunchSpec` of :func:`vllm_engine_args`'s
-    options, its limits checked by vLLM's rules (:meth:`schedlab.engine.arena.EngineConfig.check_model`), its
-    device and memory too (:meth:`~schedlab.backends.vllm_engine.LaunchSpec.check`)."""
-    from schedlab.backends.vllm_engine import LaunchSpec
-    from schedlab.engine.arena import EngineConfig
-
-    spec = LaunchSpec(model=args.model, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-                      device=getattr(args, "device", "cpu"), kv_cache_gib=args.kv_cache_gib)
-    EngineConfig(spec.max_num_seqs, spec.max_num_batched_tokens, spec.block_size).check_model(spec.model)
-    spec.check()
-    return spec

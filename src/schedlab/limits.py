@@ -3,7 +3,8 @@ and the requests a search or a study simulates.
 
 **Memory** (:func:`check_allocation`): a large allocation's size is computed before it is made,
 and refused above :data:`DEFAULT_SHARE` of the memory this machine has available
-(``MemAvailable``), or the share ``SCHEDLAB_MEMORY_SHARE`` gives (a number in (0, 1]).
+(``MemAvailable``), or the share ``SCHEDLAB_MEMORY_SHARE`` gives (a number in (0, 1]). A run's
+requests are held to it before any is made (:func:`check_fits_in_memory`).
 
 **Work** (:func:`check_work`): a search (a root finder's or a capacity search's runs) or a study
 of many runs is refused when the requests it would simulate in all pass
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from schedlab.contracts import MAX_SIMULATED_REQUESTS
+from schedlab.contracts import MAX_REQUESTS, MAX_SIMULATED_REQUESTS
 from schedlab.errors import SchedlabError
 
 #: The share of the available memory one allocation may take, unless overridden.
@@ -67,6 +68,22 @@ def check_allocation(nbytes: float, what: str) -> None:
         raise SchedlabError(f"{what}: about {nbytes / 2**30:,.1f} GiB of memory needed, more than the "
                             f"{share * free / 2**30:,.1f} GiB allowed ({share:.0%} of the {free / 2**30:,.1f} GiB "
                             f"available; {SHARE_VARIABLE} sets the share)")
+
+
+#: Memory one request takes through a run (its trace row, the engine's state, its results),
+#: rounded up from `schedlab simulate`'s 0.6 KiB a request (peak RSS at 20,000 and 200,000
+#: requests).
+BYTES_PER_REQUEST = 1024
+
+
+def check_fits_in_memory(n_requests: float, what: str | None = "the trace") -> None:
+    """Refuse, in one line and before anything is allocated, a number of requests that no run
+    may hold (:data:`~schedlab.contracts.MAX_REQUESTS`) or that this machine's memory cannot
+    (:func:`check_allocation`); ``what`` (None: nothing) says whose requests they are."""
+    where = f"{what}: " if what else ""
+    if not n_requests <= MAX_REQUESTS:  # NaN and inf too
+        raise SchedlabError(f"{where}{n_requests:.3g} requests, more than the {MAX_REQUESTS:.0e} a run may hold")
+    check_allocation(n_requests * BYTES_PER_REQUEST, f"{where}{n_requests:,.0f} requests")
 
 
 #: The runs a root finder takes to its tolerance, for a search's estimate (Brent's method takes 8

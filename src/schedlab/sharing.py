@@ -20,7 +20,8 @@ runs as it always has (no prefix cache):
 
 Generated tokens are :data:`OUTPUT_TOKEN` each (the token ``vllm-sim`` emits), so a prompt
 that repeats an earlier answer (a conversation's next turn) can be written with it, and a
-prefix cache can serve that answer's blocks.
+prefix cache can serve that answer's blocks. The workloads that write these columns are in
+:mod:`schedlab.workload.shared_prefixes`.
 """
 
 from __future__ import annotations

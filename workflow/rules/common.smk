@@ -11,7 +11,7 @@ from schedlab.contracts import BACKENDS, SIM_BACKENDS
 from schedlab.errors import SchedlabError
 from schedlab.snakemake_start import config_error
 from schedlab.latency.catalogue import hardware, hardware_names, model_dir, model_names
-from schedlab.latency.shipped import shipped_hardware, shipped_models, shipped_path
+from schedlab.fit.shipped import shipped_hardware, shipped_models, shipped_path
 from schedlab import figure_map, progress, registry
 from schedlab.tournament.workloads import check_spec, modality, pool_names
 

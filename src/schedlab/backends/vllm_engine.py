@@ -25,6 +25,7 @@ from schedlab.compat.vllm import modules_hidden_from_kernel_scan
 from schedlab.backends import placeholder_prompt
 from schedlab.estimate import size_hints
 from schedlab.latency.catalogue import model_arch, model_dir
+from schedlab.engine.arena import EngineConfig
 from schedlab.engine.log import RequestLog
 from schedlab.engine.core import RunResult
 from schedlab.errors import SchedlabError
@@ -80,6 +81,17 @@ class LaunchSpec:
             check_allocation(weights + self.kv_cache_gib * 2**30,
                              f"a vLLM engine of {self.model} (--model) with a {self.kv_cache_gib:g} GiB KV cache "
                              "(--kv-cache-gib) on the CPU")
+
+
+def launch_spec(args) -> LaunchSpec:
+    """The :class:`LaunchSpec` of the options :func:`schedlab.cli_types.vllm_engine_args` adds,
+    its limits checked by vLLM's rules (:meth:`schedlab.engine.arena.EngineConfig.check_model`),
+    its device and memory too (:meth:`LaunchSpec.check`)."""
+    spec = LaunchSpec(model=args.model, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                      device=getattr(args, "device", "cpu"), kv_cache_gib=args.kv_cache_gib)
+    EngineConfig(spec.max_num_seqs, spec.max_num_batched_tokens, spec.block_size).check_model(spec.model)
+    spec.check()
+    return spec
 
 
 def cpu_kv_capacity_blocks(spec: LaunchSpec) -> int:

@@ -1,8 +1,8 @@
-"""Paper C's schedulers inside vLLM's v1 scheduler (``--scheduler-cls``), by step plans.
+"""Batch builders inside vLLM's v1 scheduler (``--scheduler-cls``), by step plans.
 
 ``SchedlabPlanScheduler`` runs any schedlab scheduler of the step-plan protocol (a batch
-builder of :mod:`schedlab.slai`: Sarathi-Serve, SLAI, RAD, Algorithm 2, request-level, prefill
-priority) on vLLM's own ``Scheduler``. Each step the builder reads a :class:`VllmView` of vLLM's
+builder: request-level, prefill priority, Sarathi-Serve, RAD of :mod:`schedlab.builders`; paper
+C's SLAI and Algorithm 2 of :mod:`schedlab.slai`) on vLLM's own ``Scheduler``. Each step the builder reads a :class:`VllmView` of vLLM's
 state (the same fields it reads on schedlab's engine) and returns a plan; vLLM then carries it
 out with its own KV cache manager:
 

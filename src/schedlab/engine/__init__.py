@@ -4,11 +4,14 @@
   (:func:`run`), with the closed-form fast path for fixed decode stretches;
 - :mod:`.plan`: the step plan a scheduler returns, and the planner it builds it with;
 - :mod:`.scheduler`: the scheduler protocol; :mod:`.continuous`: vLLM v1's continuous
-  batching around a waiting-queue policy (papers A, B, D); paper C's batch builders
-  (:mod:`schedlab.slai`) are its siblings;
+  batching around a waiting-queue policy (papers A, B, D); the batch builders
+  (:mod:`schedlab.builders`, and paper C's own in :mod:`schedlab.slai`) are its siblings;
 - :mod:`.arena`: engine limits and the calibrated arena a run plays in;
 - :mod:`.steptime`, :mod:`.gaps`, :mod:`.kernels`: the step-time model, token-gap
   histograms and the compiled per-step passes.
+
+The engine reads no file: its step-time model, kappa and engine spec come to it as objects
+(:mod:`schedlab.validation` reads them).
 """
 
 from schedlab.engine.arena import Arena, EngineConfig, engine_config

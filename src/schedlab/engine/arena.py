@@ -14,9 +14,7 @@ kappa). See :func:`schedlab.estimate.job_sizes`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -133,7 +131,7 @@ def engine_config(
     )
 
 
-#: Engine limits an engine spec may set.
+#: Engine limits an engine spec may set (:func:`schedlab.validation.read_arena`).
 SPEC_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization")
 
 
@@ -158,25 +156,6 @@ class Arena:
               duration: str = "raw", **limits) -> "Arena":
         """The arena of ``model_name`` on ``hardware_name`` (limits as :func:`engine_config`)."""
         return cls(step_time, engine_config(hardware_name, model_name, **limits), dict(kappa or {}), duration)
-
-    @classmethod
-    def from_spec(cls, spec: dict, modality: str) -> "Arena":
-        """From an engine spec (the tournament's and extensions' config): ``steptime`` (file),
-        ``hardware``, ``model``, engine limits and, for ASR, a ``kappa`` fit (file); an LLM
-        arena rejects requests longer than the model's context."""
-        from schedlab.fit.kappa import kappas
-
-        missing = [k for k in ("steptime", "hardware", "model") if k not in spec]
-        if missing:
-            raise SchedlabError(f"the engine spec lacks {', '.join(missing)}")
-        for key in ("steptime", "kappa"):
-            if spec.get(key) and not Path(spec[key]).is_file():
-                raise SchedlabError(f"file not found: {spec[key]}")
-        limits = {k: spec[k] for k in SPEC_LIMITS if k in spec}
-        kappa = kappas(json.loads(Path(spec["kappa"]).read_text())) if spec.get("kappa") else {}
-        context = model_arch(spec["model"]).max_target_positions if modality == "llm" else None
-        arena = cls.build(StepTimeModel.load(spec["steptime"]), spec["hardware"], spec["model"], kappa=kappa, **limits)
-        return replace(arena, max_tokens=context)
 
     def with_limits(self, **changes) -> "Arena":
         return replace(self, limits=replace(self.limits, **changes))

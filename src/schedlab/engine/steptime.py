@@ -25,14 +25,12 @@ its weights in the same time for one token or a few (the step is flat), then pay
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from schedlab.contracts import STEP_FEATURES
-from schedlab.io import write_json
-from schedlab.validation.documents import check_steptime, read_steptime
+from schedlab.latency.roofline import beyond_knee, padded_tokens
 
 #: Per-admission costs bound by arithmetic (the encoder pass, a new request's prefill).
 COMPUTE_TERMS = ("n_encoder", "n_prefill_tokens")
@@ -40,16 +38,6 @@ COMPUTE_TERMS = ("n_encoder", "n_prefill_tokens")
 OPTIONAL_TERMS = ("prefill_pairs", "tile_tokens", "knee_tokens")
 #: Per-step costs bound by memory traffic (weights, then the KV each decode reads).
 MEMORY_TERMS = ("intercept", "n_decode", "ctx_tokens")
-
-
-def padded_tokens(tokens, tile: int):
-    """``tokens`` rounded up to whole tiles of ``tile``; vectorises."""
-    return -(-tokens // tile) * tile
-
-
-def beyond_knee(tokens, knee: int):
-    """A batch's tokens beyond the first ``knee``; vectorises."""
-    return np.maximum(tokens - knee, 0)
 
 
 @dataclass(frozen=True)
@@ -118,14 +106,3 @@ class StepTimeModel:
             frontend_service_s=self.frontend_service_s if frontend_service_s is None else frontend_service_s,
             meta={**self.meta, **meta},
         )
-
-    def save(self, path: str | Path) -> None:
-        """Write the model, checked as :meth:`load` reads it: no file is written that cannot be
-        read back (a fit with an infinite term)."""
-        write_json(check_steptime(asdict(self), f"{path} (not written)"), path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "StepTimeModel":
-        """A model file, checked (finite, non-negative terms: see
-        :class:`schedlab.validation.documents.StepTimeTerms`)."""
-        return cls(**read_steptime(path))

@@ -14,15 +14,14 @@ POOL_COLUMNS = ("prompt_tokens", "output_tokens")
 
 
 def _setup(args):
-    from schedlab.validation import read_pool
+    from schedlab.validation import read_pool, read_steptime
     from schedlab.engine import Arena
-    from schedlab.engine.steptime import StepTimeModel
     from schedlab.ewsjf.studies import Setup, engine_limits
     from schedlab.latency.catalogue import hardware, model_arch
 
     limits = engine_limits(hardware(args.hardware), model_arch(args.model), args.prefix_caching)
     return Setup(
-        Arena(StepTimeModel.load(args.steptime), limits),
+        Arena(read_steptime(args.steptime), limits),
         read_pool(args.short, POOL_COLUMNS),
         read_pool(args.long, POOL_COLUMNS),
     )
@@ -45,20 +44,20 @@ def cmd_pools(args) -> None:
 def cmd_steptime(args) -> None:
     from schedlab.latency.catalogue import hardware, model_arch
     from schedlab.fit.steptime import measured_grid_steptime, roofline_grid_steptime
+    from schedlab.validation import write_steptime
 
     fit = measured_grid_steptime if args.source == "measured" else roofline_grid_steptime
-    fit(hardware(args.hardware), model_arch(args.model)).save(args.out)
+    write_steptime(fit(hardware(args.hardware), model_arch(args.model)), args.out)
 
 
 def cmd_calibrate(args) -> None:
-    from schedlab.validation import read_pool
+    from schedlab.validation import read_pool, read_steptime, write_steptime
     from schedlab.engine import Arena
-    from schedlab.engine.steptime import StepTimeModel
     from schedlab.ewsjf.studies import Setup, engine_limits
     from schedlab.fit.calibrate import SEED_STATISTIC, saturation_factor
     from schedlab.latency.catalogue import hardware, model_arch
 
-    base = StepTimeModel.load(args.base)
+    base = read_steptime(args.base)
     arena = Arena(base, engine_limits(hardware(args.hardware), model_arch(args.model), args.prefix_caching))
     setup = Setup(arena, read_pool(args.short, POOL_COLUMNS), read_pool(args.long, POOL_COLUMNS))
     seeds = list(dict.fromkeys(args.seeds))
@@ -67,7 +66,7 @@ def cmd_calibrate(args) -> None:
     record = {"targets": {"saturation_rps": args.saturation_rps}, "compute": compute, "memory": 1.0,
               "overload_rate": args.overload_rate, "n_requests": args.n_requests, "seeds": seeds,
               "seed_statistic": SEED_STATISTIC}
-    base.scaled(compute, 1.0, calibration=record).save(args.out)
+    write_steptime(base.scaled(compute, 1.0, calibration=record), args.out)
 
 
 def cmd_workload(args) -> None:
@@ -118,14 +117,13 @@ def _cache_arg(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_sharing(args) -> None:
-    from schedlab.validation import read_pool
+    from schedlab.validation import read_pool, read_steptime
     from schedlab.engine import Arena
-    from schedlab.engine.steptime import StepTimeModel
     from schedlab.ewsjf import studies
     from schedlab.latency.catalogue import hardware, model_arch
 
     setup = studies.Setup(
-        Arena(StepTimeModel.load(args.base), studies.engine_limits(hardware(args.hardware), model_arch(args.model), True)),
+        Arena(read_steptime(args.base), studies.engine_limits(hardware(args.hardware), model_arch(args.model), True)),
         read_pool(args.short, POOL_COLUMNS), read_pool(args.long, POOL_COLUMNS),
     )
     params = _params(args.params)

@@ -25,7 +25,7 @@ from schedlab.errors import SchedlabError
 from schedlab.registry import OWN, register_pool, register_workload
 from schedlab.validation.documents import Positive, PositiveInt, Share
 from schedlab.workload.arrivals import arrival_times
-from schedlab.workload.shared import QUESTION_TOKENS
+from schedlab.workload.shared_prefixes import QUESTION_TOKENS
 
 SHORT = (32, 1024)
 LONG = (1024, 4097)

@@ -14,15 +14,12 @@ SWITCHING_TABLES = ("summary", "by_phase", "timeline", "switches", "regimes", "p
 
 def _setup(args):
     """The utterances and the engine, after the engine spec and the study's ``--spec`` are checked."""
-    from schedlab.engine import Arena
-    from schedlab.validation import check_arena_spec, parse
+    from schedlab.validation import check_arena_spec, parse, read_arena, read_pool
     from schedlab.validation.documents import EXTENSION_SPECS
-
-    from schedlab.validation import read_pool
 
     check_arena_spec(args.engine, "--engine")
     parse(EXTENSION_SPECS[args.extension_command], args.spec, "--spec")
-    return read_pool(args.utterances, UTTERANCE_COLUMNS), Arena.from_spec(args.engine, "asr")
+    return read_pool(args.utterances, UTTERANCE_COLUMNS), read_arena(args.engine, "asr", "--engine")
 
 
 def cmd_kappa(args) -> None:

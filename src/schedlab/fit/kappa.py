@@ -42,7 +42,3 @@ def fit_languages(tables: dict[str, pd.DataFrame | str]) -> dict:
             out[lang] = {"status": "fitted", **fit_kappa(table["duration_s"], table["text_tokens"])}
     return out
 
-
-def kappas(fit: dict) -> dict[str, float]:
-    """Language -> kappa for the fitted languages of a :func:`fit_languages` result."""
-    return {lang: v["kappa"] for lang, v in fit.items() if v.get("status") == "fitted"}

@@ -13,7 +13,8 @@ from scipy.stats import kendalltau
 from schedlab.backends.replay_quality import replay_flaws
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
-from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel, beyond_knee, padded_tokens
+from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel
+from schedlab.latency.roofline import beyond_knee, padded_tokens
 
 
 def _regressors(profile: pd.DataFrame, tile: int, knee: int) -> pd.DataFrame:
@@ -231,7 +232,7 @@ def roofline_grid_steptime(hw, arch, max_tokens: int = 8192, **eff) -> StepTimeM
 
 def measured_grid_steptime(hw, arch, max_tokens: int = 8192) -> StepTimeModel:
     """:func:`grid_steptime` of the same grid priced by the passes measured on the shipped
-    GPUs (:func:`schedlab.latency.predictor_profile.measured_profile`)."""
-    from schedlab.latency.predictor_profile import measured_profile
+    GPUs (:func:`schedlab.fit.measured.predictor_profile`)."""
+    from schedlab.fit.measured import predictor_profile
 
-    return grid_steptime(measured_profile(hw, arch), max_tokens)
+    return grid_steptime(predictor_profile(hw, arch), max_tokens)

@@ -1,6 +1,7 @@
 """Profile tables for paper D's latency predictor: prefill and per-token decode times over a
-(batch size, length) grid, from the roofline, the passes measured on the shipped GPUs, timed
-torch forward passes, or a real vLLM engine's steps.
+(batch size, length) grid, from the roofline or timed torch forward passes (the passes
+measured on the shipped GPUs: :func:`schedlab.fit.measured.predictor_profile`; a real vLLM
+engine's steps: :func:`schedlab.backends.vllm_profile.predictor_profile`).
 
 A prefill row times ``batch`` prompts of ``length`` tokens processed together; a decode row
 times one decode step of ``batch`` sequences that each hold ``length`` tokens of context.
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pandas as pd
 
 from schedlab.contracts import PREFILL_PAIRS
@@ -26,7 +26,8 @@ BATCHES = (1, 2, 4, 8, 16, 32)
 LENGTHS = (100, 250, 500, 1000, 1500, 2000, 4000, 8000)
 
 
-def _table(rows, source: str, hardware: str, model: str) -> pd.DataFrame:
+def predictor_table(rows, source: str, hardware: str, model: str) -> pd.DataFrame:
+    """A predictor profile table of ``(phase, batch, length, time_s)`` rows from ``source``."""
     out = pd.DataFrame(rows, columns=["phase", "batch", "length", "time_s"])
     out.insert(0, "source", source)
     out.insert(1, "hardware", hardware)
@@ -49,19 +50,7 @@ def roofline_profile(
     for b, n in itertools.product(batches, lengths):
         pre, dec = roofline_phases(hw, arch, b, n, **eff)
         rows += [("prefill", b, n, pre), ("decode", b, n, dec)]
-    return _table(rows, "roofline", hw.name, arch.name)
-
-
-def measured_profile(hw: Hardware, arch: ModelArch, batches=BATCHES, lengths=LENGTHS) -> pd.DataFrame:
-    """Times for every grid point and phase from the passes measured on the shipped GPUs
-    (:mod:`schedlab.latency.measured`), on ``hw``."""
-    from schedlab.latency.measured import phase_times
-
-    b, n = (np.asarray(v, dtype=float).ravel() for v in np.meshgrid(batches, lengths, indexing="ij"))
-    pre, dec = phase_times(hw, arch, b, n)
-    rows = [row for k in range(len(b)) for row in (("prefill", int(b[k]), int(n[k]), float(pre[k])),
-                                                   ("decode", int(b[k]), int(n[k]), float(dec[k])))]
-    return _table(rows, "measured", hw.name, arch.name)
+    return predictor_table(rows, "roofline", hw.name, arch.name)
 
 
 def torch_profile(
@@ -100,48 +89,4 @@ def from_step_profile(profile: pd.DataFrame) -> pd.DataFrame:
     )
     rows = rows.astype({"batch": "int64", "length": "int64"}).reset_index(drop=True)
     first = profile.iloc[0]
-    return _table(rows.itertuples(index=False), first["source"], first["hardware"], first["model"])
-
-
-def vllm_profile(
-    model: str = "tiny-llama",
-    device: str = "cpu",
-    kv_cache_gib: int = 1,
-    batches=(1, 2, 4, 8),
-    lengths=(64, 128, 256, 512),
-    decode_steps: int = 4,
-    repeats: int = 3,
-) -> pd.DataFrame:
-    """Timed steps of a real vLLM engine (dummy weights of ``model``). At each grid point
-    ``batch`` prompts of ``length`` tokens are submitted together: the step that prefills all
-    of them is a prefill row, and each of the ``decode_steps`` steps that then decode all of
-    them is a decode row (its length: the mean context). The engine's limits are set so that
-    the largest point is one step; a first pass over the grid warms it up."""
-    from schedlab.backends.vllm_engine import LaunchSpec, replay, start_engine
-    from schedlab.backends.vllm_profile import device_label
-
-    if repeats < 1 or decode_steps < 1:
-        raise SchedlabError(f"repeats and decode_steps must be >= 1, got {repeats} and {decode_steps}")
-    points = list(itertools.product(batches, lengths))
-    spec = LaunchSpec(
-        model=model,
-        max_num_seqs=max(batches),
-        max_num_batched_tokens=max(b * n for b, n in points),
-        device=device,
-        kv_cache_gib=kv_cache_gib,
-    )
-    llm = start_engine(spec, policy="fcfs", kappa={})
-    rows = []
-    for rep in range(repeats + 1):
-        for b, n in points:
-            steps = []
-            trace = pd.DataFrame(
-                {"request_id": range(b), "arrival_s": 0.0, "prompt_tokens": n, "output_tokens": decode_steps + 1}
-            )
-            replay(llm, trace, on_step=lambda c, t: steps.append((c, t)))
-            for (_, n_prefill, n_decode, ctx, _), t in steps if rep else ():
-                if n_prefill == b * n and n_decode == 0:
-                    rows.append(("prefill", b, n, t))
-                elif n_prefill == 0 and n_decode == b:
-                    rows.append(("decode", b, round(ctx / b), t))
-    return _table(rows, "vllm", device_label(spec), model)
+    return predictor_table(rows.itertuples(index=False), first["source"], first["hardware"], first["model"])

@@ -7,7 +7,9 @@ FLOP/s and bandwidth; the calibration stage fits them, 1.0 is the pure roofline.
 Optionally (paper C) the dense layers run on tiles of ``tile`` tokens (a GEMM's work is the
 batch padded to whole tiles), a chunked prefill's attention covers its context, and with
 ``overlap=False`` a phase takes compute time plus memory time (no overlap: the additive form
-measured batch times of chunked prefills follow).
+measured batch times of chunked prefills follow). :func:`padded_tokens` (a batch padded to whole
+tiles) and :func:`beyond_knee` (its tokens past a knee) are the shapes a step-time model's
+staircase and knee terms count too (:class:`schedlab.engine.steptime.StepTimeModel`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ import pandas as pd
 
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.latency.catalogue import FP16_BYTES, Hardware, ModelArch
-from schedlab.engine.steptime import padded_tokens
+
+
+def padded_tokens(tokens, tile: int):
+    """``tokens`` rounded up to whole tiles of ``tile``; vectorises."""
+    return -(-tokens // tile) * tile
+
+
+def beyond_knee(tokens, knee: int):
+    """A batch's tokens beyond the first ``knee``; vectorises."""
+    return np.maximum(tokens - knee, 0)
 
 
 def work(

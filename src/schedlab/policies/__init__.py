@@ -3,6 +3,6 @@
 
 from schedlab.policies.base import Job, Policy
 from schedlab.policies.keyed import KeyedPolicy
-from schedlab.policies import fcfs, sjf, hrrn, adaptive  # noqa: F401,E402 (registration order)
+from schedlab.policies import fcfs, sjf, hrrn, adaptive, uncached  # noqa: F401,E402 (registration order)
 
 __all__ = ["Job", "KeyedPolicy", "Policy"]

@@ -1,3 +1,3 @@
-"""Paper C: batch builders (request-level, prefill priority, Sarathi-Serve, RAD, Algorithm 2,
-SLAI) as schedulers of :mod:`schedlab.engine`, its workload, engine model, studies and
-``schedlab slai``."""
+"""Paper C: its batch builders (SLAI, Algorithm 2) as schedulers of :mod:`schedlab.engine`,
+beside the generic ones it compares them with (:mod:`schedlab.builders`: request-level, prefill
+priority, Sarathi-Serve, RAD); its workload, engine model, studies and ``schedlab slai``."""

@@ -10,7 +10,6 @@ from schedlab.cli_types import (
     OutputFolder,
     OutputPath,
     duration,
-    launch_spec,
     number,
     positive_number,
     rate_type,
@@ -64,16 +63,14 @@ def _workload_args(g) -> None:
 
 
 def _setup(args):
-    from schedlab.validation import read_pool
     from schedlab.engine import Arena
-    from schedlab.engine.steptime import StepTimeModel
     from schedlab.slai.studies import Setup
-    from schedlab.validation import check_run_length
+    from schedlab.validation import check_run_length, read_pool, read_steptime
 
     check_run_length(args.duration_s, args.warmup_s, "--duration-s/--warmup-s")
     arena = None
     if getattr(args, "steptime", None):
-        arena = Arena.build(StepTimeModel.load(args.steptime), args.hardware, args.model, block_size=args.block_size,
+        arena = Arena.build(read_steptime(args.steptime), args.hardware, args.model, block_size=args.block_size,
                             max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                             kv_blocks=args.kv_capacity_blocks)
     pool = read_pool(args.pool, ("prompt_tokens", "output_tokens"))
@@ -100,15 +97,13 @@ def cmd_profile(args) -> None:
 
 
 def cmd_calibrate(args) -> None:
-    from schedlab.validation import read_pool
     from schedlab.engine import Arena
-    from schedlab.engine.steptime import StepTimeModel
     from schedlab.fit.chunk_times import calibrate_chunks
     from schedlab.slai.serving import capacity_sensitivity, serving_overhead
     from schedlab.slai.studies import Setup
-    from schedlab.validation import check_run_length
+    from schedlab.validation import check_run_length, read_pool, read_steptime, write_steptime
 
-    model = StepTimeModel.load(args.base)
+    model = read_steptime(args.base)
     if args.chunk_factors:
         model = calibrate_chunks(model, args.chunks, [t / 1e3 for t in args.times_ms])[0]
     if args.capacity_rps is not None:
@@ -119,7 +114,7 @@ def cmd_calibrate(args) -> None:
         setup = Setup(read_pool(args.pool, ("prompt_tokens", "output_tokens")), arena, args.duration_s, args.warmup_s)
         model, record = serving_overhead(setup, capacity_rps=args.capacity_rps, shares=args.shares)
         record["sensitivity"] = capacity_sensitivity(setup, record, share=min(args.shares)).to_dict(orient="records")
-    model.save(args.out)
+    write_steptime(model, args.out)
 
 
 def cmd_sweep(args) -> None:
@@ -143,6 +138,7 @@ def cmd_scale(args) -> None:
 
 
 def cmd_serve(args) -> None:
+    from schedlab.backends.vllm_engine import launch_spec
     from schedlab.latency.catalogue import model_dir
     from schedlab.slai.served import served_sweep
 

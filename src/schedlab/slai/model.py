@@ -42,8 +42,8 @@ def roofline_profile(hw: Hardware, arch: ModelArch, tile: int = TILE) -> pd.Data
 
 def measured_profile(hw: Hardware, arch: ModelArch) -> pd.DataFrame:
     """The same batches priced by the passes measured on the shipped GPUs
-    (:func:`schedlab.latency.measured.profile`)."""
-    from schedlab.latency.measured import profile
+    (:func:`schedlab.fit.measured.profile`)."""
+    from schedlab.fit.measured import profile
 
     return profile(hw, arch, chunk_grid())
 

@@ -33,11 +33,15 @@ def cmd_profile(args) -> None:
         eff = calibrate_roofline(REFERENCE, hw, arch) if args.calibrate else {}
         table = predictor_profile.roofline_profile(hw, arch, **eff)
     elif args.source == "measured":
-        table = predictor_profile.measured_profile(hardware(args.hardware), model_arch(args.model))
+        from schedlab.fit import measured
+
+        table = measured.predictor_profile(hardware(args.hardware), model_arch(args.model))
     elif args.source == "torch":
         table = predictor_profile.torch_profile(args.model, repeats=args.repeats, device=args.device)
     else:
-        table = predictor_profile.vllm_profile(args.model, args.device, args.kv_cache_gib, repeats=args.repeats)
+        from schedlab.backends import vllm_profile
+
+        table = vllm_profile.predictor_profile(args.model, args.device, args.kv_cache_gib, repeats=args.repeats)
     write_parquet(table, args.out)
 
 

@@ -24,9 +24,8 @@ def cmd_pool(args) -> None:
 def _workload(args):
     """The workload's spec checked, its pools read, its modality and its arena."""
     from schedlab import registry
-    from schedlab.engine import Arena
     from schedlab.tournament.workloads import check_spec, modality, pool_names
-    from schedlab.validation import check_arena_spec, read_pool
+    from schedlab.validation import check_arena_spec, read_arena, read_pool
 
     check_spec(args.workload, args.spec)
     check_arena_spec(args.arena, "--arena")
@@ -39,7 +38,7 @@ def _workload(args):
     pools = {name: read_pool(path, POOL_COLUMNS, one_trace="timestamp_s" in registry.pool_entry(name).columns)
              for name, path in pools.items()}
     kind = modality(args.spec)
-    return pools, kind, Arena.from_spec(args.arena, kind)
+    return pools, kind, read_arena(args.arena, kind, "--arena")
 
 
 def cmd_cluster(args) -> None:

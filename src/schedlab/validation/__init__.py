@@ -1,6 +1,7 @@
 """One validation layer for what the project reads from outside: traces (pandera), step-time
 models, kappa fits, engine limits, run lengths and workload/engine/extension specs (pydantic),
-and the per-request hints clients send to a vLLM server.
+and the per-request hints clients send to a vLLM server. The files an engine is built from
+(step-time models, kappa fits, engine specs) are read here into the objects the engine takes.
 
 Every failure is a :class:`~schedlab.errors.SchedlabError` whose message is one line naming
 the source (file or option), the column or key, and the first bad row or value; the command
@@ -12,9 +13,10 @@ import importlib
 #: Where each name lives; a name's module is imported when the name is first read, so that a
 #: command that checks only documents does not load pandera (start-up time).
 _HOME = {
-    **dict.fromkeys(("check_arena_spec", "check_measured", "check_run_length", "check_summaries",
-                     "check_workload_spec", "parse", "read_kappa", "read_predictor", "read_steptime"),
-                    "schedlab.validation.documents"),
+    **dict.fromkeys(("check_measured", "check_run_length", "check_summaries", "check_workload_spec", "parse",
+                     "read_kappa", "read_predictor"), "schedlab.validation.documents"),
+    **dict.fromkeys(("check_arena_spec", "read_arena", "read_steptime", "write_steptime"),
+                    "schedlab.validation.engine_files"),
     **dict.fromkeys(("check_trace", "read_pool", "read_profile", "read_trace"), "schedlab.validation.tables"),
 }
 
@@ -34,9 +36,11 @@ __all__ = [
     "check_workload_spec",
     "parse",
     "read_kappa",
+    "read_arena",
     "read_pool",
     "read_predictor",
     "read_profile",
     "read_steptime",
     "read_trace",
+    "write_steptime",
 ]

@@ -1,6 +1,8 @@
 """JSON inputs and numeric settings checked with pydantic models: step-time models, kappa
 fits, engine limits, run lengths, tournament workload specs and workload kinds' parameters,
-engine specs and the extension studies' specs. :func:`parse` turns the first problem into one line naming the source and key."""
+engine specs and the extension studies' specs. :func:`parse` turns the first problem into one line naming the source and key.
+The files an engine is built from are read into its objects by
+:mod:`schedlab.validation.engine_files`."""
 
 from __future__ import annotations
 
@@ -83,11 +85,6 @@ class StepTimeTerms(Strict):
     knee: Width = 0
     frontend_service_s: Cost = 0.0
     meta: dict = {}
-
-
-def read_steptime(path: str | os.PathLike) -> dict:
-    """The checked fields of a step-time model file."""
-    return check_steptime(read_json(path), path)
 
 
 def check_steptime(terms, source: str | os.PathLike) -> dict:
@@ -190,7 +187,7 @@ def check_workload_spec(name: str, spec) -> tuple[WorkloadSpec, dict]:
     """A tournament workload's spec and its kind's parameters (defaults filled), its requests
     within this machine's memory."""
     from schedlab import registry
-    from schedlab.workload.arrivals import check_fits_in_memory
+    from schedlab.limits import check_fits_in_memory
 
     source = f"tournament workload {name!r}"
     common = {k: v for k, v in spec.items() if k in WorkloadSpec.model_fields} if isinstance(spec, dict) else spec
@@ -235,15 +232,6 @@ class ArenaSpec(Strict):
     max_num_batched_tokens: Limit | None = None
     block_size: Limit | None = None
     gpu_memory_utilization: MemoryShare | None = None
-
-
-def check_arena_spec(spec, source: str) -> ArenaSpec:
-    """The spec's keys and values, and the files it names (step-time model, kappa)."""
-    checked = parse(ArenaSpec, spec, source)
-    read_steptime(checked.steptime)
-    if checked.kappa is not None:
-        read_kappa(checked.kappa)
-    return checked
 
 
 #: The longest silence the VAD study pads a clip with: a minute, past Whisper's 30 s window

@@ -10,26 +10,9 @@ import math
 
 import numpy as np
 
-from schedlab.contracts import MAX_REQUESTS, MAX_RUN_S
+from schedlab.contracts import MAX_RUN_S
 from schedlab.errors import SchedlabError
-from schedlab.limits import check_allocation
-
-#: Memory one request takes through a run (its trace row, the engine's state, its results),
-#: rounded up from `schedlab simulate`'s 0.6 KiB a request (peak RSS at 20,000 and 200,000
-#: requests).
-BYTES_PER_REQUEST = 1024
-
-
-def check_fits_in_memory(n_requests: float, what: str | None = "the trace") -> None:
-    """Refuse, in one line and before anything is allocated, a number of requests that no run
-    may hold (:data:`~schedlab.contracts.MAX_REQUESTS`) or that this machine's memory cannot
-    (:func:`schedlab.limits.check_allocation`); ``what`` (None: nothing) says whose requests
-    they are."""
-    where = f"{what}: " if what else ""
-    if not n_requests <= MAX_REQUESTS:  # NaN and inf too
-        raise SchedlabError(f"{where}{n_requests:.3g} requests, more than the {MAX_REQUESTS:.0e} a run may hold")
-    check_allocation(n_requests * BYTES_PER_REQUEST, f"{where}{n_requests:,.0f} requests")
-
+from schedlab.limits import check_fits_in_memory
 
 def arrival_times(
     rate: float,

@@ -44,7 +44,7 @@ def uniform_pool(
     clip is trimmed, and its tokens counted in proportion to the part kept (rounded), so the
     output length scales with the speech kept.
     """
-    from schedlab.workload.arrivals import check_fits_in_memory
+    from schedlab.limits import check_fits_in_memory
 
     check_fits_in_memory(clips_per_duration * len(durations), "the uniform pool")
     dur = utterances["duration_s"].to_numpy(float)

@@ -1,6 +1,6 @@
 # Helpers of the step costs from the measured GPU tables (measured.smk): each paper's baseline
 # calibration re-run on step costs of the paper's GPU priced by the passes measured on the
-# shipped GPUs (schedlab.latency.measured), beside the roofline's, for the calibration notebook.
+# shipped GPUs (schedlab.fit.measured), beside the roofline's, for the calibration notebook.
 
 
 #: The step-cost sources each paper's calibration is fitted on, the configured one first.

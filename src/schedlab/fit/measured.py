@@ -1,7 +1,7 @@
 """Step costs of a catalogue GPU from the passes measured on the shipped GPUs.
 
 The profiles shipped under ``assets/profiles/<gpu>/`` time a model's encoder passes, prefills
-and decode steps on real GPUs (:mod:`schedlab.latency.shipped`). Per model and pass kind
+and decode steps on real GPUs (:mod:`schedlab.fit.shipped`). Per model and pass kind
 (``encoder``, ``prefill``, ``decode``), a pass of ``flops`` FLOPs and ``bytes`` bytes (the
 roofline's count of its work, :func:`schedlab.latency.roofline.work`) takes, on a GPU of peak
 FLOP/s ``F`` and bandwidth ``B``::
@@ -56,10 +56,11 @@ from scipy.optimize import lsq_linear
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.fit.chunk_times import AT_PEAK
+from schedlab.fit.efficiency import achieved
+from schedlab.fit.shipped import read_shipped, shipped_hardware, shipped_models
 from schedlab.latency import roofline
 from schedlab.latency.catalogue import FP16_BYTES, Hardware, ModelArch, hardware, model_arch
-from schedlab.latency.efficiency import achieved
-from schedlab.latency.shipped import read_shipped, shipped_hardware, shipped_models
+from schedlab.latency.predictor_profile import BATCHES, LENGTHS, predictor_table
 
 #: The pass kinds a shipped table measures.
 KINDS = ("encoder", "prefill", "decode")
@@ -69,7 +70,7 @@ COMPUTE_KINDS = ("prefill", "encoder")
 
 def measured_passes(gpus=None) -> pd.DataFrame:
     """Every shipped pass of every model on ``gpus`` (default: every shipped GPU), as rows of
-    :func:`schedlab.latency.efficiency.achieved` (the achieved fractions of the GPU's peak
+    :func:`schedlab.fit.efficiency.achieved` (the achieved fractions of the GPU's peak
     FLOP/s and bandwidth, ``compute_eff`` and ``bw_eff``, per pass kind and batch shape)."""
     return _passes(tuple(shipped_hardware() if gpus is None else gpus)).copy()
 
@@ -331,6 +332,16 @@ def phase_times(hw: Hardware, arch: ModelArch, batch, length) -> tuple[np.ndarra
 #: The rules :func:`transfer_errors` compares: this module's, and each measured pass's achieved
 #: fraction of the roofline carried as it is to the other GPU at the same shape.
 RULES = ("floor and fractions", "fraction of the roofline")
+
+
+def predictor_profile(hw: Hardware, arch: ModelArch, batches=BATCHES, lengths=LENGTHS) -> pd.DataFrame:
+    """Paper D's latency predictor profile (:mod:`schedlab.latency.predictor_profile`): times
+    for every grid point and phase from the passes measured on the shipped GPUs, on ``hw``."""
+    b, n = (np.asarray(v, dtype=float).ravel() for v in np.meshgrid(batches, lengths, indexing="ij"))
+    pre, dec = phase_times(hw, arch, b, n)
+    rows = [row for k in range(len(b)) for row in (("prefill", int(b[k]), int(n[k]), float(pre[k])),
+                                                   ("decode", int(b[k]), int(n[k]), float(dec[k])))]
+    return predictor_table(rows, "measured", hw.name, arch.name)
 
 
 def transfer_errors(gpus=None) -> pd.DataFrame:
