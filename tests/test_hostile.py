@@ -847,12 +847,16 @@ def test_outputs_follow_the_umask(capsys, files, umask):
 
 
 def test_a_reader_that_stops_early_ends_the_listing_quietly():
-    """``schedlab schedulers | head -1``: the listing stops where its reader did, with the
-    status a shell gives SIGPIPE and no traceback."""
-    listing = subprocess.Popen([sys.executable, "-m", "schedlab.cli", "schedulers"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-    assert listing.stdout.readline()  # one line read, then the reader goes
-    listing.stdout.close()
-    err = listing.stderr.read().decode()
-    assert listing.wait(timeout=120) == 128 + signal.SIGPIPE, err
-    assert err == ""
+    """``schedlab schedulers | head -1`` once head has gone: the listing's writes find no reader
+    (a pipe whose read end is closed before the command starts, so that every write fails, not
+    only those after the pipe's buffer fills), and it ends with the status a shell gives SIGPIPE
+    and no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        listing = subprocess.run([sys.executable, "-m", "schedlab.cli", "schedulers"], stdout=write_end,
+                                 stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert listing.returncode == 128 + signal.SIGPIPE, listing.stderr
+    assert listing.stderr == ""
