@@ -69,7 +69,7 @@ fuzz: $(STAMP)
 	ulimit -v 16000000; PATH="$(abspath $(VENV))/bin:$$PATH" SCHEDLAB_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
 		$(PY) -m pytest -p no:cacheprovider tests/test_fuzz.py -k "parser or every_command or ctrl_c"
 
-# Iteration: everything but the end-to-end runs (pipeline, real engines and servers).
+# Iteration: every test that takes under a few seconds (the `slow` marker holds the rest).
 test-fast: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
 

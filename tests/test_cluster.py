@@ -47,6 +47,7 @@ def shared_prompt_trace(n: int = 120, seed: int = 3) -> pd.DataFrame:
                          "token_ids": prompts})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("router", ["round-robin", "least-requests"])  # routed up front, and at each arrival
 @pytest.mark.parametrize("scheduler", ["fcfs", "sjf", "hrrn", "adaptive", "request-level", "sarathi-fcfs", "rad",
                                        "slai-spf-dynamic", "algorithm2", "ewsjf"])
@@ -111,6 +112,7 @@ LONG_STEPS = Arena(StepTimeModel(intercept=0.05, n_prefill_tokens=1e-5, n_decode
                    ARENA.limits)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arena", [ARENA, SLOW_FRONT, FULL, LONG_STEPS],
                          ids=["front-end", "slow-front-end", "full-batches", "long-steps"])
 @pytest.mark.parametrize("scheduler", ["fcfs", "sarathi-fcfs", "rad", "sjf", "slai-spf-dynamic"])

@@ -206,6 +206,7 @@ def _write(tmp_path, cfg) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     r = _dry_run("--config", f"results={tmp_path / 'results'}")
     assert r.returncode == 0, r.output[-3000:]
@@ -243,6 +244,7 @@ def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
 
 
+@pytest.mark.slow
 def test_dry_run_rejects_a_schema_violation(config, tmp_path):
     bad = copy.deepcopy(config)
     bad["asr"]["engine"]["gpu_memory_utilization"] = 1.5
@@ -282,6 +284,7 @@ def test_the_schema_names_no_scheduler_and_no_workload_kind():
     (lambda c: c["extensions"]["switching"]["phases"][0].update(pool="mooncake"),
      "config: extensions: switching.phases[0].pool: workload kind 'mooncake' makes llm requests, not asr"),
 ], ids=["asr-kind", "tournament-kind", "tournament-parameter", "switching-pool"])
+@pytest.mark.slow
 def test_dry_run_checks_workload_kinds_and_their_parameters_against_the_registry(config, tmp_path, mutate, message):
     bad = copy.deepcopy(config)
     mutate(bad)
@@ -298,6 +301,7 @@ def test_dry_run_checks_workload_kinds_and_their_parameters_against_the_registry
     (("transformers", "held_out"), "sarathi-fcfs", "transformers: held_out: scheduler 'sarathi-fcfs' is a batch builder"),
     (("transformers", "held_out"), "slo-sa", "transformers: held_out: 'slo-sa' plans with a step-time model"),
 ])
+@pytest.mark.slow
 def test_dry_run_checks_scheduler_names_against_the_registry(config, tmp_path, section, name, message):
     bad = copy.deepcopy(config)
     node = bad
@@ -313,6 +317,7 @@ def test_dry_run_checks_scheduler_names_against_the_registry(config, tmp_path, s
     (_nan_rate, "asr.experiments.medium.rates[0]", "must be a number, not NaN"),
     (_infinite_fidelity_rate, "fidelity.engine.rates[1]", "inf is greater than the maximum"),
 ], ids=["nan rate", "inf rate"])
+@pytest.mark.slow
 def test_a_config_error_is_one_line_naming_the_key_before_any_job(config, tmp_path, mutate, key, message):
     """A NaN rate once passed the schema and planned `ratenan` files; every config error ends
     the run before any job in one line naming the key (exit 2), not a multi-line WorkflowError."""
@@ -333,6 +338,7 @@ def test_a_burst_of_infinite_rate_stays_a_valid_experiment(config, validator):
     assert not list(validator.iter_errors(ok))
 
 
+@pytest.mark.slow
 def test_dry_run_rejects_an_unknown_model(config, tmp_path):
     bad = copy.deepcopy(config)
     bad["asr"]["experiments"]["medium"]["model"] = "whisper-gigantic"
@@ -380,6 +386,7 @@ def test_results_folder_rejects_shell_metacharacters(config, validator):
     assert not list(validator.iter_errors(cfg))
 
 
+@pytest.mark.slow
 def test_json_reaches_the_shell_as_one_quoted_word(config, tmp_path):
     """A config string with quotes and a command substitution (a language code here, which the
     schema leaves free) is passed to the command intact, never interpreted by the shell."""
@@ -398,6 +405,7 @@ def test_json_reaches_the_shell_as_one_quoted_word(config, tmp_path):
     assert not (ROOT / "injected").exists() and not (tmp_path / "injected").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", [[], ["--workflow-profile", "none"]], ids=["default-profile", "no-profile"])
 def test_unlock_needs_no_cores(tmp_path, profile):
     """`snakemake --unlock` after a hard kill works without --cores, with or without the
@@ -409,6 +417,7 @@ def test_unlock_needs_no_cores(tmp_path, profile):
     assert ("profiles/default" in r.stderr) == (not profile)
 
 
+@pytest.mark.slow
 def test_the_readmes_paper_c_on_vllm_sim_line_plans_paper_cs_jobs_on_vllm_sim(tmp_path):
     """The serving page's line (`... --config backend=vllm-sim -- results/notebooks/slai.html`), dry-run
     with its results moved to tmp_path: paper C's 16 jobs, the sweeps on vLLM's scheduler (the routing study runs on `sim`: clusters are simulated there only)."""
@@ -429,6 +438,7 @@ def test_the_readmes_paper_c_on_vllm_sim_line_plans_paper_cs_jobs_on_vllm_sim(tm
 
 
 # -- transformers' engine on the CPU (the `transformers` option) ------------------------------
+@pytest.mark.slow
 def test_the_transformers_option_plans_one_cpu_run_that_the_calibration_notebook_reads(config, tmp_path):
     """Off (as shipped), no job starts transformers' engine and the calibration notebook reads no
     run of it; on, one job runs the held-out study on the CPU with the section's settings, on the

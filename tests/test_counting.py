@@ -108,6 +108,7 @@ def _asr_runs(rates=(1, 5, 10, 15, 20, 25), seeds=range(10)):
     return pd.DataFrame(rows)
 
 
+@pytest.mark.slow
 def test_paper_a_treatments_where_no_queue_forms_are_derived():
     """At 1 req/s a clip never waits behind another, so SJF's and HRRN's rows equal FCFS's on
     every seed: derived. Past this engine's saturation the order acts: predicted, with a band."""

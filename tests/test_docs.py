@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from schedlab import figure_map
@@ -103,6 +104,7 @@ def _synthetic_results(tmp_path: Path) -> Path:
     return results
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly_with_its_generated_parts(tmp_path):
     """The real build, before a run: every page, the command-line reference walked from the
     parsers, the figure map, the acceptance rules' thresholds, and a results page that says how
@@ -128,6 +130,7 @@ def test_the_site_builds_strictly_with_its_generated_parts(tmp_path):
     assert results.count("Not made yet") == len(results_page.SECTIONS)
 
 
+@pytest.mark.slow
 def test_the_results_page_shows_what_the_pipeline_wrote(tmp_path):
     """The results rule's page from notebooks' numbers, then the site built over it: each
     section shows its numbers under the heading the README links to."""
@@ -168,6 +171,7 @@ def test_the_results_page_adds_up_the_jobs_snakemake_recorded(tmp_path):
     assert [r["rule"] for r in t["rules"]] == ["notebook", "sim"]
 
 
+@pytest.mark.slow
 def test_a_page_left_out_of_the_navigation_or_a_broken_link_fails_the_build(tmp_path):
     """The site copied as it is builds; with a page outside the navigation, a link to no page or
     a link to no heading, it does not."""
@@ -312,6 +316,7 @@ def test_a_run_is_appended_to_the_history_and_the_docs_show_the_spread(tmp_path)
     assert "No run recorded yet" in hooks.runs_markdown(history)
 
 
+@pytest.mark.slow
 def test_the_results_page_script_runs_under_snakemakes_script_directive(tmp_path):
     """The script as the `results_page` rule runs it (Snakemake puts its preamble first), in a
     throwaway workflow whose jobs write the notebooks' numbers: their times are on the page."""

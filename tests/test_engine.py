@@ -172,6 +172,7 @@ def test_toy_without_size_estimates_falls_back_to_max_tokens():
 
 
 # -- queueing closed form -------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("rho", [0.5, 0.6, 0.7])
 def test_fcfs_single_server_matches_md1(rho):
     """Identical requests served one at a time: an M/D/1 queue.
@@ -446,6 +447,7 @@ def simulate_args(paths, policy: str, out: Path) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_cli_simulate_is_byte_identical_and_matches_in_process(cli_inputs, tmp_path):
     trace, paths = cli_inputs
     for name in ("a", "b"):
@@ -562,6 +564,7 @@ def _assert_same_run(fast, slow):
         assert hist.total == slow.class_gaps[cls].total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(FF_CASES))
 @pytest.mark.parametrize("policy", POLICY_NAMES)
 def test_fast_forward_matches_step_by_step(policy, case, monkeypatch):
@@ -644,6 +647,7 @@ def _error_cases(paths, tmp_path, out):
     }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["unknown-policy", "missing-trace", "missing-steptime", "negative-rate"])
 def test_cli_bad_input_fails_with_one_line_and_no_output(case, cli_inputs, tmp_path):
     _, paths = cli_inputs

@@ -315,6 +315,7 @@ def test_reward_terms():
     assert mixed.terms(1, 0)["C"] == pytest.approx(1 - cv)
 
 
+@pytest.mark.slow
 def test_tuner_improves_the_reward_over_its_first_trials():
     """20 trials of 300 s at ~75% load: the last 6 (TPE) beat the first 4 (random) on
     average over sampler seeds. A trial's reward is noisy (each sees different arrivals),

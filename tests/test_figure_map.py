@@ -85,6 +85,7 @@ def test_every_saved_figure_is_mapped(notebook):
     assert not unmapped, f"notebooks/{notebook}.py saves figures the map lacks: {sorted(unmapped)}"
 
 
+@pytest.mark.slow
 def test_every_rule_the_map_names_exists():
     done = subprocess.run(["snakemake", "--list-rules"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

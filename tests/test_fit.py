@@ -401,6 +401,7 @@ def _fcfs(trace, model):
     return run_summary(trace, "fcfs", Arena(model, ENGINE, KAPPA), identity={})[1]
 
 
+@pytest.mark.slow
 def test_joint_fit_recovers_known_parameters():
     """Reported FCFS rows simulated with known factors: the fit finds them, with residuals near
     zero and confidence intervals that hold the estimate."""
@@ -477,6 +478,7 @@ def test_interval_residual_is_zero_inside_and_the_log_distance_outside():
     assert interval_residual(200.0, 60.0, 100.0) == pytest.approx(np.log(2.0))
 
 
+@pytest.mark.slow
 def test_the_step_time_target_is_fcfs_on_the_overloaded_trace():
     """The step-time target enters the fit as FCFS's mean step on the overloaded trace (no
     treatment's number), recorded with its residual; a model whose step falls inside the
@@ -503,6 +505,7 @@ def test_the_step_time_target_is_fcfs_on_the_overloaded_trace():
     assert fits["outside"]["cost"] > 10 * fits["inside"]["cost"]
 
 
+@pytest.mark.slow
 def test_the_fit_matches_the_median_over_seeds_not_one_draw():
     """Reported FCFS rows that are the median over three trace seeds of a known engine: the fit
     on all three seeds recovers the engine, and its record names the seeds' statistic; the fit
@@ -529,6 +532,7 @@ def test_the_fit_matches_the_median_over_seeds_not_one_draw():
     assert one["seeds"] == 1 and one["cost"] > 10 * record["cost"]
 
 
+@pytest.mark.slow
 def test_the_front_end_station_is_fitted_when_asked_and_recovers_a_known_service_time():
     """Reported FCFS rows simulated with a 30 ms API process in front of the scheduler: the fit
     with the station finds it (within its 95 % interval), from the best of its starts."""

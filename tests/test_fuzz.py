@@ -102,6 +102,7 @@ def bad_steptimes(draw) -> dict:
     return model
 
 
+@pytest.mark.slow
 @FUZZ
 @given(trace=bad_traces())
 def test_trace_validator_rejects_in_one_line(trace):
@@ -197,6 +198,7 @@ NUMBER_TEXT = (st.floats().map(repr) | st.integers(min_value=-(10**30), max_valu
                | st.sampled_from(["nan", "-inf", "inf", "1e400", "-0", "0x10", "1_000", "", " ", "1,", ",1", "1e-400"]))
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=60)
 @given(case=st.sampled_from(NUMERIC), text=NUMBER_TEXT)
 def test_any_command_refuses_any_number_past_its_bounds(capsys, case, text):
@@ -317,6 +319,7 @@ CONFIG = __import__("yaml").safe_load((Path(__file__).resolve().parents[1] / "co
 LEAVES = list(_numeric_leaves(CONFIG))
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=60)
 @given(leaf=st.sampled_from(LEAVES), bad=st.sampled_from([math.nan, math.inf, -math.inf, -1, -1e-9, 1e308, -1e308])
        | st.floats(min_value=1e19, allow_infinity=False))
@@ -604,6 +607,7 @@ def check_case(capsys, case) -> None:
         assert not [p for p in root.rglob(".*.tmp*")], argv
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=PARSER_EXAMPLES)
 @given(case=parser_cases())
 def test_every_command_of_the_parser_holds_against_hostile_values(capsys, case):
@@ -614,6 +618,7 @@ def test_every_command_of_the_parser_holds_against_hostile_values(capsys, case):
 INTERRUPTED_EXAMPLES = max(4, PARSER_EXAMPLES // 20)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=INTERRUPTED_EXAMPLES)
 @given(case=parser_cases(), delay=st.sampled_from([0.2, 0.6, 1.0, 1.5, 2.5]))
 def test_ctrl_c_ends_every_command_with_130_in_one_line_and_no_output(case, delay):

@@ -99,6 +99,7 @@ def test_additive_factors_recover_exact_ones():
     assert additive_factors(rows, hw) == pytest.approx((1.7, 2.5))
 
 
+@pytest.mark.slow
 def test_the_suite_runs_on_the_cpu_with_tiny_models(tmp_path):
     """The prepared GPU run's own command, on the CPU with the small grid."""
     pytest.importorskip("transformers")
@@ -118,6 +119,7 @@ def test_the_suite_runs_on_the_cpu_with_tiny_models(tmp_path):
     assert len(whisper) == len(small.encoder_batches) + len(small.whisper_decode_batches) * len(small.whisper_contexts)
 
 
+@pytest.mark.slow
 def test_the_suite_stops_at_its_time_budget(tmp_path):
     pytest.importorskip("transformers")
     done = subprocess.run([sys.executable, "-m", "schedlab.latency.suite", "--device", "cpu", "--grid", "small",
@@ -128,6 +130,7 @@ def test_the_suite_stops_at_its_time_budget(tmp_path):
     assert not list(tmp_path.glob("*.parquet"))
 
 
+@pytest.mark.slow
 def test_the_suite_refuses_an_unknown_model_or_a_missing_gpu(tmp_path):
     for args, message in [(["--models", "gpt-9"], "unknown model 'gpt-9'"),
                           (["--device", "cuda:0", "--grid", "small"], "torch sees no CUDA device")]:
@@ -136,6 +139,7 @@ def test_the_suite_refuses_an_unknown_model_or_a_missing_gpu(tmp_path):
         assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_profile_command_copies_a_shipped_table(tmp_path):
     out = tmp_path / "p.parquet"
     done = subprocess.run(["schedlab", "profile", "--source", "shipped", "--hardware", "H200-SXM", "--model",

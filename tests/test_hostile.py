@@ -281,6 +281,7 @@ def test_a_good_run_writes_both_outputs(capsys, files):
     assert json.loads((files["out"] / "run.json").read_text())["completed"] == N
 
 
+@pytest.mark.slow
 def test_errors_are_one_line_from_the_installed_command_too(files):
     """The console script itself: exit 2 and one line, as in-process."""
     trace_frame(**with_row("arrival_s", 5, np.nan)).to_parquet(files["trace"])
@@ -513,6 +514,7 @@ def _materialise(command: str, files, base: str = "") -> tuple[list[str], str]:
     return argv, an_input
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, slot, kind", list(_cases()))
 def test_no_command_writes_over_a_device_fifo_socket_folder_or_input(capsys, files, monkeypatch, command, slot, kind):
     """Every command that writes refuses, before any work and in one line, an output that is a
@@ -589,6 +591,7 @@ def _numeric_options():
                 yield pytest.param(command, action.option_strings[0], bad, id=f"{command} {action.option_strings[0]}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, option, values", list(_numeric_options()))
 def test_every_number_past_its_bounds_is_refused_where_it_is_read(capsys, files, monkeypatch, command, option, values):
     """Every numeric option of every command (rates, durations, counts, seeds, limits, factors)
@@ -604,6 +607,7 @@ def test_every_number_past_its_bounds_is_refused_where_it_is_read(capsys, files,
     assert not any(files["out"].iterdir())
 
 
+@pytest.mark.slow
 def test_values_within_bounds_that_cannot_run_are_refused_before_any_work(files):
     """What passes each option alone but cannot run: more requests than memory holds, checked
     before anything is allocated (each command runs with its address space capped at 6 GiB,
@@ -786,6 +790,7 @@ def _inputs_of(command: str) -> list[str]:
                   | ({"steptime"} if any(isinstance(a, tuple) and a[0] == "arena" for a in WRITERS[command]) else set()))
 
 
+@pytest.mark.slow
 def test_an_unreadable_input_is_one_line_in_every_command_that_reads(elsewhere, files):
     """Each input of each command, made unreadable to the user running it: exit 2, one line
     naming the file, before any work (nothing written)."""
@@ -810,6 +815,7 @@ def test_an_unreadable_input_is_one_line_in_every_command_that_reads(elsewhere, 
     assert not [p for p in (root / "work").rglob("out/*")]
 
 
+@pytest.mark.slow
 def test_a_package_and_home_that_cannot_be_written_still_run(elsewhere, files):
     """Another user's install and no writable home: numba's kernels cache in a folder that user
     can write (NUMBA_CACHE_DIR, chosen before numba loads) instead of failing with "no locator
@@ -846,6 +852,7 @@ def test_outputs_follow_the_umask(capsys, files, umask):
 
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_early_ends_the_listing_quietly():
     """``schedlab schedulers | head -1`` once head has gone: the listing's writes find no reader
     (a pipe whose read end is closed before the command starts, so that every write fails, not

@@ -96,6 +96,7 @@ def _replay(files, urls, router="round-robin"):  # noqa: F811
             "--out-summary", str(out / "r.json"), "--out-replicas", str(out / "replicas.parquet")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ANSWERS, ids=ANSWERS.keys())
 def test_a_server_answering_garbage_is_one_line_naming_it(capsys, files, hostile_server, name):  # noqa: F811
     """(`invalid literal for int()`, `JSONDecodeError` and a loop over a trillion tokens before.)"""
@@ -155,6 +156,7 @@ class Evil(Router):
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dist, source, option, message", PLUG_INS.values(), ids=PLUG_INS.keys())
 def test_a_broken_plug_in_router_is_one_line_naming_it(files, tmp_path, dist, source, option, message):  # noqa: F811
     site = tmp_path / "site"
@@ -176,6 +178,7 @@ def test_a_broken_plug_in_router_is_one_line_naming_it(files, tmp_path, dist, so
         assert "round-robin" in listed.stdout and listed.stderr.count("\n") == 1 and message in listed.stderr
 
 
+@pytest.mark.slow
 def test_a_plug_in_router_that_works_runs_behind_its_guard(files, tmp_path):  # noqa: F811
     """The guard changes nothing of a router that keeps the protocol: the same run as its
     built-in twin."""

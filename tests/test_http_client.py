@@ -126,6 +126,7 @@ def test_a_server_error_is_not_a_lost_connection(dropping_server):
     assert not isinstance(err.value, ConnectionLost)
 
 
+@pytest.mark.slow
 def test_a_served_replay_that_lost_a_connection_is_run_again(dropping_server, capsys):
     trace = _trace()
     run = replay_served(dropping_server(drops=2), trace, model="m", whisper=False)
@@ -141,6 +142,7 @@ def test_a_served_replay_gives_up_after_its_attempts(dropping_server):
         replay_served(dropping_server(drops=2), _trace(), model="m", whisper=False, attempts=2)
 
 
+@pytest.mark.slow
 def test_a_served_replay_judged_not_to_measure_the_engine_is_run_again(dropping_server, capsys):
     """Attempt 1 loses a connection, attempt 2 is judged flawed, attempt 3 is kept; the kept
     run says why the others were set aside."""
@@ -166,6 +168,7 @@ def test_a_replay_flawed_at_every_attempt_keeps_the_last(dropping_server):
         replay_served(dropping_server(drops=0), _trace(), model="m", whisper=False, attempts=0)
 
 
+@pytest.mark.slow
 def test_the_last_attempt_after_two_flawed_runs_on_a_fresh_server(dropping_server, capsys):
     """Two flawed attempts on the first server, the third on the server `restart` started
     (the old one stopped); one flawed attempt and a clean one restart nothing."""

@@ -84,6 +84,7 @@ def test_roofline_profile_table():
     assert df[list(STEP_FEATURES)].max().tolist() == [16, 64, 256, 256 * 448]
 
 
+@pytest.mark.slow
 def test_torch_profile_tiny_grid():
     pytest.importorskip("transformers")
     from schedlab.latency import torch_profile
@@ -111,6 +112,7 @@ def test_a_decoder_profile_counts_prefill_pairs_and_contexts():
     assert sorted(zip(dec["n_decode"], dec["ctx_tokens"])) == [(1, 5), (1, 16), (3, 15), (3, 48)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["tiny-llama", "whisper-tiny"])
 def test_a_slot_cache_step_is_the_step_on_a_growing_cache(model):
     """A decode step on the slot cache (random keys and values of ``n`` tokens, the step's

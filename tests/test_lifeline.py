@@ -109,6 +109,7 @@ def kill(job: subprocess.Popen, how: str) -> None:
 HOW = ["SIGKILL of the job's process group", "SIGKILL of the job", "SIGTERM", "SIGINT"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", HOW)
 def test_a_server_and_its_children_end_with_the_job_that_started_it(tmp_path, how):
     (tmp_path / "server.py").write_text(SERVER)
@@ -135,6 +136,7 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_no_server_outlives_a_job_that_ends_as_it_starts_one(tmp_path):
     """The job starts the lifeline and ends at once: the server is not started, or is stopped
     as soon as the lifeline sees its job gone; either way it never gets to run."""

@@ -114,6 +114,7 @@ def played(site) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_las_a_new_arrival_overtakes_a_request_that_has_generated_more(played):
     """Request 0 runs alone from 0 s; request 1 arrives at 50 ms and takes its place at 160 ms,
     when request 0 has generated one quantum (16 tokens) more than it; request 2 arrives at

@@ -141,6 +141,7 @@ def test_whisper_prefills_borrow_the_decode_floor_and_the_encoders_compute_fract
     assert prefill.ratio(4, 4) == 1.0
 
 
+@pytest.mark.slow
 def test_the_profile_command_prices_a_catalogue_gpu_from_the_measured_passes(tmp_path):
     out = tmp_path / "p.parquet"
     done = subprocess.run(["schedlab", "profile", "--source", "measured", "--hardware", "A100-40GB", "--model",
@@ -154,6 +155,7 @@ def test_the_profile_command_prices_a_catalogue_gpu_from_the_measured_passes(tmp
     np.testing.assert_allclose(table["time_s"], expected)
 
 
+@pytest.mark.slow
 def test_paper_d_measured_profile_has_no_calibration_and_paper_c_can_keep_its_base(tmp_path):
     bad = subprocess.run(["schedlab", "slosa", "profile", "--source", "measured", "--calibrate", "--out",
                           str(tmp_path / "d.parquet")], capture_output=True, text=True)

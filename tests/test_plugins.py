@@ -43,6 +43,7 @@ def edf_site(tmp_path_factory) -> Path:
     return site
 
 
+@pytest.mark.slow
 def test_the_plug_in_is_listed_with_its_package(edf_site):
     done = _schedlab(_env(edf_site), "schedulers")
     assert done.returncode == 0 and done.stderr == ""
@@ -51,6 +52,7 @@ def test_the_plug_in_is_listed_with_its_package(edf_site):
     assert "edf" not in _schedlab(_env(), "schedulers").stdout.split()  # only once installed
 
 
+@pytest.mark.slow
 def test_the_plug_in_runs_in_simulate(edf_site, tmp_path):
     n = 40
     trace = pd.DataFrame({"request_id": np.arange(n), "arrival_s": np.arange(n) * 0.05, "prompt_tokens": 4,
@@ -112,6 +114,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_the_plug_in_plays_everywhere_a_built_in_does(edf_site, tmp_path):
     """vllm-sim equals sim for it, it plays in the tournament, and a paper-A-style figure draws it
     (after the built-ins, in the registry's order)."""
@@ -167,6 +170,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.slow
 def test_a_broken_plug_in_is_set_aside_in_one_line_and_built_ins_keep_working(tmp_path):
     site = tmp_path / "site"
     for module, (dist, source, _) in BROKEN.items():

@@ -130,6 +130,7 @@ def test_a_broken_plug_in_ends_the_run_with_one_line_naming_it(broken, module, b
     assert not (broken / f"{name}-{backend}.parquet").exists()  # nothing half-written
 
 
+@pytest.mark.slow
 def test_the_traceback_is_shown_when_asked_for(broken):
     done = _simulate(broken, "raising", "sim", SCHEDLAB_DEBUG="1")
     assert done.returncode == 2
@@ -137,6 +138,7 @@ def test_the_traceback_is_shown_when_asked_for(broken):
     assert done.stderr.splitlines()[-1].startswith("schedlab: error: scheduler 'raising' (raising-plugin, raising)")
 
 
+@pytest.mark.slow
 def test_the_listing_fails_while_a_plug_in_is_rejected(broken):
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(broken / "site"), os.environ.get("PYTHONPATH", "")])}
     listed = subprocess.run([sys.executable, "-m", "schedlab.cli", "schedulers"], capture_output=True, text=True,

@@ -225,6 +225,7 @@ def pressured():
                                                               max_num_batched_tokens=512, prefix_caching=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [e.name for e in registry.entries() if registry.LLM in e.modalities])
 def test_vllm_sim_equals_sim_with_the_prefix_cache(name, pressured):
     """Per request: scheduling, first-token and finish times, cached tokens and preemptions;
@@ -300,6 +301,7 @@ def workloads(request):
 SHARED = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", ["doc-qa", "multi-turn", "mooncake"])
 @pytest.mark.parametrize("name", ["fcfs", "sjf", "sjf-uncached", "ewsjf-uncached", "sarathi-spf", "slai-spf-dynamic"])
 def test_vllm_sim_equals_sim_on_the_sharing_workloads(workload, name, workloads):

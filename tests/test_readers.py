@@ -83,6 +83,7 @@ BAD_CASES = [(command, bad) for command, (_, name) in MIRROR_READERS.items() for
              if not (bad == "header only" and name.endswith(".jsonl"))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, bad", BAD_CASES, ids=[f"{c}-{b}" for c, b in BAD_CASES])
 def test_a_bad_mirror_file_is_one_line_naming_it(capsys, tmp_path, monkeypatch, command, bad):
     argv, name = MIRROR_READERS[command]

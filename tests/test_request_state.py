@@ -179,6 +179,7 @@ def test_a_preemptive_keyed_policy_moves_only_as_many_as_wait_beyond_the_free_sl
     assert policy.preempt(running, 0.0, free_slots=2) == []
 
 
+@pytest.mark.slow
 def test_a_step_that_only_preempts_is_planned_again_at_once_on_both_backends(recording):
     """Under memory pressure the first running request can be its own victim (the request of
     the largest key): the step preempts and schedules nothing. vLLM's engine then schedules again

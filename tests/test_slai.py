@@ -397,6 +397,7 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "schedlab.cli", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_cli_runs_one_scheduler_and_rejects_bad_input(tmp_path):
     from schedlab.io import write_parquet
 
@@ -446,6 +447,7 @@ def test_capacity_brackets_extends_and_bisects():
 
 
 # -- calibration on the baseline's serving capacity --------------------------------------------
+@pytest.mark.slow
 def test_serving_overhead_puts_the_baseline_at_the_capacity_and_runs_no_other_scheduler(monkeypatch):
     from dataclasses import replace
 

@@ -324,6 +324,7 @@ def _cli(*args, cwd):
     return subprocess.run([sys.executable, "-m", "schedlab.cli", *args], cwd=cwd, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_slosa_cli_fits_and_fails_clearly(tmp_path):
     ok = _cli("slosa", "profile", "--source", "roofline", "--calibrate", "--out", "p.parquet", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr

@@ -176,6 +176,7 @@ def _self_consistent_median(lower, upper):
     return support[k], abs(below[k] - 0.5) < 1e-6
 
 
+@pytest.mark.slow
 def test_the_interval_median_on_innermost_intervals_is_the_self_consistent_one():
     """Ties, exact values and nested intervals: the innermost-interval estimate is the median
     that self-consistency over every end point reaches (where that median is not a tie)."""

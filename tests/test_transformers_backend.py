@@ -132,6 +132,7 @@ def test_transformers_batching_on_the_command_paths_and_its_refusals():
         run(trace, TransformersBatching(), Arena(STEP, EngineConfig(encoder_frames=1500, max_num_batched_tokens=2048)))
 
 
+@pytest.mark.slow
 def test_the_papers_policies_register_from_the_checkout_where_schedlab_is_not_installed():
     """With no entry points (PYTHONPATH=src on a GPU machine), the GPU run imports the modules
     pyproject.toml names, and paper B's EWSJF is there."""

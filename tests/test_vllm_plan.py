@@ -33,6 +33,7 @@ def small_trace() -> pd.DataFrame:
     return two_class_trace(70, 3.0, 2, prompt=(20, 2000), output=(1, 300), targets=(0.05, 0.2))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity, max_num_seqs", [(100_000, 256), (500, 256), (100_000, 6)])
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
 def test_vllm_sim_equals_sim_for_every_paper_c_scheduler(name, capacity, max_num_seqs, caplog):

@@ -129,6 +129,7 @@ def test_head_of_line_request_waits_until_it_fits():
 
 
 # -- vllm-sim against sim ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "policy, finish", [("fcfs", [9, 14, 17]), ("sjf", [17, 8, 3]), ("hrrn", [9, 17, 12])]
 )

@@ -15,6 +15,7 @@ def tiny(tmp_path_factory):
     return write_model_folder("whisper-tiny", tmp_path_factory.mktemp("models") / "whisper-tiny")
 
 
+@pytest.mark.slow
 def test_special_tokens_get_whispers_ids(tiny):
     from transformers import AutoTokenizer
 

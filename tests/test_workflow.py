@@ -30,6 +30,7 @@ def _snakemake(tmp_path, *args, pythonpath=None, config=()):
     return r
 
 
+@pytest.mark.slow
 def test_lint_is_clean(tmp_path):
     r = _snakemake(tmp_path, "--lint")
     assert r.returncode == 0, r.output[-3000:]
@@ -43,6 +44,7 @@ def test_rule_files_are_formatted_with_snakefmt():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_test_config_validates_and_plans_every_notebook(tmp_path):
     config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -52,6 +54,7 @@ def test_test_config_validates_and_plans_every_notebook(tmp_path):
     assert int(re.search(r"^notebook\s+(\d+)\s*$", r.output, re.M).group(1)) == 7
 
 
+@pytest.mark.slow
 def test_dag_builds_without_vllm_or_torch(tmp_path):
     """Building the DAG imports neither engine stack: a `vllm` or `torch` that fails on import
     shadows the installed one, and the dry run still plans every job."""
@@ -72,6 +75,7 @@ def engine_dry_run(tmp_path_factory):
     return r
 
 
+@pytest.mark.slow
 def test_engine_simulations_use_step_fits_that_held_their_rate_out(engine_dry_run):
     """Beside every served experiment (the decoder study; paper A's Whisper sweep with
     backend=vllm) the simulators run twice: with the profile's fit and, as `<name>-heldout`,
@@ -102,6 +106,7 @@ def test_engine_simulations_use_step_fits_that_held_their_rate_out(engine_dry_ru
     assert profile and all("--steptime-fit profile" in line for line in profile)
 
 
+@pytest.mark.slow
 def test_each_served_study_replays_its_own_number_of_repeats(engine_dry_run):
     """The decoder study replays every rate `fidelity.engine.repeats` times, paper A's Whisper
     sweep `vllm.repeats` times (the shipped config: 5 and 3)."""

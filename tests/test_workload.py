@@ -284,6 +284,7 @@ def utterances_parquet(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_cli_workload_is_byte_reproducible(utterances_parquet, tmp_path):
     common = ["workload", "--kind", "uniform", "--utterances", utterances_parquet, "--rate", "4",
               "--duration-s", "30", "--clips-per-duration", "5", "--burstiness", "0.5"]

@@ -218,6 +218,7 @@ def _schedlab(site: Path, *args, cwd: Path) -> subprocess.CompletedProcess:
                           env=env, cwd=cwd, timeout=600)
 
 
+@pytest.mark.slow
 def test_a_plug_in_kind_runs_through_the_command_line_and_the_tournament(toy_site, tmp_path):
     listed = _schedlab(toy_site, "workloads", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -253,6 +254,7 @@ def test_a_plug_in_kind_runs_through_the_command_line_and_the_tournament(toy_sit
     assert matches["policy"].tolist() == ["fcfs", "sjf"] and (matches["completed"] == 30).all()
 
 
+@pytest.mark.slow
 def test_a_plug_in_kind_enters_the_pipelines_plan_and_a_bad_one_is_one_line(toy_site, tmp_path):
     import yaml
 
