@@ -21,6 +21,9 @@ def pytest_configure(config):
     after 9 s of retries. The SLURM test takes the machine's own back (:func:`machine_slurm`)."""
     os.environ.setdefault(MACHINE_SLURM, os.environ.get("SLURM_CONF", ""))
     os.environ["SLURM_CONF"] = str(UNREACHABLE_SLURM)
+    # Commands the tests run show no progress (their stderr is their one error line), whatever
+    # the shell that started the tests asks for; the progress tests set it themselves.
+    os.environ.pop("SCHEDLAB_PROGRESS", None)
 
 
 @pytest.fixture(scope="module")

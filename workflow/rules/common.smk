@@ -15,8 +15,11 @@ from schedlab.fit.shipped import shipped_hardware, shipped_models, shipped_path
 from schedlab import figure_map, progress, registry
 from schedlab.tournament.workloads import check_spec, modality, pool_names
 
-# Each job's log gets one line per stage of its work (schedlab.progress), whatever the terminal.
-os.environ.setdefault(progress.VARIABLE, "lines")
+# Each job's log gets one line per stage of its work (schedlab.progress), whatever the terminal:
+# set in the jobs' shell, not in this process's environment (a workflow loaded in a Python
+# process, as the tests do, leaves that process's environment as it was). The prefix keeps
+# Snakemake's own strict mode, which a prefix replaces.
+shell.prefix(f'set -euo pipefail; export {progress.VARIABLE}="${{{{{progress.VARIABLE}:-lines}}}}"; ')
 
 RESULTS = config["results"]
 ASR = config["asr"]

@@ -362,9 +362,9 @@ def replay_http(url: str, trace: pd.DataFrame, *, model: str, whisper: bool, tim
     request at its arrival or when the one before it has ended, whichever is later."""
     if whisper and "audio_duration_s" not in trace:
         raise SchedlabError("a Whisper replay needs the trace's audio_duration_s")
+    # checked inside its stage: a replay that failed ends the stage with its error, not its line
     with progress.stage(f"replay against {url}", total=len(trace)), frozen_heap():
-        result = asyncio.run(_replay([url], trace, model, whisper, timeout_s, warmup_s, one_at_a_time))
-    return _checked(result)
+        return _checked(asyncio.run(_replay([url], trace, model, whisper, timeout_s, warmup_s, one_at_a_time)))
 
 
 def _checked(result: ReplayResult) -> ReplayResult:
@@ -395,8 +395,9 @@ def replay_routed(urls: list[str], trace: pd.DataFrame, router: str, *, model: s
         servers.append(limits if kv["blocks"] is None else replace(limits, kv_capacity_blocks=kv["blocks"]))
     routing = _Routing(trace, router, servers, seed)
     with progress.stage(f"replay across {len(urls)} servers behind {router}", total=len(trace)), frozen_heap():
-        result = asyncio.run(_replay(list(urls), trace, model, False, timeout_s, warmup_s, one_at_a_time, routing))
-    return _checked(result), routing.where
+        result = _checked(asyncio.run(_replay(list(urls), trace, model, False, timeout_s, warmup_s, one_at_a_time,
+                                              routing)))
+    return result, routing.where
 
 
 #: The server's prefix-cache counters (vLLM's Prometheus names; a counter is exposed with
