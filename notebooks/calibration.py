@@ -33,6 +33,8 @@ manifest = "../results/notebooks/calibration.inputs.json"
 figures_dir = "../results/figures/calibration"
 
 # %%
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -342,8 +344,11 @@ def fidelity_figure(errs: pd.DataFrame, target: float = 10.0):
                 far[fit] = max(far.get(fit, 0), out.abs().max())
         ax.set(ylim=(-span, span), title=METRIC_WORDS.get(metric, metric))
         if far:
-            ax.set_title(METRIC_WORDS.get(metric, metric) + "\n" + "; ".join(
-                f"{fit} fit beyond the edge, up to {size:,.0f} %" for fit, size in far.items()), fontsize=9)
+            # one line per fit, wrapped to the panel's width (a long title spreads over its
+            # neighbours' titles and its own tick labels)
+            ax.set_title("\n".join([METRIC_WORDS.get(metric, metric), *(
+                textwrap.fill(f"{fit} fit beyond the edge, up to {size:,.0f} %", 40) for fit, size in far.items())]),
+                fontsize=9)
     for ax in axes.flat[len(FIDELITY_METRICS):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
