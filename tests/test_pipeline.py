@@ -232,7 +232,8 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
 
     summary = pd.read_parquet(results / "summary" / "asr_sim.parquet")
     assert set(summary["policy"]) == {"fcfs", "sjf", "hrrn"}
-    assert len(summary) == 3 * (2 + 2 + 1 + 2)
+    # policies x the experiments' rates (librispeech 2, uniform 2, burst 1, medium 2) x asr.seeds
+    assert len(summary) == 3 * (2 + 2 + 1 + 2) * len(yaml.safe_load((REPO / ".test" / "config.yaml").read_text())["asr"]["seeds"])
     assert (summary["completed"] == summary["arrived"]).all()
     fidelity = pd.read_parquet(results / "summary" / "fidelity.parquet")
     assert set(fidelity["backend"]) == {"sim", "vllm-sim", "vllm"}
