@@ -165,7 +165,9 @@ def test_each_runs_inside_vllm_serve(site, name, tmp_path):
     a long request, then a short one while it runs: the short one is scheduled before the long
     one has finished, so it took its place, and it finishes first. VTC: tenant a's six requests
     at once, tenant b's three while a's wait: from b's arrival on, while both have requests
-    waiting, the admissions alternate between them (FCFS would admit all of a's first)."""
+    waiting, the admissions alternate between them (FCFS would admit all of a's first). When
+    the short request reaches the scheduler too late to take anyone's place (a busy machine's
+    HTTP server), the order is not asserted and the test says so."""
     pytest.importorskip("vllm")
     from schedlab.backends.http_client import replay_http
     from schedlab.backends.server_process import serve_command, server_env, start_server
@@ -183,15 +185,22 @@ def test_each_runs_inside_vllm_serve(site, name, tmp_path):
                               "output_tokens": 60, "tenant": ["a"] * 6 + ["b"] * 3})
     else:
         trace = pd.DataFrame({"request_id": [0, 1], "arrival_s": [0.0, 0.5], "prompt_tokens": 16,
-                              "output_tokens": [400, 8]})
+                              "output_tokens": [1200, 8]})
     with start_server(cmd, log=tmp_path / "server.log", env=env) as server:
         warm_up(server, trace, model="tiny-llama", whisper=False)  # a fresh server's first requests are slow
         replay = replay_http(server.url, trace, model="tiny-llama", whisper=False)
-        wait_for_idle(steps, replay.wall_t0)
+        raw = wait_for_idle(steps, replay.wall_t0)
         seen = request_timeline(replay.log.frame(), read_request_log(request_log_path(steps)), replay.token,
                                 replay.wall_t0)
     assert seen["finish_s"].notna().all() and seen["first_scheduled_s"].notna().all()
     if name != "vtc":
+        # the premise: the short request reached the scheduler while the long one had steps to go
+        # (on a busy machine the HTTP server may hand it over late)
+        arrived, long_done = (replay.wall_t0 + seen[c].to_numpy() for c in ("admitted_s", "engine_finish_s"))
+        left = int(((raw["t_schedule"] > arrived[1]) & (raw["t_schedule"] < long_done[0])).sum())
+        if left < 3:
+            pytest.skip(f"premise failed: the short request reached the scheduler {left} step(s) before the "
+                        "long one finished (the machine is busy); nothing to take the place of")
         assert seen.first_scheduled_s[1] < seen.engine_finish_s[0] and seen.engine_finish_s[1] < seen.engine_finish_s[0]
         return
     tenant = trace["tenant"].to_numpy()

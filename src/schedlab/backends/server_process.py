@@ -57,19 +57,17 @@ READY_TIMEOUT_S = 600.0
 def serve_command(folder: str | Path, spec: LaunchSpec, *, policy: str = "fcfs", kappa: dict[str, float] | None = None,
                   builder: str | None = None, step_log: str | Path | None = None) -> list[str]:
     """The ``vllm serve`` command line of ``spec`` with ``policy`` as the waiting queue or,
-    given ``builder``, a paper C scheduler's step plans (no host or port); with ``step_log``
-    (policies only), the scheduler logs every engine step there
-    (:mod:`schedlab.backends.step_log`)."""
+    given ``builder``, a paper C scheduler's step plans (no host or port); with ``step_log``,
+    the scheduler logs every engine step there (:mod:`schedlab.backends.step_log`)."""
     arch = model_arch(spec.model)
     whisper = arch.encoder_frames > 0
     cpu = spec.device == "cpu"
+    logged = {"step_log": str(step_log)} if step_log else {}
     if builder is None:
-        options = {"policy": policy, "kappa": kappa or {}, **({"step_log": str(step_log)} if step_log else {})}
+        options = {"policy": policy, "kappa": kappa or {}, **logged}
         cls, schedlab = SCHEDULER if cpu else ASYNC_SCHEDULER, {"schedlab": options}
     else:
-        if step_log:
-            raise SchedlabError("the step log is written by the policy scheduler, not by step-plan schedulers")
-        cls, schedlab = PLAN_SCHEDULER if cpu else ASYNC_PLAN_SCHEDULER, {"schedlab": {"scheduler": builder}}
+        cls, schedlab = PLAN_SCHEDULER if cpu else ASYNC_PLAN_SCHEDULER, {"schedlab": {"scheduler": builder, **logged}}
     cmd = [
         "vllm", "serve", str(folder),
         "--scheduler-cls", cls,

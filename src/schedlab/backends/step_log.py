@@ -1,7 +1,8 @@
 """Every step of a served engine: its composition and timing, logged by the scheduler.
 
 With ``"step_log": "<path>"`` in the ``schedlab`` section of ``--additional-config``,
-:class:`~schedlab.backends.vllm_scheduler.SchedlabScheduler` appends one CSV row per engine
+:class:`~schedlab.backends.vllm_scheduler.SchedlabScheduler` (a queue policy) or
+:class:`~schedlab.backends.vllm_plan.SchedlabPlanScheduler` (step plans) appends one CSV row per engine
 step that ran the model (:data:`RAW_COLUMNS`): the wall-clock time at which ``schedule()``
 was called and at which ``update_from_output()`` returned, the step's composition as
 schedlab's engine counts it (the features of :class:`~schedlab.engine.steptime.StepTimeModel`
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import os
+import time
 from pathlib import Path
 
 #: One row per step, as the scheduler writes it.
@@ -82,3 +84,48 @@ class StepLog:
             with open(self.path, "a") as f:
                 f.write(lines)
             self.rows.clear()
+
+
+class StepRecorder:
+    """What a scheduler class keeps for its :class:`StepLog`: when each request reached it and
+    was first scheduled (wall clock), and each step's composition and queues as the step began,
+    written once vLLM has the step's output (``update_from_output``)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.log = StepLog(path)
+        self._logged: dict[int, tuple] = {}  # id(scheduler output) -> (schedule time, composition, queues)
+        self._timeline: dict[str, list[float]] = {}  # request id -> [added, first scheduled]
+
+    def added(self, request_id: str) -> None:
+        if request_id not in self._timeline:
+            self._timeline[request_id] = [time.time(), float("nan")]
+
+    def scheduled(self, output, wall: float, composition, n_running: int, n_waiting: int) -> None:
+        """A step that ``schedule()`` (called at ``wall``) returned; ``n_running`` counts a
+        request finishing in it as running."""
+        if output.total_num_scheduled_tokens <= 0:
+            return
+        self._logged[id(output)] = (wall, composition, n_running, n_waiting)
+        for new in output.scheduled_new_reqs:
+            times = self._timeline.get(new.req_id)
+            if times is not None and times[1] != times[1]:  # first scheduled (NaN until then)
+                times[1] = wall
+
+    def updated(self, scheduler_output, outputs, busy: bool) -> None:
+        """The step's outputs (vLLM's engine core outputs by client), as ``update_from_output``
+        returns them; ``busy``: requests are left unfinished."""
+        logged = self._logged.pop(id(scheduler_output), None)
+        if logged is None:
+            return
+        now = time.time()
+        for out in (o for batch in outputs.values() for o in batch.outputs if o.finish_reason is not None):
+            times = self._timeline.pop(out.request_id, None)
+            if times is not None:
+                self.log.request(out.request_id, times[0], times[1], now)
+        wall, composition, n_running, n_waiting = logged
+        if not busy:  # requests that ended without output (aborted) leave no timeline behind
+            self._timeline.clear()
+        self.log.record(wall, now, composition, len(scheduler_output.num_scheduled_tokens), n_running, n_waiting, busy)
+
+    def flush(self) -> None:
+        self.log.flush()

@@ -25,7 +25,8 @@ builder's plan out the same way (:meth:`schedlab.engine.kv.PrefixBlocks.carry_ou
 vLLM's KV manager refuses waits again at the front of the builder's queue, in its order.
 
 Options come through ``--additional-config '{"schedlab": {"scheduler": "slai-spf-dynamic"}}'``
-(batch builders of :mod:`schedlab.registry`); requests carry ``slo_class``,
+(batch builders of :mod:`schedlab.registry`; ``"step_log": "<path>"`` logs every step as the
+policy scheduler does, :mod:`schedlab.backends.step_log`); requests carry ``slo_class``,
 ``tbt_target_s`` (and ``ttft_target_s``) in ``vllm_xargs`` (:mod:`schedlab.validation.hints`).
 """
 
@@ -41,6 +42,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
 from schedlab.backends import server_logger
+from schedlab.backends.step_log import StepRecorder
 from schedlab.backends.vllm_scheduler import step_composition
 from schedlab.engine.arena import EngineConfig
 from schedlab.engine.view import EngineView
@@ -189,6 +191,7 @@ class PlanMixin:
         self._step_started: float | None = None
         #: Steps where vLLM did not carry the plan out exactly: (step, planned, scheduled).
         self.divergences: list[tuple[int, dict, dict]] = []
+        self.step_log = StepRecorder(opts.step_log) if opts.step_log else None
 
     def use_builder(self, builder) -> None:
         """Plan with ``builder`` (before any request is added)."""
@@ -226,8 +229,14 @@ class PlanMixin:
             self.builder.drop(i)
             self._done.add(i)
 
+    def add_request(self, request: Request) -> None:
+        super().add_request(request)
+        if self.step_log is not None:
+            self.step_log.added(request.request_id)
+
     # -- one step ----------------------------------------------------------------------------
     def schedule(self, *args, **kwargs):
+        wall = time.time()
         view = self.view
         view.now = self.clock()
         gone = [i for i in view.running if view.requests[i].is_finished()]  # aborted between steps
@@ -275,6 +284,8 @@ class PlanMixin:
         self._step_started = view.now
         self.last_output = out
         self.last_composition = step_composition(self, out)
+        if self.step_log is not None:  # the queues as the step starts, as the policy scheduler logs them
+            self.step_log.scheduled(out, wall, self.last_composition, len(self.running), len(self.waiting))
         return out
 
     def _preempt(self, victims: list[int]) -> None:
@@ -308,7 +319,14 @@ class PlanMixin:
                 self._done.add(i)
                 view.blocks[i] = 0
         view.set_running([i for i in view.running if i not in self._done])
+        if self.step_log is not None:
+            self.step_log.updated(scheduler_output, result, self.has_unfinished_requests())
         return result
+
+    def shutdown(self) -> None:
+        if self.step_log is not None:
+            self.step_log.flush()
+        super().shutdown()
 
 
 class SchedlabPlanScheduler(PlanMixin, Scheduler):

@@ -37,7 +37,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request, RequestStatus
 
 from schedlab.backends import server_logger
-from schedlab.backends.step_log import StepLog
+from schedlab.backends.step_log import StepRecorder
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_estimate
 from schedlab import registry
@@ -240,9 +240,7 @@ class SchedlabMixin:
         self.allow_client_priority = opts.allow_client_priority
         self._next_id = 0
         self._step_now: float | None = None
-        self.step_log = StepLog(opts.step_log) if opts.step_log else None
-        self._logged: dict[int, tuple] = {}  # id(scheduler output) -> (schedule time, composition)
-        self._timeline: dict[str, list[float]] = {}  # request id -> [added, first scheduled] (wall clock)
+        self.step_log = StepRecorder(opts.step_log) if opts.step_log else None
         self._state = VllmState(self)
         # A policy that needs the whole trace in advance is handed over by an in-process
         # driver (vllm-sim) before the first request; a served engine cannot run it.
@@ -284,8 +282,8 @@ class SchedlabMixin:
 
     def add_request(self, request: Request) -> None:
         super().add_request(request)
-        if self.step_log is not None and request.request_id not in self._timeline:
-            self._timeline[request.request_id] = [time.time(), float("nan")]
+        if self.step_log is not None:
+            self.step_log.added(request.request_id)
 
     def schedule(self, *args, **kwargs):
         wall = time.time()
@@ -308,13 +306,8 @@ class SchedlabMixin:
         finally:
             self._step_now = None
         self.last_composition = step_composition(self, self.last_output)
-        if self.step_log is not None and self.last_output.total_num_scheduled_tokens > 0:
-            # The queues as the step starts: a request finishing in it still counts as running.
-            self._logged[id(self.last_output)] = (wall, self.last_composition, len(self.running), len(self.waiting))
-            for new in self.last_output.scheduled_new_reqs:
-                times = self._timeline.get(new.req_id)
-                if times is not None and times[1] != times[1]:  # first scheduled (NaN until then)
-                    times[1] = wall
+        if self.step_log is not None:
+            self.step_log.scheduled(self.last_output, wall, self.last_composition, len(self.running), len(self.waiting))
         return self.last_output
 
     def update_from_output(self, scheduler_output, model_runner_output):
@@ -326,19 +319,8 @@ class SchedlabMixin:
         for request in first:
             if request.num_output_tokens:
                 kept(request, "first_token_s", lambda _: now)
-        logged = self._logged.pop(id(scheduler_output), None) if self.step_log is not None else None
-        if logged is not None:
-            now = time.time()
-            for out in (o for batch in outputs.values() for o in batch.outputs if o.finish_reason is not None):
-                times = self._timeline.pop(out.request_id, None)
-                if times is not None:
-                    self.step_log.request(out.request_id, times[0], times[1], now)
-            wall, composition, n_running, n_waiting = logged
-            busy = self.has_unfinished_requests()
-            if not busy:  # requests that ended without output (aborted) leave no timeline behind
-                self._timeline.clear()
-            self.step_log.record(wall, now, composition, len(scheduler_output.num_scheduled_tokens),
-                                 n_running, n_waiting, busy)
+        if self.step_log is not None:
+            self.step_log.updated(scheduler_output, outputs, self.has_unfinished_requests())
         return outputs
 
     def shutdown(self) -> None:

@@ -104,9 +104,11 @@ def server_options(additional_config: dict | None) -> ServerOptions:
 
 class PlanOptions(Strict):
     """The ``schedlab`` section of ``--additional-config`` for step-plan schedulers
-    (:mod:`schedlab.backends.vllm_plan`): the name of a paper C scheduler."""
+    (:mod:`schedlab.backends.vllm_plan`): the name of a paper C scheduler and where to log
+    every engine step (no log without it)."""
 
     scheduler: str
+    step_log: Annotated[str, Field(min_length=1)] | None = None
 
 
 def plan_options(additional_config: dict | None) -> PlanOptions:
