@@ -48,17 +48,17 @@ report: $(STAMP)
 # time); then real vLLM engines and servers whose assertions do not rest on timing, two modules
 # at a time (--dist loadfile: a module's servers are started once); then the ones that time a
 # real engine, one at a time. Every phase runs whatever the one before it gave; the run ends
-# with each phase's time and the slowest tests of all (tests/phase_times.py), and fails if any
+# with the slowest tests of all and each phase's time (tests/phase_times.py), and fails if any
 # phase failed.
 TEST_REPORTS := .test-reports
 test: $(STAMP)
-	@rm -rf $(TEST_REPORTS); rc=0; export PATH="$(abspath $(VENV))/bin:$$PATH"; \
+	@rm -rf $(TEST_REPORTS); rc=0; t0=$$(date +%s); export PATH="$(abspath $(VENV))/bin:$$PATH"; \
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not exclusive and not serving" --durations=15 \
 		--junitxml=$(TEST_REPORTS)/1-shared.xml || rc=1; \
 	$(PY) -m pytest -n 2 --dist loadfile -m serving --durations=10 --junitxml=$(TEST_REPORTS)/2-serving.xml || rc=1; \
 	$(PY) -m pytest -m exclusive --durations=10 --junitxml=$(TEST_REPORTS)/3-exclusive.xml || rc=1; \
 	$(PY) tests/phase_times.py $(TEST_REPORTS)/1-shared.xml $(TEST_REPORTS)/2-serving.xml $(TEST_REPORTS)/3-exclusive.xml; \
-	exit $$rc
+	echo "make test: $$(( $$(date +%s) - t0 )) s of tests"; exit $$rc
 
 # The parser-driven fuzz at length (tests/test_fuzz.py): every command and option of the command
 # line given hostile values, FUZZ_EXAMPLES cases instead of the test run's 120, and a twentieth of
