@@ -125,15 +125,16 @@ def test_a_server_and_its_children_end_with_the_job_that_started_it(tmp_path, ho
         assert wait_until(lambda: not group_members(group), 15), group_members(group)
         assert port_is_free(port)
     finally:  # nothing of a failed test left running
-        for pgid in (job.pid, group):
-            _kill_group(pgid)
+        kill_groups(job.pid, group)
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def kill_groups(*groups: int) -> None:
+    """SIGKILL to every process of each group (nothing of a failed test left running)."""
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.mark.slow
@@ -194,5 +195,4 @@ def test_sigkill_of_a_serving_job_leaves_no_vllm_process_and_no_listening_port(t
         assert port_is_free(port)
         assert "the job (process" in log.read_text()
     finally:
-        for pgid in (job.pid, group):
-            _kill_group(pgid)
+        kill_groups(job.pid, group)

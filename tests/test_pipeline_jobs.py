@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_lifeline import SERVER, group_members, wait_until
+from test_lifeline import SERVER, group_members, kill_groups, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -90,14 +90,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _clean(*groups: int) -> None:
-    for group in groups:
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 @pytest.mark.slow
 def test_a_sigkill_of_snakemake_alone_ends_its_jobs_server_and_the_resume_serves_once(pipeline):
     """(The job, its lifeline and the server ran on under process 1; the plain resume released
@@ -117,7 +109,7 @@ def test_a_sigkill_of_snakemake_alone_ends_its_jobs_server_and_the_resume_serves
         assert len(_servers(pipeline)) == 2  # the killed run's, then the resume's one
         assert not group_members(_servers(pipeline)[1][0])
     finally:
-        _clean(proc.pid, *(g for g, _ in _servers(pipeline)))
+        kill_groups(proc.pid, *(g for g, _ in _servers(pipeline)))
 
 
 @pytest.mark.slow
@@ -132,7 +124,7 @@ def test_a_second_run_while_one_works_here_is_one_line(pipeline):
         assert f"another Snakemake run (process {proc.pid})" in errors[0] and "--unlock argument" not in second.stderr
         assert proc.poll() is None and len(_servers(pipeline)) == 1
     finally:
-        _clean(proc.pid, *(g for g, _ in _servers(pipeline)))
+        kill_groups(proc.pid, *(g for g, _ in _servers(pipeline)))
 
 
 def test_no_second_server_starts_for_an_output_an_earlier_one_still_serves(tmp_path):
@@ -159,4 +151,4 @@ def test_no_second_server_starts_for_an_output_an_earlier_one_still_serves(tmp_p
         with start_server([sys.executable, str(tmp_path / "server.py")], log=log, timeout_s=120):
             pass
     finally:
-        _clean(earlier.pid, group)
+        kill_groups(earlier.pid, group)

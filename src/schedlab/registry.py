@@ -65,7 +65,7 @@ import pkgutil
 import re
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterable
 
 from schedlab.contracts import NAME_PATTERN
 from schedlab.errors import SchedlabError
@@ -630,16 +630,22 @@ def router_names() -> list[str]:
     return [e.name for e in router_entries()]
 
 
-def router_entry(name: str) -> RouterEntry:
-    """The router registered as ``name``."""
-    _load()
-    found = _routers.get(name)
+def _registered(table: dict, name: str, what: str, known: Callable[[], Iterable[str]]):
+    """``table[name]``, or the one-line reason it is not there: the rejected plug-in that tried to
+    register ``name`` and why, or the ``known`` names."""
+    found = table.get(name)
     if found is None:
         plugin = _broken_names.get(name) or next((p for p in _broken if p == name), None)
         if plugin is not None:
             raise SchedlabError(_broken[plugin])
-        raise SchedlabError(f"unknown router {name!r}; known: {', '.join(router_names())}")
+        raise SchedlabError(f"unknown {what} {name!r}; known: {', '.join(known())}")
     return found
+
+
+def router_entry(name: str) -> RouterEntry:
+    """The router registered as ``name``."""
+    _load()
+    return _registered(_routers, name, "router", router_names)
 
 
 def make_router(name: str, **options):
@@ -677,13 +683,7 @@ def workload_names(modality: str | None = None) -> list[str]:
 def workload_entry(name: str) -> WorkloadEntry:
     """The workload kind registered as ``name``."""
     _load_workloads(name)
-    found = _workloads.get(name)
-    if found is None:
-        plugin = _broken_names.get(name) or next((p for p in _broken if p == name), None)
-        if plugin is not None:
-            raise SchedlabError(_broken[plugin])
-        raise SchedlabError(f"unknown workload kind {name!r}; known: {', '.join(workload_names())}")
-    return found
+    return _registered(_workloads, name, "workload kind", workload_names)
 
 
 def pool_entries() -> list[PoolEntry]:
@@ -695,10 +695,4 @@ def pool_entries() -> list[PoolEntry]:
 def pool_entry(name: str) -> PoolEntry:
     """The pool registered as ``name``."""
     _load_workloads(name)
-    found = _pools.get(name)
-    if found is None:
-        plugin = _broken_names.get(name)
-        if plugin is not None:
-            raise SchedlabError(_broken[plugin])
-        raise SchedlabError(f"unknown pool {name!r}; known: {', '.join(e.name for e in pool_entries())}")
-    return found
+    return _registered(_pools, name, "pool", lambda: [e.name for e in pool_entries()])

@@ -9,10 +9,12 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+from dataclasses import MISSING, fields
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, create_model, model_validator
 
+from schedlab.engine.steptime import StepTimeModel
 from schedlab.contracts import MAX_KAPPA, MAX_NUMBER, MAX_RATE_RPS, MAX_REQUESTS, MAX_RUN_S, MAX_STEP_S
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json
@@ -65,26 +67,16 @@ Cost = Annotated[float, Field(ge=0, le=MAX_STEP_S, allow_inf_nan=False)]
 Width = Annotated[int, Field(ge=0, le=2**20)]
 
 
-class StepTimeTerms(Strict):
-    """A step-time model file (:class:`schedlab.engine.steptime.StepTimeModel`): every term is a
-    cost, so finite, non-negative and at most :data:`~schedlab.contracts.MAX_STEP_S` seconds per
-    unit (a step that lasts longer has no meaning); ``tile`` is a width in tokens (0: no
-    staircase), ``knee`` a batch size in tokens (0: no knee)."""
-
-    intercept: Cost
-    n_encoder: Cost = 0.0
-    n_prefill_tokens: Cost = 0.0
-    n_decode: Cost = 0.0
-    ctx_tokens: Cost = 0.0
-    frontend_s: Cost = 0.0
-    output_s: Cost = 0.0
-    prefill_pairs: Cost = 0.0
-    tile_tokens: Cost = 0.0
-    tile: Width = 0
-    knee_tokens: Cost = 0.0
-    knee: Width = 0
-    frontend_service_s: Cost = 0.0
-    meta: dict = {}
+#: A step-time model file (:class:`schedlab.engine.steptime.StepTimeModel`, whose fields it
+#: checks, so a new term is declared once): every term is a cost, so finite, non-negative and at
+#: most :data:`~schedlab.contracts.MAX_STEP_S` seconds per unit (a step that lasts longer has no
+#: meaning); an integer field is a width in tokens (``tile``, 0: no staircase; ``knee``, 0: no knee).
+StepTimeTerms = create_model(
+    "StepTimeTerms", __base__=Strict,
+    **{f.name: ((dict, {}) if f.name == "meta" else
+                (Width if f.type == "int" else Cost, ... if f.default is MISSING else f.default))
+       for f in fields(StepTimeModel)},
+)
 
 
 def check_steptime(terms, source: str | os.PathLike) -> dict:
