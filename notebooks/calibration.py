@@ -33,6 +33,7 @@ manifest = "../results/notebooks/calibration.inputs.json"
 figures_dir = "../results/figures/calibration"
 
 # %%
+import json
 import textwrap
 
 import matplotlib.pyplot as plt
@@ -42,8 +43,10 @@ import seaborn as sns
 
 from schedlab.fit.steptime import predict
 from schedlab.render import read_manifest
+from schedlab.backends.replay_quality import replay_flaws
 from schedlab.fidelity import (
     FIDELITY_METRICS,
+    LATENCY_PARTS,
     READING_METRICS,
     STEP_FITS,
     engine_view,
@@ -53,8 +56,10 @@ from schedlab.fidelity import (
     fit_errors,
     front_end_note,
     interference_note,
+    latency_split,
     replayed_note,
     speed_ratio,
+    step_error_by_batch,
 )
 from schedlab.report import METRIC_WORDS, save_figure
 from schedlab.report import legend_beside, plain_log_ticks
@@ -542,6 +547,71 @@ if "fidelity-engine" in served_steps:
     legend_beside(fig, title="")
     save_figure(fig, figures_dir, "served_steps_fit")
     plt.show()
+
+# %% [markdown]
+# ## Where sim's latency differs from the served engine's
+# Request by request over the same trace, sim (with the fit of the engine's own steps, the rate
+# held out) against each clean repeat of the engine: every request's end-to-end latency split
+# into its time **to first scheduled** (the way in and the wait for the scheduler), its
+# **service** (first scheduled to the engine's last token, from the scheduler's request log)
+# and the **way out** to the client. Then the held-out fit against the engine's decode-only
+# steps at each batch size, and the time the engine spent between one step's end and the next
+# one's start, which the fit holds inside each step.
+
+# %%
+split_rows, batch_tables = [], []
+for (name, policy, seed, stem), m in held_out.items():
+    rate = m.meta.get("held_out_rate")
+    if rate is None or name not in served_steps:
+        continue
+    sim_path = next((p for p in inputs.get("heldout_sim_runs", [])
+                     if p.parts[-4:-1] == ("sim", f"{name}-heldout", policy) and p.name.startswith(f"rate{rate:g}_seed{seed}.")),
+                    None)
+    if sim_path is None:
+        continue
+    sim_requests = pd.read_parquet(sim_path)
+    folder = next(f for f in inputs["engine_steps"] if f.parts[-2:] == (name, policy))
+    for summary_path in sorted(folder.glob(f"rate{rate:g}_seed{seed}_rep*.json")):
+        summary_row = pd.DataFrame([json.loads(summary_path.read_text())])
+        if replay_flaws(summary_row).iloc[0]:
+            continue  # a repeat that does not measure the engine (see the fidelity section)
+        engine_requests = pd.read_parquet(summary_path.with_suffix(".parquet"))
+        split_rows.append({"experiment": name, "policy": policy, "rate": rate, "repeat": summary_path.stem.rsplit("rep", 1)[1],
+                           **latency_split(engine_requests, sim_requests, m.output_s).to_dict()})
+    steps = server_steps(name, policy, seed)
+    steps = steps[(steps["rate"] == rate) & (replay_flaws(steps) == "")]
+    batch_tables.append(step_error_by_batch(steps, m).assign(policy=policy, rate=rate))
+if not split_rows:
+    print("Not run: no served replay with a held-out sim twin in this run.")
+else:
+    split = pd.DataFrame(split_rows)
+    by_run = split.groupby(["experiment", "policy", "rate"])[[*LATENCY_PARTS, "e2e"]].median()
+    print("sim - engine, median over each run's clean repeats of the median request's difference (ms):")
+    display(by_run.round(1))
+    share = by_run[list(LATENCY_PARTS)].abs()
+    largest = share.idxmax(axis=1).value_counts()
+    print(f"In {largest.iloc[0]} of {len(by_run)} runs the largest difference is in the {largest.index[0]}; "
+          f"the way out differs by at most {by_run['way out'].abs().max():.1f} ms and the time to first scheduled "
+          f"by at most {by_run['to first scheduled'].abs().max():.1f} ms, against end-to-end differences of "
+          f"{by_run['e2e'].min():+.1f} to {by_run['e2e'].max():+.1f} ms.")
+    batches = pd.concat(batch_tables)
+    pooled = batches.groupby(level="n_decode").apply(
+        lambda g: pd.Series({"steps": g["steps"].sum(),
+                             "measured_ms": np.average(g["measured_ms"], weights=g["steps"]),
+                             "predicted_ms": np.average(g["predicted_ms"], weights=g["steps"]),
+                             "between_ms": g["between_ms"].median()}))
+    pooled["error_pct"] = (pooled["predicted_ms"] / pooled["measured_ms"] - 1) * 100
+    print("Held-out fits against the decode-only steps of the rate each left out, by decode batch size:")
+    display(pooled.round(2).T)
+    busy = pooled[pooled["steps"] >= 0.05 * pooled["steps"].sum()]
+    worst = busy["error_pct"].abs().idxmax()
+    dip = pooled["measured_ms"].diff()
+    print(f"The fits price a step of {worst} decodes {busy.loc[worst, 'error_pct']:+.1f}% off its measured "
+          f"{busy.loc[worst, 'measured_ms']:.1f} ms (batch sizes holding 5% of the steps or more). "
+          + (f"The engine's decode step is not monotone in its batch size: {int(dip.idxmin())} decodes take "
+             f"{pooled['measured_ms'].loc[int(dip.idxmin())]:.1f} ms against {pooled['measured_ms'].shift().loc[int(dip.idxmin())]:.1f} ms "
+             f"for one fewer, which no line (nor knee) in the batch size represents. " if dip.min() < 0 else "")
+          + f"Between steps the engine spends a median {pooled['between_ms'].median():.2f} ms.")
 
 # %% [markdown]
 # ## Paper A on the Whisper engine

@@ -216,3 +216,51 @@ def fidelity_table(summary: pd.DataFrame, candidate: str = "sim") -> pd.DataFram
                     f"{m}_error_pct": getattr(e, m)}
         rows.append(row)
     return pd.DataFrame(rows).sort_values(["fit", "policy", "rate"], ignore_index=True)
+
+
+# -- where a simulator's latency differs from the engine's --------------------------------------
+#: The parts of a request's end-to-end latency both sides measure, in order.
+LATENCY_PARTS = ("to first scheduled", "service", "way out")
+
+
+def latency_parts(requests: pd.DataFrame, frontend_s: float = 0.0, output_s: float = 0.0) -> pd.DataFrame:
+    """Each request's end-to-end latency in three parts (seconds): arrival to its first
+    scheduling (the way in and the wait for the scheduler), its service (first scheduled to the
+    last token leaving the engine) and the way out to the client. A served replay's table
+    carries ``engine_finish_s`` (the scheduler's request log); a simulator's adds its model's
+    ``output_s`` to the last token, which is taken back out here (``frontend_s`` lies inside the
+    first part on both sides)."""
+    engine_finish = requests["engine_finish_s"] if "engine_finish_s" in requests else requests["finish_s"] - output_s
+    parts = pd.DataFrame({
+        "to first scheduled": requests["first_scheduled_s"] - requests["arrival_s"],
+        "service": engine_finish - requests["first_scheduled_s"],
+        "way out": requests["finish_s"] - engine_finish,
+    })
+    return parts.assign(e2e=requests["finish_s"] - requests["arrival_s"]).set_axis(requests["request_id"].to_numpy())
+
+
+def latency_split(engine: pd.DataFrame, sim: pd.DataFrame, output_s: float) -> pd.Series:
+    """A simulator's minus the engine's latency over the same trace, part by part
+    (:func:`latency_parts`): the median over the engine's measured requests of each part's
+    difference, and of the end-to-end one (``e2e``), in ms. The parts' medians need not add up
+    to the end-to-end median."""
+    measured = engine[engine["measured"]] if "measured" in engine else engine
+    eng = latency_parts(measured)
+    own = latency_parts(sim, output_s=output_s).reindex(eng.index)
+    return ((own - eng).median() * 1e3).rename("sim - engine (ms)")
+
+
+def step_error_by_batch(steps: pd.DataFrame, model) -> pd.DataFrame:
+    """A step-time model against the engine's steps that only decode, by decode batch size: how
+    many, the measured and the predicted mean step (ms), the error (%), and the median time
+    between one step's end and the next one's start (ms; inside the measured step, see
+    :func:`schedlab.backends.step_tables.step_table`)."""
+    decode = steps[steps["n_prefill_tokens"] == 0]
+    pairs = decode["prefill_pairs"].to_numpy(float) if "prefill_pairs" in decode else 0
+    predicted = model(decode["n_encoder"].to_numpy(float), decode["n_prefill_tokens"].to_numpy(float),
+                      decode["n_decode"].to_numpy(float), decode["ctx_tokens"].to_numpy(float), pairs)
+    table = decode.assign(predicted=predicted, between=decode["time_s"] - (decode["t_update"] - decode["t_schedule"]))
+    out = table.groupby("n_decode").agg(steps=("time_s", "size"), measured_ms=("time_s", "mean"),
+                                         predicted_ms=("predicted", "mean"), between_ms=("between", "median"))
+    out[["measured_ms", "predicted_ms", "between_ms"]] *= 1e3
+    return out.assign(error_pct=(out["predicted_ms"] / out["measured_ms"] - 1) * 100)

@@ -56,6 +56,15 @@ def calibration_notebook_inputs():
             held_out_fit(n, None, p, s) for n in served for p in EXPERIMENTS[n]["policies"] for s in config["seeds"]
         ],
         "engine_steps": [engine_run_dir(n, p) for n in served for p in EXPERIMENTS[n]["policies"]],
+        # sim's requests over the same traces with those held-out fits (where sim's latency
+        # differs from the engine's, part by part).
+        "heldout_sim_runs": [
+            run_path("sim", f"{n}{HELD_OUT}", p, r, s, "parquet")
+            for n in served
+            for p in EXPERIMENTS[n]["policies"]
+            for s in config["seeds"]
+            for r in EXPERIMENTS[n]["rates"]
+        ],
         "fidelity": rules.collect_fidelity.output[0],
         "calibration_variants": [
             f"{RESULTS}/fit/calibration-variants/{ASR['hardware']}/{v}.json" for v in CALIBRATION_VARIANTS
