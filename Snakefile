@@ -18,6 +18,10 @@ release_stale_lock(workflow)
 
 include: "workflow/rules/scheduler.smk"
 include: "workflow/rules/common.smk"
+include: "workflow/rules/helpers/config_checks.smk"
+include: "workflow/rules/helpers/flags.smk"
+include: "workflow/rules/helpers/sweeps.smk"
+include: "workflow/rules/helpers/notebooks.smk"
 include: "workflow/rules/helpers/run.smk"
 include: "workflow/rules/helpers/fit.smk"
 include: "workflow/rules/helpers/slosa.smk"
