@@ -316,6 +316,10 @@ def test_fit_engine_steps_cli_writes_one_fit_per_held_out_rate(tmp_path):
         assert model.meta["held_out_rate"] == rate and rate not in model.meta["rates"]
     assert read_steptime(tmp_path / "all.json").meta["rates"] == [1.0, 2.0, 3.0]
     assert main(["fit", "engine-steps", "--steps", str(tmp_path / "none"), "--held-out", "1", "--out", "x.json"]) == 2
+    # a fit on every step alone (one server at one rate: paper B's engine run), and nothing asked
+    assert main(["fit", "engine-steps", "--steps", str(tmp_path), "--out-all", str(tmp_path / "only.json")]) == 0
+    assert read_steptime(tmp_path / "only.json") == read_steptime(tmp_path / "all.json")
+    assert main(["fit", "engine-steps", "--steps", str(tmp_path)]) == 2
 
 
 def test_fit_engine_steps_fits_one_server_of_several(tmp_path, capsys):

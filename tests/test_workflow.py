@@ -112,12 +112,42 @@ def test_each_served_study_replays_its_own_number_of_repeats(engine_dry_run):
     sweep `vllm.repeats` times (the shipped config: 5 and 3)."""
     cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
     r = engine_dry_run
-    serves = re.findall(r"schedlab vllm-serve --policy (\S+) .*?--out-dir \S+/runs/vllm/([^/]+)/", r.output)
-    repeats = [int(n) for n in re.findall(r"schedlab vllm-serve .*?--repeats (\d+)", r.output)]
+    lines = [line for line in r.output.splitlines() if "schedlab vllm-serve" in line and "/runs/vllm/" in line]
+    serves = [re.search(r"--policy (\S+) .*?--out-dir \S+/runs/vllm/([^/]+)/", line).groups() for line in lines]
+    repeats = [int(re.search(r"--repeats (\d+)", line).group(1)) for line in lines]
     assert len(serves) == len(repeats) == 2 + 4
     want = {"fidelity-engine": cfg["fidelity"]["engine"]["repeats"], "librispeech-engine": cfg["vllm"]["repeats"]}
     assert want == {"fidelity-engine": 5, "librispeech-engine": 3}
     assert all(n == want[experiment] for (_, experiment), n in zip(serves, repeats))
+
+
+@pytest.mark.slow
+def test_paper_b_runs_on_the_engine_scaled_to_the_local_one(engine_dry_run):
+    """Paper B's mixed workload on the real engine: one trace with prompts scaled by the ratio
+    of the KV caches, one server per configured policy with the paper's 256 sequences and its
+    prefill budget scaled alike, and sim with the FCFS server's steps' fit and the same limits."""
+    from schedlab.backends.vllm_engine import LaunchSpec, cpu_kv_capacity_blocks
+    from schedlab.ewsjf.scaled import scaled_engine
+    from schedlab.ewsjf.studies import engine_limits
+    from schedlab.latency.catalogue import hardware, model_arch
+
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    spec = LaunchSpec(model=cfg["vllm"]["model"], kv_cache_gib=cfg["vllm"]["kv_cache_gib"])
+    scaled = scaled_engine(engine_limits(hardware(cfg["ewsjf"]["hardware"]), model_arch(cfg["ewsjf"]["model"])),
+                           cpu_kv_capacity_blocks(spec) * spec.block_size)
+    out = engine_dry_run.output
+    trace = re.findall(r"schedlab workload --kind mixed .*?--prompt-scale (\S+) --out (\S+/ewsjf/engine/trace.parquet)", out)
+    assert len(trace) == 1 and float(trace[0][0]) == pytest.approx(scaled.prompt_scale)
+    serves = re.findall(r"schedlab vllm-serve --policy (\S+) .*?--traces (\S+) .*?--max-num-seqs (\d+) "
+                        r"--max-num-batched-tokens (\d+) .*?--out-dir \S+/ewsjf/engine/vllm/(\S+)", out)
+    policies = cfg["ewsjf"]["engine"]["policies"]
+    assert sorted(s[0] for s in serves) == sorted(policies) and all(s[0] == s[4] for s in serves)
+    assert {(s[1], int(s[2]), int(s[3])) for s in serves} == {(trace[0][1], 256, scaled.max_num_batched_tokens)}
+    sims = re.findall(r"schedlab simulate --backend sim --policy (\S+) --trace (\S+) --steptime (\S+ewsjf/engine/"
+                      r"fcfs_steps.json) .*?--max-num-seqs 256 --max-num-batched-tokens (\d+)", out)
+    assert sorted(s[0] for s in sims) == sorted(policies)
+    assert {(s[1], int(s[3])) for s in sims} == {(trace[0][1], scaled.max_num_batched_tokens)}
+    assert re.search(r"schedlab fit engine-steps --steps \S+/ewsjf/engine/vllm/fcfs --out-all \S+fcfs_steps.json", out)
 
 
 # -- resuming after a hard kill ---------------------------------------------------------------

@@ -149,7 +149,8 @@ def cmd_workload(args) -> None:
         files["utterances"] = args.utterances
     pools = read_pools(entry, files)
     write_outputs({out: make_trace(args.kind, Draw(pools, rate, **draw), parameters, too_long=args.too_long,
-                                   model=args.model) for rate, out in zip(args.rate, args.out)})
+                                   model=args.model, scale=(args.prompt_scale, args.output_scale))
+                   for rate, out in zip(args.rate, args.out)})
 
 
 def cmd_workloads(args) -> None:
@@ -237,6 +238,8 @@ def cmd_fit_engine_steps(args) -> None:
 
     if len(args.held_out) != len(args.out):
         raise SchedlabError("--held-out and --out need one output per held-out rate")
+    if not args.out and not args.out_all:
+        raise SchedlabError("nothing to fit: give --held-out with --out, or --out-all")
     steps = read_engine_steps(args.steps, seed=args.seed)
     models = {out: fit_held_out(steps, rate) for rate, out in zip(args.held_out, args.out)}
     if args.out_all:
@@ -573,6 +576,11 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--model", help="a catalogue model whose context every request must fit, e.g. mistral-7b")
     w.add_argument("--too-long", choices=TOO_LONG, default="refuse",
                    help="a request past --model's context: refuse the trace, clip its prompt, or drop it")
+    w.add_argument("--prompt-scale", type=positive_number(float, 1.0), default=1.0,
+                   help="prompt lengths times this (at most 1), before --model's context: the workload's shape "
+                        "on a smaller engine (its KV cache and prefill budget scaled alike)")
+    w.add_argument("--output-scale", type=positive_number(float, 1.0), default=1.0,
+                   help="output lengths times this (at most 1)")
     w.add_argument("--burstiness", type=_positive, help="gamma shape of the arrivals; 1 (default) = Poisson")
     w.add_argument("--clips-per-duration", type=count, help="the uniform kind's clips per duration (its parameter)")
     w.add_argument("--out", type=OutputPath, nargs="+", required=True, help="one parquet per rate")
@@ -615,9 +623,9 @@ def build_parser() -> argparse.ArgumentParser:
     fe.add_argument("--steps", type=input_folder("*.steps.parquet"), nargs="+", required=True,
                     help="step tables (*.steps.parquet from `schedlab vllm-serve`), or folders of them")
     fe.add_argument("--seed", type=seed, help="only the steps of the server started with this seed (default: every step)")
-    fe.add_argument("--held-out", type=rate_type(), nargs="+", required=True,
+    fe.add_argument("--held-out", type=rate_type(), nargs="+", default=[],
                     help="rates to hold out, one fit each (fitted on the steps of every other rate)")
-    fe.add_argument("--out", type=OutputPath, nargs="+", required=True, help="one step-time JSON per held-out rate")
+    fe.add_argument("--out", type=OutputPath, nargs="+", default=[], help="one step-time JSON per held-out rate")
     fe.add_argument("--out-all", type=OutputPath, help="also a fit on every step (no rate held out)")
     fe.set_defaults(func=cmd_fit_engine_steps)
     fk = fsub.add_parser("kappa", help="tokens per second of audio, per language")

@@ -141,3 +141,92 @@ rule ewsjf_sharing:
         "--params {input.tuned} --levels {params.levels} --n-requests {params.q[mixed]} --rate {params.q[rate]} "
         "--saturation-rps {params.c[saturation_rps]} --overload-rate {params.c[overload_rate]} "
         "--calibration-requests {params.c[n_requests]} --seed {params.seed} --out {output} > {log} 2>&1"
+
+
+# Paper B's throughput claim on a real engine (`ewsjf.engine`): the mixed workload with prompts
+# scaled to the local vLLM engine (schedlab.ewsjf.scaled), replayed in overload through `vllm
+# serve` under each policy, and on sim with a step-time model fitted to the FCFS server's steps.
+rule ewsjf_engine_trace:
+    input:
+        short=rules.ewsjf_pools.output.short,
+        long=rules.ewsjf_pools.output.long,
+    output:
+        f"{EWSJF_DIR}/engine/trace.parquet",
+    log:
+        f"{RESULTS}/logs/ewsjf/engine_trace.log",
+    conda:
+        SIM_ENV
+    params:
+        e=EWSJF_ENGINE,
+        scale=lambda w: ewsjf_engine().prompt_scale,
+        model=VLLM["model"],
+        mean_output=EWSJF_MEAN_OUTPUT,
+    shell:
+        "schedlab workload --kind mixed --pool short={input.short} --pool long={input.long} "
+        "--param mean_output={params.mean_output} --n-requests {params.e[n_requests]} --rate {params.e[rate]} "
+        "--seed 0 --model {params.model} --too-long clip --prompt-scale {params.scale} --out {output} > {log} 2>&1"
+
+
+rule ewsjf_engine_serve:
+    input:
+        rules.ewsjf_engine_trace.output,
+    output:
+        directory(f"{EWSJF_DIR}/engine/vllm/{{policy}}"),
+    log:
+        f"{RESULTS}/logs/ewsjf/engine_vllm_{{policy}}.log",
+    wildcard_constraints:
+        policy="[^/]+",
+    conda:
+        ENGINE_ENV
+    # The engine's timing is the measurement: it gets the whole machine (or one GPU).
+    threads: all_cores
+    resources:
+        gpu=int(VLLM["device"].startswith("cuda")),
+    params:
+        e=EWSJF_ENGINE,
+        model=VLLM["model"],
+        folder=str(model_dir(VLLM["model"])),
+        engine=lambda w: vllm_engine_flags(ewsjf_engine().max_num_seqs, ewsjf_engine().max_num_batched_tokens),
+        server=lambda w: f"{RESULTS}/logs/ewsjf/engine_servers/{w.policy}.log",
+    shell:
+        "schedlab vllm-serve --policy {wildcards.policy} --model {params.model} --model-folder {params.folder} "
+        "--traces {input} --rates {params.e[rate]} --repeats {params.e[repeats]} --workload ewsjf-mixed-scaled "
+        "{params.engine} --server-log {params.server} --out-dir {output} > {log} 2>&1"
+
+
+rule ewsjf_engine_fit:
+    input:
+        f"{EWSJF_DIR}/engine/vllm/fcfs",
+    output:
+        f"{EWSJF_DIR}/engine/fcfs_steps.json",
+    log:
+        f"{RESULTS}/logs/ewsjf/engine_fit.log",
+    conda:
+        SIM_ENV
+    shell:
+        "schedlab fit engine-steps --steps {input} --out-all {output} > {log} 2>&1"
+
+
+rule ewsjf_engine_simulate:
+    input:
+        trace=rules.ewsjf_engine_trace.output,
+        steptime=rules.ewsjf_engine_fit.output,
+    output:
+        results=f"{EWSJF_DIR}/engine/sim/{{policy}}.parquet",
+        summary=f"{EWSJF_DIR}/engine/sim/{{policy}}.json",
+    log:
+        f"{RESULTS}/logs/ewsjf/engine_sim_{{policy}}.log",
+    wildcard_constraints:
+        policy="[^/]+",
+    conda:
+        SIM_ENV
+    params:
+        e=EWSJF_ENGINE,
+        model=VLLM["model"],
+        engine=lambda w: local_engine_flags(
+            VLLM["model"], ewsjf_engine().max_num_seqs, ewsjf_engine().max_num_batched_tokens
+        ),
+    shell:
+        "schedlab simulate --backend sim --policy {wildcards.policy} --trace {input.trace} --steptime {input.steptime} "
+        "--steptime-fit 'FCFS server steps' --workload ewsjf-mixed-scaled --rate {params.e[rate]} --model "
+        "{params.model} {params.engine} --out-results {output.results} --out-summary {output.summary} > {log} 2>&1"

@@ -35,7 +35,7 @@ import pandas as pd
 from schedlab import registry
 from schedlab.contracts import TOO_LONG
 from schedlab.errors import SchedlabError
-from schedlab.sharing import cut_prompts
+from schedlab.sharing import cut_prompts, sharing_column
 from schedlab.workload.arrivals import arrival_times
 
 #: The random streams of ``schedlab workload``: paper A's pipeline's traces (arrivals, then the
@@ -111,9 +111,10 @@ def read_pools(entry: registry.WorkloadEntry, files: Mapping[str, str | os.PathL
 
 
 def make_trace(kind: str, draw: Draw, parameters: dict | None = None, *, too_long: str = REFUSE,
-               model: str = "the model") -> pd.DataFrame:
+               model: str = "the model", scale: tuple[float, float] = (1.0, 1.0)) -> pd.DataFrame:
     """The trace of workload kind ``kind`` for ``draw`` and its ``parameters`` (checked, defaults
-    filled), held to the trace contract and then to ``draw.max_tokens``, ``model``'s context, as
+    filled), held to the trace contract, its prompt and output lengths times ``scale``
+    (:func:`scale_lengths`) and then held to ``draw.max_tokens``, ``model``'s context, as
     ``too_long`` says."""
     from schedlab.validation import check_trace
     from schedlab.validation.documents import kind_parameters
@@ -125,9 +126,29 @@ def make_trace(kind: str, draw: Draw, parameters: dict | None = None, *, too_lon
     if not isinstance(out, pd.DataFrame):
         raise SchedlabError(f"{entry.describe()} returned a {type(out).__name__}, not a trace (a table)")
     check_trace(out, entry.describe())
+    if tuple(scale) != (1.0, 1.0):
+        out = scale_lengths(out, *scale, what=f"workload kind {kind!r}")
     if draw.max_tokens is not None:
         out = fit_context(out, draw.max_tokens, too_long, f"workload kind {kind!r}", model)
     return out
+
+
+def scale_lengths(trace: pd.DataFrame, prompt: float = 1.0, output: float = 1.0, what: str = "the trace") -> pd.DataFrame:
+    """``trace``'s prompt lengths times ``prompt`` and output lengths times ``output`` (at least
+    1 token each): a workload's shape on a smaller engine (a shorter context, a smaller KV cache,
+    a smaller prefill budget, scaled by the same factor). A trace with sharing data (its token ids
+    or blocks name the prompt's tokens) or of speech (its length is the audio's) has no scaled
+    form."""
+    for name, factor in (("prompt", prompt), ("output", output)):
+        if not (0.0 < factor <= 1.0):
+            raise SchedlabError(f"a {name} length scale is within (0, 1], got {factor}")
+    if sharing_column(trace) is not None:
+        raise SchedlabError(f"{what}: its prompts carry sharing data, whose tokens cannot be scaled")
+    if "audio_duration_s" in trace:
+        raise SchedlabError(f"{what}: a speech trace's lengths are its audio's, not to be scaled")
+    scaled = {c: np.maximum(1, np.rint(trace[c].to_numpy(float) * f)).astype(np.int64)
+              for c, f in (("prompt_tokens", prompt), ("output_tokens", output)) if f != 1.0}
+    return trace.assign(**scaled)
 
 
 def fit_context(trace: pd.DataFrame, context: int, how: str, what: str = "the trace",

@@ -3,6 +3,9 @@
 
 EWSJF = config["ewsjf"]
 EWSJF_DIR = f"{RESULTS}/ewsjf"
+EWSJF_ENGINE = EWSJF["engine"]
+#: Paper B's mean output length (its studies' traces), for the engine's trace too.
+from schedlab.ewsjf.workload import MEAN_OUTPUT as EWSJF_MEAN_OUTPUT
 
 
 def _check_ewsjf():
@@ -14,11 +17,39 @@ def _check_ewsjf():
         hardware(EWSJF["hardware"])
     except SchedlabError as e:
         problems.append(f"ewsjf.hardware: {e}")
+    problems += scheduler_problems("ewsjf.engine.policies", EWSJF_ENGINE["policies"], kind=registry.QUEUE)
+    if EWSJF_ENGINE["policies"][0] != "fcfs":
+        problems.append("ewsjf.engine.policies: FCFS comes first (sim's step-time model is fitted on its steps)")
     if problems:
         config_error("config: " + "; ".join(problems))
 
 
 _check_ewsjf()
+
+
+def ewsjf_engine():
+    """Paper B's engine scaled to the local vLLM engine (`vllm` section): the prompt scale and
+    the limits (schedlab.ewsjf.scaled)."""
+    from schedlab.backends.vllm_engine import LaunchSpec, cpu_kv_capacity_blocks
+    from schedlab.ewsjf.scaled import scaled_engine
+    from schedlab.ewsjf.studies import engine_limits
+    from schedlab.latency.catalogue import model_arch
+
+    paper = engine_limits(hardware(EWSJF["hardware"]), model_arch(EWSJF["model"]))
+    spec = LaunchSpec(model=VLLM["model"], kv_cache_gib=VLLM["kv_cache_gib"])
+    return scaled_engine(paper, cpu_kv_capacity_blocks(spec) * spec.block_size)
+
+
+def ewsjf_engine_runs():
+    """The scaled mixed workload on the real engine (one folder per policy) and on sim (one
+    summary per policy), when `ewsjf.engine.enabled`."""
+    if not EWSJF_ENGINE["enabled"]:
+        return {}
+    policies = EWSJF_ENGINE["policies"]
+    return {
+        "engine_runs": [f"{EWSJF_DIR}/engine/vllm/{p}" for p in policies],
+        "engine_sim": [f"{EWSJF_DIR}/engine/sim/{p}.json" for p in policies],
+    }
 
 
 def ewsjf_flags():
@@ -72,6 +103,7 @@ def ewsjf_notebook_inputs():
         "calibrated": rules.ewsjf_calibrate.output[0],
         "short": rules.ewsjf_pools.output.short,
         "long": rules.ewsjf_pools.output.long,
+        **ewsjf_engine_runs(),
     }
 
 
