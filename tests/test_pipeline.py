@@ -1,6 +1,6 @@
 """A tiny end-to-end Snakemake run: data -> profile (roofline, real vLLM engine) -> fit ->
-calibrate -> runs on sim, vllm-sim and vllm -> paper D's, paper B's and paper C's studies -> the
-tournament and paper A's extensions -> papermill renders."""
+calibrate -> runs on sim, vllm-sim, vllm and transformers' engine -> paper D's, paper B's and
+paper C's studies -> the tournament and paper A's extensions -> papermill renders."""
 
 from __future__ import annotations
 
@@ -167,6 +167,10 @@ def test_snakemake_pipeline_renders_notebooks(tmp_path):
     for fig in FIGURES:
         for ext in ("png", "pdf"):
             assert (results / "figures" / "asr_duration" / f"{fig}.{ext}").stat().st_size > 0
+    # transformers' engine on the CPU beside sim (the tiny config turns the option on)
+    from test_transformers_backend import check_the_pipelines_transformers_study
+
+    check_the_pipelines_transformers_study(results, yaml.safe_load((REPO / ".test" / "config.yaml").read_text()))
 
     for fig in SLO_SA_FIGURES:
         assert (results / "figures" / "slosa" / f"{fig}.png").stat().st_size > 0

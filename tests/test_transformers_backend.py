@@ -259,28 +259,15 @@ def test_sim_fitted_on_fcfs_steps_follows_the_real_engine_on_held_out_policies(d
 
 
 # -- the pipeline's transformers option ------------------------------------------------------
-@pytest.mark.slow
-def test_the_tiny_configuration_with_the_transformers_option_renders_the_calibration_notebook(tmp_path):
-    """The tiny configuration with `transformers.enabled`: the study runs on the CPU (a probe,
-    FCFS at the fit's loads, the held-out policies at theirs, the same trace for every policy at
-    a load), and the calibration notebook renders sim against it, with its figure and its
-    reading of the held-out runs."""
-    import yaml
-    from test_pipeline import workflow_copy
-
-    work, env = workflow_copy(tmp_path)
-    config = yaml.safe_load((work / ".test" / "config.yaml").read_text())
-    config["transformers"]["enabled"] = True
-    (work / ".test" / "transformers.yaml").write_text(yaml.safe_dump(config))
-    results = work / config["results"]
-    done = subprocess.run(["snakemake", "--cores", "2", "--configfile", ".test/transformers.yaml", "--quiet", "rules",
-                           "--", f"{config['results']}/notebooks/calibration.html"],
-                          cwd=work, env=env, capture_output=True, text=True, timeout=2400)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-
-    t = config["transformers"]
+def check_the_pipelines_transformers_study(results: Path, config: dict) -> None:
+    """The tiny configuration runs with `transformers.enabled` (tests/test_pipeline.py calls this
+    on its run): the study runs on the CPU (a probe, FCFS at the fit's loads, the held-out
+    policies at theirs, the same trace for every policy at a load), and the calibration notebook
+    renders sim against it, with its figure and its reading of the held-out runs."""
     from schedlab.fit.engine_runs import read_runs
 
+    t = config["transformers"]
+    assert t["enabled"]
     runs = read_runs(results / "runs" / "transformers" / "cpu")
     plan = [("fcfs", float("inf")), *[("fcfs", x) for x in t["fit_loads"]],
             *[(p, x) for p in t["held_out"] for x in t["held_out_loads"]]]
