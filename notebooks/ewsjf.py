@@ -389,31 +389,43 @@ display(Markdown("\n".join(verdict) + "\n\n" + conclusion + "\n\nWhether such sh
 from schedlab.backends.replay_quality import replay_flaws
 from schedlab.ewsjf.report import engine_throughput, engine_verdict
 
-if "engine_runs" not in inputs:
-    print("Not run: `ewsjf.engine.enabled` is off in this run's config.")
-else:
+def engine_study(inputs) -> None:
+    """The table, figure and verdict of the engine runs, from their replays' summaries."""
     replays = pd.DataFrame([json.loads(p.read_text()) for folder in inputs["engine_runs"]
                             for p in sorted(folder.glob("rate*_rep*.json"))])
     flaws = replay_flaws(replays)
     if (flaws != "").any():
         display(replays.loc[flaws != "", ["policy", "repeat", "foreign_cpu_share", "outside_engine_share"]]
                 .assign(left_out=flaws[flaws != ""]))
+    clean = replays[flaws == ""]
+    missing = [p for p in dict.fromkeys(replays["policy"]) if p not in set(clean["policy"])]
+    if missing:  # a policy with no clean replay has no number
+        print(f"No replay of {', '.join(missing)} measured the engine (see above).")
+    if "fcfs" not in set(clean["policy"]):
+        print("Without a clean FCFS replay there is no baseline to hold the others against.")
+        return
     sims = pd.DataFrame([json.loads(p.read_text()) for p in inputs["engine_sim"]])
-    engine_table = engine_throughput(replays[flaws == ""], sims)
-    display(engine_table.round(2))
+    table = engine_throughput(clean, sims)
+    display(table.round(2))
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    bars = engine_table[["engine req/s", "sim req/s"]].rename(columns=lambda c: c.split()[0])
-    bars.plot.bar(ax=ax, rot=0, color=["tab:blue", "tab:orange"])
-    ax.errorbar(np.arange(len(engine_table)) - 0.125, engine_table["engine req/s"],
-                yerr=[engine_table["engine req/s"] - engine_table["engine min"],
-                      engine_table["engine max"] - engine_table["engine req/s"]], fmt="none", color="k", capsize=3)
+    table[["engine req/s", "sim req/s"]].rename(columns=lambda c: c.split()[0]).plot.bar(
+        ax=ax, rot=0, color=["tab:blue", "tab:orange"])
+    ax.errorbar(np.arange(len(table)) - 0.125, table["engine req/s"],
+                yerr=[table["engine req/s"] - table["engine min"], table["engine max"] - table["engine req/s"]],
+                fmt="none", color="k", capsize=3)
     ax.set(xlabel="policy", ylabel="throughput (req/s)", title="scaled mixed workload in overload")
-    ax.legend(title="backend", loc="lower right")
     fig.tight_layout()
+    legend_beside(fig, title="backend")
     save_figure(fig, figures_dir, "engine_throughput")
     plt.show()
-    engine_reading = engine_verdict(engine_table)
-    display(Markdown(engine_reading))
+    if "ewsjf" in table.index:
+        display(Markdown(engine_verdict(table)))
+
+
+if "engine_runs" not in inputs:
+    print("Not run: `ewsjf.engine.enabled` is off in this run's config.")
+else:
+    engine_study(inputs)
 
 # %% [markdown]
 # ## Do the paper's findings hold here?
