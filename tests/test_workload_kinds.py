@@ -22,7 +22,7 @@ from schedlab import registry
 from schedlab.cli import main
 from schedlab.latency.catalogue import model_arch
 from schedlab.sharing import HASH_BLOCK_TOKENS, cut_prompts
-from schedlab.validation import read_trace
+from schedlab.validation import read_steptime, read_trace
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.openchat import openchat_trace
 
@@ -162,10 +162,29 @@ def test_the_listing_names_every_kind_its_pools_parameters_and_package(capsys):
 
 # -- a kind from a package of its own ----------------------------------------------------------
 TOY = '''\
-"""A toy workload kind and the pool it draws from."""
+"""A toy workload kind and the pool it draws from, a toy step-time source and a toy router."""
 import pandas as pd
 
-from schedlab.registry import register_pool, register_workload
+from schedlab.registry import register_pool, register_router, register_source, register_workload
+from schedlab.routers.base import Router
+
+
+@register_source("toy-flat", summary="every step 20 ms, whatever it holds")
+def toy_flat(*, hardware, model, **_):
+    if hardware == "broken":
+        return "not a table"
+    steps = pd.DataFrame({"n_encoder": 0, "n_prefill_tokens": [0, 512, 0, 256, 0, 128, 64, 0],
+                          "n_decode": [1, 0, 8, 4, 2, 16, 3, 32], "ctx_tokens": [10, 0, 80, 40, 30, 500, 20, 900]})
+    return steps.assign(source="toy-flat", hardware=hardware, model=model, time_s=0.02)
+
+
+@register_router("toy-first", summary="every request to the first replica that can serve it")
+class ToyFirst(Router):
+    name = "toy-first"
+    reads_state = False
+
+    def route(self, i, candidates):
+        return int(candidates[0])
 
 
 @register_pool("toy-lengths", columns=("prompt_tokens", "output_tokens"))
@@ -252,6 +271,28 @@ def test_a_plug_in_kind_runs_through_the_command_line_and_the_tournament(toy_sit
     assert played.returncode == 0, played.stderr
     matches = pd.read_parquet(tmp_path / "m.parquet")
     assert matches["policy"].tolist() == ["fcfs", "sjf"] and (matches["completed"] == 30).all()
+
+    # the package's step-time source, through the listing and `schedlab steptime`, into a cluster
+    # run behind its router
+    sources = _schedlab(toy_site, "sources", cwd=tmp_path)
+    assert sources.returncode == 0 and any(line.startswith("toy-flat ") and "toy-workload (toy_workload)" in line
+                                           for line in sources.stdout.splitlines()), sources.stdout
+    st = _schedlab(toy_site, "steptime", "--source", "toy-flat", "--hardware", "H100-SXM", "--model", "tiny-llama",
+                   "--out", "flat.json", cwd=tmp_path)
+    assert st.returncode == 0, st.stderr
+    flat = read_steptime(tmp_path / "flat.json")
+    assert flat.intercept == pytest.approx(0.02) and flat.n_decode == pytest.approx(0.0, abs=1e-12)
+    broken = _schedlab(toy_site, "steptime", "--source", "toy-flat", "--hardware", "broken", "--model", "tiny-llama",
+                       "--out", "bad.json", cwd=tmp_path)
+    assert broken.returncode == 2 and broken.stderr.count("\n") == 1 and "not a profile table" in broken.stderr
+    assert not (tmp_path / "bad.json").exists()
+    ran = _schedlab(toy_site, "cluster", "--trace", "toy.parquet", "--replicas", "2", "--router", "toy-first",
+                    "--policy", "fcfs", "--steptime", "flat.json", "--hardware", "H100-SXM", "--model", "tiny-llama",
+                    "--out-results", "c.parquet", "--out-summary", "c.json", "--out-replicas", "r.parquet",
+                    cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    replicas = pd.read_parquet(tmp_path / "c.parquet")
+    assert len(replicas) == 7 and (replicas["replica"] == 0).all()  # the toy router sends every request to 0
 
 
 @pytest.mark.slow

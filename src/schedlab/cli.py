@@ -50,7 +50,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 #: Profile sources that need no machine: a catalogue GPU and model are enough.
-CATALOGUE_SOURCES = ("shipped", "roofline", "measured")
 #: The environment variable that makes every command print an error's traceback (as --debug).
 DEBUG_VARIABLE = "SCHEDLAB_DEBUG"
 
@@ -153,14 +152,18 @@ def cmd_workload(args) -> None:
                    for rate, out in zip(args.rate, args.out)})
 
 
+def _print_table(header, rows) -> None:
+    """Columns padded to their widest value, the last one as it is."""
+    widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(len(header) - 1)]
+    for row in [header, *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + row[-1])
+
+
 def cmd_workloads(args) -> None:
     """Every registered workload kind, one line each, then every pool."""
     from schedlab import registry
 
-    def table(header, rows):
-        widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(len(header) - 1)]
-        for row in [header, *rows]:
-            print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + row[-1])
+    table = _print_table
 
     def parameters(entry):
         return ", ".join(f"{name}={default!r}" for name, (_, default) in entry.parameters().items()) or "-"
@@ -174,41 +177,30 @@ def cmd_workloads(args) -> None:
 
 
 # -- profile ------------------------------------------------------------------------------
-def _catalogue_profile(source: str, hardware_name: str, model: str):
-    """The profile table a catalogue GPU and model have without a machine: the ``roofline``'s
-    prediction, the ``measured`` step costs priced at the GPU's peaks, or the measurement
-    ``shipped`` with the package."""
-    from schedlab.latency.catalogue import hardware, model_arch
+def cmd_sources(args) -> None:
+    """Every registered step-time source, one line each."""
+    from schedlab import registry
 
-    if source == "roofline":
-        from schedlab.latency.roofline import profile
-
-        return profile(hardware(hardware_name), model_arch(model))
-    if source == "measured":
-        from schedlab.fit.measured import profile
-
-        return profile(hardware(hardware_name), model_arch(model))
-    from schedlab.fit.shipped import read_shipped
-
-    return read_shipped(hardware_name, model)
+    _print_table(("source", "prices", "from", "what it gives"),
+                 [(e.name, "this machine" if e.machine else "a catalogue GPU", f"{e.distribution} ({e.module})",
+                   e.summary) for e in registry.source_entries()])
 
 
 def cmd_profile(args) -> None:
-    from schedlab.latency.catalogue import model_arch
+    from schedlab import registry
 
-    if args.source in CATALOGUE_SOURCES:
-        table = _catalogue_profile(args.source, args.hardware, args.model)
-    elif args.source == "vllm":
+    source = registry.source_entry(args.source)
+
+    def engine():  # the vLLM engine's limits, read from the options (and checked) when a source asks
         from schedlab.backends.vllm_engine import launch_spec
-        from schedlab.backends.vllm_profile import profile
 
-        table = profile(launch_spec(args))
-    else:
-        from schedlab.latency.torch_profile import profile
+        return launch_spec(args)
 
-        model_arch(args.model)  # fail early on an unknown name
-        table = profile(model=args.model, repeats=args.repeats, device=args.device)
-    write_parquet(table, args.out)
+    from schedlab.validation import check_profile
+
+    table = source.profile(hardware=args.hardware, model=args.model, device=args.device, repeats=args.repeats,
+                           engine=engine)
+    write_parquet(check_profile(table, source.describe()), args.out)
 
 
 # -- fit ----------------------------------------------------------------------------------
@@ -224,12 +216,18 @@ def cmd_fit_steptime(args) -> None:
 
 
 def cmd_steptime(args) -> None:
-    """A catalogue GPU and model's step-time model in one command: their profile (shipped or
-    roofline), fitted as `schedlab fit steptime` fits one."""
+    """A catalogue GPU and model's step-time model in one command: the profile of a source that
+    prices a catalogue GPU, fitted as `schedlab fit steptime` fits one."""
+    from schedlab import registry
     from schedlab.fit.steptime import fit_steptime
-    from schedlab.validation import write_steptime
+    from schedlab.validation import check_profile, write_steptime
 
-    write_steptime(fit_steptime(_catalogue_profile(args.source, args.hardware, args.model), tile=args.tile), args.out)
+    source = registry.source_entry(args.source)
+    if source.machine:
+        raise SchedlabError(f"--source: {source.describe()} times this machine, not a catalogue GPU: "
+                            f"`schedlab profile --source {source.name}`, then `schedlab fit steptime`")
+    table = check_profile(source.profile(hardware=args.hardware, model=args.model), source.describe())
+    write_steptime(fit_steptime(table, tile=args.tile), args.out)
 
 
 def cmd_fit_engine_steps(args) -> None:
@@ -587,10 +585,14 @@ def build_parser() -> argparse.ArgumentParser:
     w.set_defaults(func=cmd_workload)
     ws = sub.add_parser("workloads", help="list the registered workload kinds and the pools they draw from")
     ws.set_defaults(func=cmd_workloads)
+    so = sub.add_parser("sources", help="list the registered step-time sources (where profile and steptime get their tables)")
+    so.set_defaults(func=cmd_sources)
 
     pr = sub.add_parser("profile", help="a latency profile table (roofline, the passes measured on the shipped GPUs, "
                                          "timed torch passes or vLLM steps, or a GPU profile shipped with the package)")
-    pr.add_argument("--source", choices=("roofline", "measured", "torch", "vllm", "shipped"), required=True)
+    pr.add_argument("--source", required=True,
+                    help="a registered step-time source (`schedlab sources` lists them), e.g. roofline, measured, "
+                         "shipped (a catalogue GPU), torch, vllm (this machine)")
     pr.add_argument("--hardware", default="A100-40GB", help="catalogue device (roofline, measured, shipped)")
     pr.add_argument("--model", required=True)
     pr.add_argument("--repeats", type=_positive_int, default=3, help="timed repeats per point (torch)")
@@ -601,9 +603,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("steptime", help="a step-time model for a catalogue GPU and model: its shipped profile or "
                                          "the roofline's, fitted (profile and fit steptime in one)")
-    st.add_argument("--source", choices=CATALOGUE_SOURCES, required=True,
-                    help="shipped: a GPU profile measured and shipped with the package; roofline: predicted; "
-                         "measured: the shipped GPUs' step costs priced at this GPU's peaks")
+    st.add_argument("--source", required=True,
+                    help="a registered step-time source that prices a catalogue GPU (`schedlab sources`): shipped, a "
+                         "GPU profile measured and shipped with the package; roofline, predicted; measured, the "
+                         "shipped GPUs' step costs priced at this GPU's peaks")
     st.add_argument("--hardware", required=True, help="catalogue device, e.g. H100-SXM")
     st.add_argument("--model", required=True, help="model architecture, e.g. mistral-7b")
     st.add_argument("--tile", type=number(int, minimum=0, strict=False, maximum=2**20), default=0,

@@ -53,6 +53,17 @@ first read, a paper's or a plug-in's from a module of the same entry-point group
 
     @register_workload("openchat", pools=("openchat",), paper="C")
     def openchat(draw, share: Share = 0.5) -> pd.DataFrame: ...
+
+**Step-time sources** (where ``schedlab profile`` and ``schedlab steptime`` get a latency profile
+table, which ``schedlab fit steptime`` fits) have a table of their own too: a function of keyword
+options (``hardware``, ``model``; a source that times this machine also ``device``, ``repeats``
+and ``engine``, a function that returns the vLLM engine's limits from the command's options)
+returning the table, registered with
+:func:`register_source`; schedlab's (:data:`SOURCE_PACKAGES`) when the table is first read, a
+plug-in's from a module of the same entry-point group::
+
+    @register_source("roofline", summary="predicted from the GPU's peaks and the model's shapes")
+    def roofline(*, hardware, model, **_) -> pd.DataFrame: ...
 """
 
 from __future__ import annotations
@@ -91,6 +102,8 @@ ROUTER_ATTRIBUTES = ("reads_state", "reads_kv")
 #: schedlab's own packages whose modules register workload kinds and pools (each one imported
 #: when the workload table is first read).
 WORKLOAD_PACKAGES = ("schedlab.workload", "schedlab.data")
+#: Where schedlab's own step-time sources are registered.
+SOURCE_PACKAGES = ("schedlab.fit.sources",)
 #: How a workload kind times its requests: at the arrival process the caller draws (gamma gaps
 #: at the rate, Poisson at burstiness 1; sized by a count of requests or a duration), or by its
 #: own timing (a trace's timestamps, a conversation's think times; sized by a count).
@@ -277,10 +290,35 @@ class PoolEntry(_Registered):
             raise failure(self, self.loader.__name__, e)
 
 
+@dataclass(frozen=True)
+class SourceEntry(_Registered):
+    """One registered step-time source: a latency profile table (one row per step composition,
+    timed or priced) for a model on a catalogue GPU or on this machine."""
+
+    name: str
+    #: The registered function: ``function(hardware=..., model=..., **options) -> table``.
+    function: Callable = field(repr=False)
+    #: Whether it times this machine (``device``, ``repeats``, ``engine``) rather than pricing a
+    #: catalogue GPU (``hardware``) without one.
+    machine: bool
+    summary: str
+    module: str
+    distribution: str
+    WHAT: ClassVar[str] = "step-time source"
+
+    def profile(self, **options):
+        """Its profile table; a plug-in's exception names the plug-in (:func:`failure`)."""
+        try:
+            return self.function(**options)
+        except Exception as e:
+            raise failure(self, self.function.__name__, e)
+
+
 _entries: dict[str, Entry] = {}
 _routers: dict[str, RouterEntry] = {}
 _workloads: dict[str, WorkloadEntry] = {}
 _pools: dict[str, PoolEntry] = {}
+_sources: dict[str, SourceEntry] = {}
 #: Plug-ins set aside: entry-point name -> one-line reason.
 _broken: dict[str, str] = {}
 #: Names a broken plug-in tried to register, for the error when one is asked for (a name it
@@ -407,6 +445,24 @@ def register_pool(name: str, *, columns: tuple[str, ...], summary: str | None = 
     return add
 
 
+def register_source(name: str, *, machine: bool = False, summary: str | None = None):
+    """Register the decorated function as the step-time source ``name`` (see the module
+    docstring); returns it unchanged. ``machine``: it times this machine rather than pricing a
+    catalogue GPU."""
+
+    def add(function):
+        _check_name(name, "step-time source")
+        entry = SourceEntry(name, function, machine, summary or _first_sentence(function), function.__module__,
+                            _current["distribution"] or SCHEDLAB)
+        old = _sources.get(name)
+        if old is not None and old.module != entry.module:
+            _reject(name, f"the name {name!r} is taken by {old.module} ({old.distribution})", what="step-time source")
+        _sources[name] = entry
+        return function
+
+    return add
+
+
 def _check_name(name, what: str) -> None:
     """A registered name becomes a path component and a command word: it must match
     :data:`schedlab.contracts.NAME_PATTERN` (a plug-in's registration is then rejected)."""
@@ -467,7 +523,7 @@ def _load() -> None:
     for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: (e.dist is None, e.name)):
         dist = ep.dist.name if ep.dist is not None else "?"
         before, routers_before = dict(_entries), dict(_routers)
-        kinds_before, pools_before = dict(_workloads), dict(_pools)
+        kinds_before, pools_before, sources_before = dict(_workloads), dict(_pools), dict(_sources)
         _current.update(distribution=dist, plugin=ep.name, refused=[])
         try:
             ep.load()
@@ -482,7 +538,8 @@ def _load() -> None:
                 else:
                     del _entries[n]
                 _broken_names[n] = ep.name
-            for table, earlier in ((_routers, routers_before), (_workloads, kinds_before), (_pools, pools_before)):
+            for table, earlier in ((_routers, routers_before), (_workloads, kinds_before), (_pools, pools_before),
+                                   (_sources, sources_before)):
                 for n in [n for n in table if n not in earlier]:
                     del table[n]
                     _broken_names[n] = ep.name
@@ -570,7 +627,7 @@ def failure(culprit, method: str, e: BaseException) -> Exception:
     built-in's exception is schedlab's bug, and keeps its traceback), else a
     :class:`PluginError` naming the scheduler (or kind, or pool), the method, the exception and
     the plug-in's line it came from, caused by ``e``."""
-    found = culprit if isinstance(culprit, (Entry, WorkloadEntry, PoolEntry)) else origin(culprit)
+    found = culprit if isinstance(culprit, (Entry, WorkloadEntry, PoolEntry, SourceEntry)) else origin(culprit)
     ours = not found.plugin if found is not None else type(culprit).__module__.split(".")[0] == SCHEDLAB
     if ours or isinstance(e, PluginError):
         return e
@@ -696,3 +753,34 @@ def pool_entry(name: str) -> PoolEntry:
     """The pool registered as ``name``."""
     _load_workloads(name)
     return _registered(_pools, name, "pool", lambda: [e.name for e in pool_entries()])
+
+
+# -- step-time sources ------------------------------------------------------------------------------
+_sources_loaded = False
+
+
+def _load_sources() -> None:
+    """Register schedlab's own step-time sources (once), then every plug-in."""
+    global _sources_loaded
+    if not _sources_loaded:
+        _sources_loaded = True
+        for package in SOURCE_PACKAGES:
+            importlib.import_module(package)
+    _load()
+
+
+def source_entries(machine: bool | None = None) -> list[SourceEntry]:
+    """Every registered step-time source (``machine``: only those that time this machine, or
+    only those that price a catalogue GPU), in the order they registered."""
+    _load_sources()
+    return [e for e in _sources.values() if machine is None or e.machine == machine]
+
+
+def source_names(machine: bool | None = None) -> list[str]:
+    return [e.name for e in source_entries(machine)]
+
+
+def source_entry(name: str) -> SourceEntry:
+    """The step-time source registered as ``name``."""
+    _load_sources()
+    return _registered(_sources, name, "step-time source", source_names)

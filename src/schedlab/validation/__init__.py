@@ -17,7 +17,8 @@ _HOME = {
                      "read_kappa", "read_predictor"), "schedlab.validation.documents"),
     **dict.fromkeys(("check_arena_spec", "read_arena", "read_steptime", "write_steptime"),
                     "schedlab.validation.engine_files"),
-    **dict.fromkeys(("check_trace", "read_pool", "read_profile", "read_trace"), "schedlab.validation.tables"),
+    **dict.fromkeys(("check_profile", "check_trace", "read_pool", "read_profile", "read_trace"),
+                    "schedlab.validation.tables"),
 }
 
 
@@ -30,6 +31,7 @@ def __getattr__(name: str):
 __all__ = [
     "check_arena_spec",
     "check_measured",
+    "check_profile",
     "check_run_length",
     "check_summaries",
     "check_trace",

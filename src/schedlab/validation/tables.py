@@ -168,14 +168,28 @@ def _profile_schema() -> pa.DataFrameSchema:
 
 
 def read_profile(path: str | os.PathLike) -> pd.DataFrame:
-    """A latency profile table (:data:`~schedlab.contracts.PROFILE_COLUMNS`): counts and step
-    times finite and non-negative, within what one step holds and lasts
-    (:data:`~schedlab.contracts.MAX_STEP_WORK`, :data:`~schedlab.contracts.MAX_STEP_S`)."""
-    profile = read_parquet(path, PROFILE_COLUMNS)
+    """A latency profile table (:data:`~schedlab.contracts.PROFILE_COLUMNS`) from ``path``,
+    checked by :func:`check_profile`."""
+    return check_profile(read_parquet(path, PROFILE_COLUMNS), str(path))
+
+
+def check_profile(profile, source: str = "profile") -> pd.DataFrame:
+    """``profile`` checked as a latency profile table: its columns
+    (:data:`~schedlab.contracts.PROFILE_COLUMNS`), counts and step times finite and non-negative,
+    within what one step holds and lasts (:data:`~schedlab.contracts.MAX_STEP_WORK`,
+    :data:`~schedlab.contracts.MAX_STEP_S`); raises a one-line :class:`SchedlabError` naming
+    ``source``."""
+    if not isinstance(profile, pd.DataFrame):
+        raise SchedlabError(f"{source} returned a {type(profile).__name__}, not a profile table")
+    missing = [c for c in PROFILE_COLUMNS if c not in profile.columns]
+    if missing:
+        raise SchedlabError(f"{source}: missing columns {', '.join(missing)}")
+    if not len(profile):
+        raise SchedlabError(f"{source}: holds no steps (0 rows)")
     try:
         _profile_schema().validate(profile.reset_index(drop=True))
     except SchemaError as e:
-        raise SchedlabError(_message(str(path), e)) from None
+        raise SchedlabError(_message(source, e)) from None
     return profile
 
 
