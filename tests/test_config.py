@@ -238,9 +238,13 @@ def test_dry_run_of_shipped_config_plans_the_whole_sweep(config, tmp_path):
     m = re.search(r"^vllm_serve\s+(\d+)\s*$", r.output, re.M)
     assert m, r.output[-3000:]
     assert int(m.group(1)) == len(fid["policies"])
+    # Paper B on the real engine: its trace, one server and one sim run per policy, the FCFS
+    # server's step fit.
+    b = len(config["ewsjf"]["engine"]["policies"])
+    assert [jobs(f"ewsjf_engine_{r}") for r in ("trace", "serve", "fit", "simulate")] == [1, b, 1, b]
     # Beside paper A's sweep on its seeds, the plan stays small.
     total = int(re.search(r"^total\s+(\d+)\s*$", r.output, re.M).group(1))
-    assert total - jobs("simulate_") - jobs("workload_") < 130
+    assert total - jobs("simulate_") - jobs("workload_") - jobs("ewsjf_engine_") < 130
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
 
 
