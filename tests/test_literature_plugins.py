@@ -176,29 +176,29 @@ def test_each_runs_inside_vllm_serve(site, name, tmp_path):
     from schedlab.backends.vllm_engine import LaunchSpec
     from schedlab.backends.vllm_server import warm_up
 
-    spec = LaunchSpec(model="tiny-llama", max_num_seqs=1, max_num_batched_tokens=512)
+    spec = LaunchSpec(model="small-llama", max_num_seqs=1, max_num_batched_tokens=512)
     steps = tmp_path / "server.steps.csv"
-    cmd = serve_command(REPO / "src/schedlab/assets/models/tiny-llama", spec, policy=name, step_log=steps)
+    cmd = serve_command(REPO / "src/schedlab/assets/models/small-llama", spec, policy=name, step_log=steps)
     env = {**server_env(spec), "PYTHONPATH": _env(site)["PYTHONPATH"]}
     if name == "vtc":
         trace = pd.DataFrame({"request_id": np.arange(9), "arrival_s": [0.0] * 6 + [0.3] * 3, "prompt_tokens": 16,
                               "output_tokens": 100, "tenant": ["a"] * 6 + ["b"] * 3})
     else:
         trace = pd.DataFrame({"request_id": [0, 1], "arrival_s": [0.0, 0.5], "prompt_tokens": 16,
-                              "output_tokens": [1200, 8]})
+                              "output_tokens": [300, 8]})
     with start_server(cmd, log=tmp_path / "server.log", env=env) as server:
-        warm_up(server, trace, model="tiny-llama", whisper=False)  # a fresh server's first requests are slow
-        replay = replay_http(server.url, trace, model="tiny-llama", whisper=False)
+        warm_up(server, trace, model="small-llama", whisper=False)  # a fresh server's first requests are slow
+        replay = replay_http(server.url, trace, model="small-llama", whisper=False)
         raw = wait_for_idle(steps, replay.wall_t0)
         seen = request_timeline(replay.log.frame(), read_request_log(request_log_path(steps)), replay.token,
                                 replay.wall_t0)
     assert seen["finish_s"].notna().all() and seen["first_scheduled_s"].notna().all()
     if name != "vtc":
         # the premise: the short request reached the scheduler while the long one had steps to go.
-        # On two cores it often does not: while the engine streams the long one's tokens, the
-        # client and the API server share the cores with it, and the short one was sent late (at
-        # 3.9 s instead of 0.5 s), or sent on time and handed to the scheduler only as the long
-        # one finished (at 4.3 s), or the long one's tokens all reached the client at its end.
+        # With tiny-llama's 3.5 ms steps on two cores it mostly did not: while the engine streamed
+        # the long one's 1,200 tokens, the short one was sent late (at 3.9 s instead of 0.5 s), or
+        # handed to the scheduler only as the long one finished; small-llama's steps (about 17
+        # ms) leave the client and the API server their share of the cores.
         arrived, long_done = (replay.wall_t0 + seen[c].to_numpy() for c in ("admitted_s", "engine_finish_s"))
         left = int(((raw["t_schedule"] > arrived[1]) & (raw["t_schedule"] < long_done[0])).sum())
         if left < 3:
