@@ -415,10 +415,7 @@ def register_workload(name: str, *, modality: str = LLM, pools: tuple[str, ...] 
         entry = WorkloadEntry(name, modality, tuple(pools), arrivals, function, paper,
                               summary or _first_sentence(function), function.__module__,
                               _current["distribution"] or SCHEDLAB)
-        old = _workloads.get(name)
-        if old is not None and old.module != entry.module:
-            _reject(name, f"the name {name!r} is taken by {old.module} ({old.distribution})", what="workload kind")
-        _workloads[name] = entry
+        _store(_workloads, entry)
         return function
 
     if modality not in (ASR, LLM):
@@ -436,10 +433,7 @@ def register_pool(name: str, *, columns: tuple[str, ...], summary: str | None = 
         _check_name(name, "pool")
         entry = PoolEntry(name, loader, tuple(columns), summary or _first_sentence(loader), loader.__module__,
                           _current["distribution"] or SCHEDLAB)
-        old = _pools.get(name)
-        if old is not None and old.module != entry.module:
-            _reject(name, f"the name {name!r} is taken by {old.module} ({old.distribution})", what="pool")
-        _pools[name] = entry
+        _store(_pools, entry)
         return loader
 
     return add
@@ -454,13 +448,19 @@ def register_source(name: str, *, machine: bool = False, summary: str | None = N
         _check_name(name, "step-time source")
         entry = SourceEntry(name, function, machine, summary or _first_sentence(function), function.__module__,
                             _current["distribution"] or SCHEDLAB)
-        old = _sources.get(name)
-        if old is not None and old.module != entry.module:
-            _reject(name, f"the name {name!r} is taken by {old.module} ({old.distribution})", what="step-time source")
-        _sources[name] = entry
+        _store(_sources, entry)
         return function
 
     return add
+
+
+def _store(table: dict, entry) -> None:
+    """``entry`` into ``table`` under its name, unless another module holds that name (a
+    registration is then rejected); the same module registering it again replaces it."""
+    old = table.get(entry.name)
+    if old is not None and old.module != entry.module:
+        _reject(entry.name, f"the name {entry.name!r} is taken by {old.module} ({old.distribution})", what=entry.WHAT)
+    table[entry.name] = entry
 
 
 def _check_name(name, what: str) -> None:
