@@ -557,3 +557,25 @@ def test_the_front_end_station_is_fitted_when_asked_and_recovers_a_known_service
     assert model.frontend_service_s == record["frontend_service_s"]
     assert record["cost"] == min(s["cost"] for s in record["station_starts"])
     assert max(abs(r["error_pct"]) for r in record["residuals"]) < 5
+
+
+@pytest.mark.slow
+def test_a_measured_station_is_held_fixed_and_the_other_factors_are_recovered_around_it():
+    """The same 30 ms API process, now given as measured: the fit keeps its service time
+    exactly, does not list it among its estimates, and finds the three factors that made the
+    rows."""
+    pool = _pool()
+    truth = BASE.scaled(4.0, 2.5, 0.01, 0.03)
+    rates = [1.0, 8.0, 14.0, 20.0]
+    traces = {r: _trace(pool, r, 300, 3) for r in rates}
+    overload = _trace(pool, 60.0, 300, 1)
+    reported = pd.DataFrame([{"rate": r, "policy": "fcfs", **{m: _fcfs(traces[r], truth)[m] for m in BASELINE_METRICS}}
+                             for r in rates])
+    kwargs = dict(baseline=baseline_rows(reported), traces=traces, overload_trace=overload,
+                  saturation_rps=_fcfs(overload, truth)["throughput_rps"])
+    model, record = calibrate(Arena(BASE, ENGINE, KAPPA), station_service_s=0.03, **kwargs)
+    assert model.frontend_service_s == record["frontend_service_s"] == 0.03 and record["station_measured"]
+    assert set(record["uncertainty"]) == {"compute", "memory", "frontend_s"}
+    assert (record["compute"], record["memory"], record["frontend_s"]) == pytest.approx((4.0, 2.5, 0.01), rel=0.05)
+    with pytest.raises(SchedlabError, match="either fitted or measured"):
+        calibrate(Arena(BASE, ENGINE, KAPPA), station=True, station_service_s=0.03, **kwargs)

@@ -411,6 +411,8 @@ WRITERS = {
     "vllm-serve": ["vllm-serve", "--policy", "fcfs", "--model-folder", I("model"), "--traces", I("trace"),
                    "--rates", "5", "--server-log", O("server.log"), "--out-dir", F("runs")],
     "whisper-files": ["whisper-files", "--model", "whisper-tiny", "--out", F("whisper")],
+    "front-end-cost": ["front-end-cost", "--model", "whisper-tiny", "--durations", "1", "2", "--repeats", "1",
+                       "--utterances", I("pool"), "--out", O("fe.parquet"), "--out-fit", O("fe.json")],
     "collect": ["collect", I("steptime"), "--out", O("all.parquet")],
     "slosa pools": ["slosa", "pools", "--chat", O("chat.parquet"), "--code", O("code.parquet")],
     "slosa profile": ["slosa", "profile", "--source", "roofline", "--out", O("p.parquet")],

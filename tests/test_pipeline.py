@@ -31,7 +31,7 @@ FIGURES = [
     "fig01_toy", "fig02_kappa_scatter", "fig03_librispeech_e2el", "fig04_librispeech_e2el_pct",
     "fig05_uniform_e2el", "fig06_uniform_e2el_pct", "fig07_throughput", "fig08_librispeech_ttft",
     "fig09_librispeech_ttft_pct", "fig10_uniform_ttft", "fig11_uniform_ttft_pct", "fig12_burst",
-    "fig13_medium_e2el",
+    "fig13_medium_e2el", "front_end_cost",
 ]
 EWSJF_FIGURES = [
     "workload_lengths", "table3_queue_count", "fig3_throughput_vs_rate", "fig4_variants",

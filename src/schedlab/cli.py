@@ -15,6 +15,7 @@ from schedlab.cli_types import (
     InputPath,
     OutputFolder,
     OutputPath,
+    clip_seconds,
     command_paths,
     count,
     duration,
@@ -269,6 +270,7 @@ def cmd_fit_calibrate(args) -> None:
 
     from schedlab.engine import Arena
     from schedlab.fit.calibrate import baseline_rows, bound_study, calibrate, implied_saturation, sensitivity
+    from schedlab.fit.front_end_cost import front_end_service
     from schedlab.asr.report import reported_asr_table1
     from schedlab.workload.arrivals import arrival_times
     from schedlab.validation import read_steptime, write_steptime
@@ -292,7 +294,8 @@ def cmd_fit_calibrate(args) -> None:
     overload = {s: trace(args.overload_rate, s, n_requests=args.n_requests) for s in fit_seeds}
     model, record = calibrate(arena, baseline=baseline, traces={r: [by_seed[s][r] for s in fit_seeds] for r in baseline.index},
                               overload_trace=[overload[s] for s in fit_seeds], saturation_rps=args.saturation_rps,
-                              step_ms=args.step_ms, station=args.station)
+                              step_ms=args.step_ms, station=args.station,
+                              station_service_s=front_end_service(args.station_measured) if args.station_measured else None)
     record["fit_seeds"], record["run_seeds"] = fit_seeds, seeds
     calibrated = replace(arena, step_time=model)
     # Every policy at every reported rate on every seed, under this fit: the rows each paper
@@ -524,6 +527,14 @@ def _served_outputs(args) -> list:
     return served_outputs(args.out_dir, args.rates, seed=args.seed, repeats=args.repeats, server_log=args.server_log)
 
 
+def cmd_front_end_cost(args) -> None:
+    from schedlab.fit.front_end_cost import fit_front_end, measure_audio_front_end
+
+    mean_s = float(read_pool(args.utterances, ("duration_s",))["duration_s"].mean())
+    table = measure_audio_front_end(args.model, args.durations, args.repeats)
+    write_outputs({args.out: table, args.out_fit: {"model": args.model, **fit_front_end(table, mean_s)}})
+
+
 def cmd_whisper_files(args) -> None:
     from schedlab.data.whisper_files import write_model_folder
 
@@ -655,7 +666,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="fit on these of --seeds only (default: all), e.g. one seed to see what one draw gives")
     fc.add_argument("--step-ms", type=_positive, nargs=2, metavar=("LOW", "HIGH"),
                     help="FCFS's mean step time on the overloaded trace, a target interval (ms)")
-    fc.add_argument("--station", action="store_true", help="fit the front end as a queue (its service time)")
+    station = fc.add_mutually_exclusive_group()
+    station.add_argument("--station", action="store_true", help="fit the front end as a queue (its service time)")
+    station.add_argument("--station-measured", type=InputPath, metavar="FIT_JSON",
+                         help="the front end as a queue with the service time measured by `schedlab front-end-cost` "
+                              "(its --out-fit), held fixed")
     fc.add_argument("--fit-only", action="store_true",
                     help="the fit and its runs by seed alone, without the bounds, sensitivity and implied speeds")
     _engine_args(fc)
@@ -722,6 +737,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="rate<label>_seed<seed>_rep<k>.parquet and .json go here")
     vllm_engine_args(vs, device=True)
     vs.set_defaults(func=cmd_vllm_serve, planned_outputs=_served_outputs)
+    fr = sub.add_parser("front-end-cost", help="the CPU time vLLM's API server spends on a Whisper request before "
+                        "the scheduler sees it (audio decoding, log-mel features), measured here, and its fit")
+    fr.add_argument("--model", required=True, help="a bundled Whisper architecture (its mel bins), e.g. whisper-large-v3")
+    fr.add_argument("--durations", type=clip_seconds, nargs="+", default=[2.0, 5.0, 10.0, 20.0, 30.0],
+                    help="clip durations to time (s, at most Whisper's 30 s window)")
+    fr.add_argument("--repeats", type=_positive_int, default=5, help="timed calls per duration")
+    fr.add_argument("--utterances", type=InputPath, required=True,
+                    help="the workload's clips: the station's service time is the fit at their mean duration")
+    fr.add_argument("--out", type=OutputPath, required=True, help="one row per call (parquet)")
+    fr.add_argument("--out-fit", type=OutputPath, required=True, help="the OLS fit and the service time (JSON)")
+    fr.set_defaults(func=cmd_front_end_cost)
     wf = sub.add_parser("whisper-files", help="a Whisper model folder with tokenizer and processor files, offline")
     wf.add_argument("--model", required=True, help="a bundled Whisper architecture, e.g. whisper-tiny")
     wf.add_argument("--out", type=OutputFolder, required=True,

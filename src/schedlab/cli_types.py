@@ -93,6 +93,8 @@ def positive_number(cast, maximum: float = MAX_NUMBER):
 rate_type = lambda inf=False: number(float, maximum=MAX_RATE_RPS, inf=inf)  # noqa: E731
 #: Seconds of a run or of its arrivals.
 duration = number(float, maximum=MAX_RUN_S)
+#: Seconds of one Whisper clip, up to its 30 s window.
+clip_seconds = number(float, maximum=30.0)
 #: A number of requests (that fits in memory).
 count = number(int, maximum=MAX_REQUESTS, requests=True)
 def rate_label(text: str) -> str:

@@ -102,13 +102,14 @@ rule calibrate:
         "--model {params.c[model]} {params.engine} --out {output} > {log} 2>&1"
 
 
-# The calibration's alternatives, fitted alone for the calibration notebook: without the
-# step-time target, and with the front end modelled the other way.
+# The calibration's alternatives (CALIBRATION_VARIANTS), fitted alone for the calibration
+# notebook.
 rule calibrate_variant:
     input:
         base=f"{RESULTS}/fit/steptime/roofline/{{hardware}}/{ASR['calibration']['model']}.json",
         utterances=rules.librispeech.output,
         kappa=rules.kappa.output,
+        front_end=lambda w: [front_end_fit()] if w.variant == "measured-front-end" else [],
     output:
         f"{RESULTS}/fit/calibration-variants/{{hardware}}/{{variant}}.json",
     log:

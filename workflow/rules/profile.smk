@@ -47,3 +47,22 @@ rule profile_vllm:
         engine=vllm_engine_flags(VLLM["max_num_seqs"], VLLM["max_num_batched_tokens"]),
     shell:
         "schedlab profile --source vllm --model {wildcards.model} {params.engine} --out {output} > {log} 2>&1"
+
+
+# The CPU time vLLM's API server spends on each Whisper request before the scheduler sees it
+# (audio decoding and log-mel features), measured on this machine with the whole machine to
+# itself, and fitted against the clip's duration: paper A's front-end station, measured.
+rule front_end_cost:
+    input:
+        utterances=rules.librispeech.output,
+    output:
+        table=f"{RESULTS}/profile/front-end/local/{{model}}.parquet",
+        fit=f"{RESULTS}/fit/front-end/local/{{model}}.json",
+    log:
+        f"{RESULTS}/logs/profile/front-end/{{model}}.log",
+    conda:
+        ENGINE_ENV
+    threads: all_cores
+    shell:
+        "schedlab front-end-cost --model {wildcards.model} --utterances {input.utterances} "
+        "--out {output.table} --out-fit {output.fit} > {log} 2>&1"

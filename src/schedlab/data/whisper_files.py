@@ -55,15 +55,21 @@ def build_tokenizer(vocab_size: int):
     return tok
 
 
+def whisper_config(model: str) -> dict:
+    """``model``'s ``config.json``, which must be a Whisper model's."""
+    config = json.loads((model_dir(model) / "config.json").read_text())
+    if config.get("model_type") != "whisper":
+        raise SchedlabError(f"{model} is not a Whisper model")
+    return config
+
+
 def write_model_folder(model: str, out: str | Path) -> Path:
     """``out`` as a loadable folder of ``model``: its ``config.json`` plus :data:`FILES`,
     made in a temporary folder and written by the one output writer (:mod:`schedlab.io`), all
     together or none."""
     from transformers import WhisperFeatureExtractor
 
-    config = json.loads((model_dir(model) / "config.json").read_text())
-    if config.get("model_type") != "whisper":
-        raise SchedlabError(f"{model} is not a Whisper model")
+    config = whisper_config(model)
     out = Path(out)
     check_folder(out)
     with tempfile.TemporaryDirectory() as made:

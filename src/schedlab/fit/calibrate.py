@@ -126,10 +126,12 @@ def saturation_factor(arena: Arena, overload_trace, saturation_rps: float, *, me
                                        unreachable=unreachable)))
 
 
-def _model(base: StepTimeModel, x: np.ndarray) -> StepTimeModel:
+def _model(base: StepTimeModel, x: np.ndarray, service_s: float = 0.0) -> StepTimeModel:
+    """``base`` scaled by the fitted log parameters ``x``; a fourth is the station's service
+    time, else ``service_s`` (a measured one, held fixed)."""
     values = np.exp(x)
     compute, memory, frontend_s = values[:3]
-    service = float(values[3]) if values.size > 3 else 0.0
+    service = float(values[3]) if values.size > 3 else service_s
     return base.scaled(float(compute), float(memory), float(frontend_s), service)
 
 
@@ -161,10 +163,12 @@ def calibrate(
     saturation_rps: float,
     step_ms: tuple[float, float] | None = None,
     station: bool = False,
+    station_service_s: float | None = None,
     diff_step: float = 0.03,
 ) -> tuple[StepTimeModel, dict]:
     """Fit ``compute``, ``memory`` and ``frontend_s`` (and with ``station`` the front end's
-    service time) to ``baseline`` (from :func:`baseline_rows`; for each rate in ``traces`` one
+    service time; with ``station_service_s`` the front end is that queue with a measured service
+    time, held fixed, not fitted) to ``baseline`` (from :func:`baseline_rows`; for each rate in ``traces`` one
     trace or one per seed, all seeds the same in number), the saturation throughput and, given
     ``step_ms``, the step-time interval, each simulated value the median over seeds; return the
     calibrated model and a record of targets, seeds, estimates with standard errors, residuals
@@ -182,6 +186,11 @@ def calibrate(
     frontend0 = max(1e-4, (baseline.loc[light, "p50_ttft_ms"] - ttft0) / 1e3)
     if step_ms is not None and not 0 < step_ms[0] <= step_ms[1]:
         raise SchedlabError(f"the step-time interval must be 0 < low <= high ms, got {list(step_ms)}")
+    if station and station_service_s is not None:
+        raise SchedlabError("the station's service time is either fitted or measured, not both")
+    if station_service_s is not None and not station_service_s > 0:
+        raise SchedlabError(f"a measured station service time must be positive, got {station_service_s}")
+    fixed = station_service_s or 0.0
     names = PARAMETERS + ((STATION,) if station else ())
     # memory starts inside its bounds, at half the peak bandwidth: from a start on the bound
     # the trust region's steps in that coordinate scale with the distance to it, and the fit
@@ -193,7 +202,7 @@ def calibrate(
     low, high = [AT_PEAK, AT_PEAK, 1e-5] + ([1e-4] if station else []), [1e4, 1e2, 10.0] + ([1.0] if station else [])
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        sim, thr, step = simulate_baseline(arena, _model(base, x), {r: traces[r] for r in rates}, overload_trace)
+        sim, thr, step = simulate_baseline(arena, _model(base, x, fixed), {r: traces[r] for r in rates}, overload_trace)
         cells = np.log(sim.loc[rates, list(BASELINE_METRICS)].to_numpy(float) / target).ravel()
         extra = [np.log(thr / saturation_rps)] + ([interval_residual(step, *step_ms)] if step_ms else [])
         return np.append(cells, extra)
@@ -212,7 +221,7 @@ def calibrate(
     cov = s2 * np.linalg.pinv(fit.jac.T @ fit.jac)
     sd_log = np.sqrt(np.clip(np.diag(cov), 0, None))
     est = np.exp(fit.x)
-    model = _model(base, fit.x)
+    model = _model(base, fit.x, fixed)
     sim, thr, step = simulate_baseline(arena, model, {r: traces[r] for r in rates}, overload_trace)
     cells = [
         {"rate": float(r), "metric": m, "paper": float(baseline.loc[r, m]), "ours": float(sim.loc[r, m]),
@@ -233,7 +242,8 @@ def calibrate(
                     "fcfs_rows": {str(r): baseline.loc[r].to_dict() for r in rates},
                     **({"step_ms_at_load": list(step_ms)} if step_ms else {})},
         **{p: float(v) for p, v in zip(names, est)},
-        **({} if station else {STATION: 0.0}),
+        **({} if station else {STATION: fixed}),
+        **({"station_measured": True} if station_service_s is not None else {}),
         "uncertainty": {p: {"estimate": float(v), "se": float(v * s), "se_log": float(s),
                             "ci95": [float(v * np.exp(-1.96 * s)), float(v * np.exp(1.96 * s))]}
                         for p, v, s in zip(names, est, sd_log)},

@@ -3,9 +3,15 @@
 
 
 #: The calibration's alternatives beside the configured one (``calibrate_variant``): without
-#: the step-time target, with the front end modelled the other way, and fitted on the first
-#: trace seed alone instead of the median over every seed (what one draw of arrivals gives).
-CALIBRATION_VARIANTS = ("without-step-target", "other-front-end", "first-seed")
+#: the step-time target, with the front end modelled the other way, fitted on the first trace
+#: seed alone instead of the median over every seed (what one draw of arrivals gives), and with
+#: the front end a queue whose service time is measured (``front_end_cost``), not fitted.
+CALIBRATION_VARIANTS = ("without-step-target", "other-front-end", "first-seed", "measured-front-end")
+
+
+def front_end_fit():
+    """The measured front-end cost of paper A's calibrated Whisper model."""
+    return f"{RESULTS}/fit/front-end/local/{ASR['calibration']['model']}.json"
 
 
 def calibration_flags(variant=None):
@@ -13,13 +19,14 @@ def calibration_flags(variant=None):
     alternatives."""
     c = ASR["calibration"]
     step = variant != "without-step-target"
-    station = c["front_end_station"] != (variant == "other-front-end")
+    station = c["front_end_station"] != (variant == "other-front-end") and variant != "measured-front-end"
     low, high = c["step_ms_at_load"]
     return (
         f"--saturation-rps {c['saturation_rps']} --seeds {words(ASR['seeds'])}"
         + (f" --fit-seeds {ASR['seeds'][0]}" if variant == "first-seed" else "")
         + (f" --step-ms {low} {high}" if step else "")
         + (" --station" if station else "")
+        + (f" --station-measured {front_end_fit()}" if variant == "measured-front-end" else "")
     )
 
 

@@ -40,6 +40,10 @@ def asr_notebook_inputs():
         "summary": f"{RESULTS}/summary/asr_{config['backend']}.parquet",
         # The calibration fitted on the first trace seed alone, beside the configured median fit.
         "calibration_first_seed": f"{RESULTS}/fit/calibration-variants/{ASR['hardware']}/first-seed.json",
+        # The front end's measured CPU cost per clip, and the calibration with it as the station.
+        "front_end_table": f"{RESULTS}/profile/front-end/local/{ASR['calibration']['model']}.parquet",
+        "front_end_fit": front_end_fit(),
+        "calibration_measured_front_end": f"{RESULTS}/fit/calibration-variants/{ASR['hardware']}/measured-front-end.json",
     }
 
 
