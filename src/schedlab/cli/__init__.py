@@ -9,17 +9,17 @@ import sys
 from schedlab.cli import clusters, engines, exits, fits, profiles, simulation, tables, traces
 from schedlab.cli_types import command_paths
 from schedlab.data.sources import data_folders
-from schedlab.ewsjf import cli as ewsjf
-from schedlab.extensions import cli as extensions
+from schedlab.ewsjf import cli as ewsjf_cli
+from schedlab.extensions import cli as extensions_cli
 from schedlab.io import check_paths, end_guard
-from schedlab.slai import cli as slai
-from schedlab.slosa import cli as slosa
-from schedlab.tournament import cli as tournament
+from schedlab.slai import cli as slai_cli
+from schedlab.slosa import cli as slosa_cli
+from schedlab.tournament import cli as tournament_cli
 
 #: The command groups, each adding its commands with ``add_commands(sub)``, in the order
 #: ``schedlab --help`` lists them: schedlab's own, then the papers' and the cross-paper ones.
 COMMAND_GROUPS = (traces, profiles, fits, simulation, engines, clusters, tables,
-                  slosa, ewsjf, slai, tournament, extensions)
+                  slosa_cli, ewsjf_cli, slai_cli, tournament_cli, extensions_cli)
 
 
 class _Parser(argparse.ArgumentParser):
