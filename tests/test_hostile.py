@@ -325,6 +325,7 @@ def test_a_stop_that_lands_in_a_finalizer_still_stops_the_job():
     code = """
 import os, signal, sys, time
 from schedlab import cli
+from schedlab.cli import tables
 
 class Finalized:
     def __del__(self):
@@ -336,7 +337,7 @@ def work(args):
     time.sleep(5)
     print("not stopped")
 
-cli.cmd_schedulers = work
+tables.cmd_schedulers = work
 sys.exit(cli.main(["schedulers"]))
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -105,7 +105,7 @@ WORKAROUNDS = (
                "transformers 5.17.0, 5.19.0", "PagedAttentionCache's constructor, pool and num_pages/max_tokens_read",
                "tests/test_compat.py::test_transformers_continuous_batching_still_takes_what_schedlab_sets"),
     Workaround("an interrupt forgotten once handled", "schedlab.compat.cpython.forget_unhandled_interrupt",
-               "schedlab.cli.main (Ctrl-C)",
+               "schedlab.cli.exits.interrupted (Ctrl-C)",
                "CPython's record of a KeyboardInterrupt as unhandled (set when one leaves a C extension's PyRun_* "
                "call, even if Python code catches it) is cleared once schedlab has handled the interrupt, so the "
                "process exits with 130 and not by SIGINT", "CPython 3.11",
