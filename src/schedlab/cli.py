@@ -1,5 +1,5 @@
 """``schedlab`` command line: data, workload(s), profile, steptime, fit, simulate, cluster, schedulers, collect,
-vllm-run, vllm-serve, transformers-run, slosa, ewsjf, slai, tournament, extensions."""
+check-config, vllm-run, vllm-serve, transformers-run, slosa, ewsjf, slai, tournament, extensions."""
 
 from __future__ import annotations
 
@@ -437,6 +437,16 @@ def cmd_schedulers(args) -> None:
         raise SchedlabError(reasons[-1])
 
 
+def cmd_check_config(args) -> None:
+    """A pipeline config checked as the Snakefile checks it before any job (its shape, names and
+    references: :mod:`schedlab.validation.config`): the same one-line error, or one line that it
+    passed."""
+    from schedlab.validation.config import check_config, read_config
+
+    check_config(read_config(args.config))
+    print(f"{args.config}: the pipeline config passes every check")
+
+
 def cmd_collect(args) -> None:
     import pandas as pd
     from schedlab.validation import check_summaries
@@ -779,6 +789,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("summaries", type=input_folder("*.json"), nargs="+", help="run summaries (JSON), or folders of them")
     c.add_argument("--out", type=OutputPath, required=True)
     c.set_defaults(func=cmd_collect)
+
+    cc = sub.add_parser("check-config", help="check a pipeline config (config.yaml) as the pipeline does, before a run")
+    cc.add_argument("config", type=InputPath, help="the config file (YAML), as snakemake --configfile takes it")
+    cc.set_defaults(func=cmd_check_config)
 
     from schedlab.slai.cli import add_commands as add_slai_commands
     from schedlab.ewsjf.cli import add_commands as add_ewsjf_commands
