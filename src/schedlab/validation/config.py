@@ -17,6 +17,9 @@ import math
 import os
 from pathlib import Path
 
+import jsonschema
+import yaml
+
 from schedlab import registry
 from schedlab.errors import SchedlabError
 from schedlab.io import read_text
@@ -28,10 +31,7 @@ SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yam
 
 
 def read_config(path: str | os.PathLike) -> dict:
-    """A configuration file (YAML, or JSON), as Snakemake reads it; its shape is checked by
-    :func:`check_config`."""
-    import yaml
-
+    """A configuration file (YAML, or JSON); its shape is checked by :func:`check_config`."""
     text = read_text(path)
     try:
         return yaml.safe_load(text)
@@ -72,9 +72,6 @@ def _problem(error) -> str:
 def check_shape(config) -> None:
     """``config`` against :data:`SCHEMA`: its first problem (jsonschema's best match) as one
     line naming its key."""
-    import jsonschema
-    import yaml
-
     schema = yaml.safe_load(SCHEMA.read_text())
     validator = jsonschema.validators.validator_for(schema)(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
