@@ -1,9 +1,12 @@
 # schedlab pipeline: data -> profile -> fit -> workloads -> runs -> notebooks.
 # Run with `snakemake --cores all` (or `make reproduce`); the figure map is workflow/report/figure_map.yaml.
-# Before any job: the config checked (one line naming the key, exit 2), and the lock of a run
-# that was killed released when no other Snakemake works here (schedlab.compat.snakemake).
+# Before any job: the config checked as `schedlab check-config` checks it (schedlab.validation.config:
+# one line, exit 2), and the lock of a run that was killed released when no other Snakemake works
+# here (schedlab.compat.snakemake).
 from schedlab.compat.snakemake import release_stale_lock
-from schedlab.snakemake_start import check_config
+from schedlab.errors import SchedlabError
+from schedlab.snakemake_start import config_error
+from schedlab.validation.config import check_config
 
 
 configfile: "config.yaml"
@@ -12,13 +15,15 @@ configfile: "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
-check_config(config, "workflow/schemas/config.schema.yaml")
+try:
+    check_config(config)
+except SchedlabError as e:
+    config_error(e)
 release_stale_lock(workflow)
 
 
 include: "workflow/rules/scheduler.smk"
 include: "workflow/rules/common.smk"
-include: "workflow/rules/helpers/config_checks.smk"
 include: "workflow/rules/helpers/flags.smk"
 include: "workflow/rules/helpers/sweeps.smk"
 include: "workflow/rules/helpers/notebooks.smk"

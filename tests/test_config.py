@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = ROOT / "src" / "schedlab" / "schemas" / "config.schema.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -349,6 +349,63 @@ def test_dry_run_rejects_an_unknown_model(config, tmp_path):
     r = _dry_run("--configfile", _write(tmp_path, bad))
     assert r.returncode != 0
     assert "experiment 'medium': unknown model 'whisper-gigantic'" in r.output
+
+
+# -- one check for the pipeline and `schedlab check-config` -------------------------------------
+@pytest.mark.parametrize("path", ["config.yaml", ".test/config.yaml"])
+def test_the_shipped_configs_pass_check_config(path, capsys):
+    from schedlab.cli import main
+
+    assert main(["check-config", str(ROOT / path)]) == 0
+    assert capsys.readouterr().out == f"{ROOT / path}: the pipeline config passes every check\n"
+
+
+def test_check_config_names_every_problem_of_every_section_in_one_line(config):
+    """Names and references the schema cannot check, each section's under its name, in the
+    order the sections are written; the shape is checked first, so a config of the wrong shape
+    names that alone."""
+    from schedlab import registry
+    from schedlab.errors import SchedlabError
+    from schedlab.validation.config import check_config
+
+    bad = copy.deepcopy(config)
+    bad["asr"]["experiments"]["medium"]["workload"] = "podcasts"
+    bad["slai"]["routing"]["routers"].append("nearest")
+    bad["ewsjf"]["engine"]["policies"].reverse()
+    bad["tournament"]["cluster"]["workloads"].append("chess")
+    with pytest.raises(SchedlabError) as e:
+        check_config(bad)
+    routers = ", ".join(r.name for r in registry.router_entries())
+    assert str(e.value) == (
+        "config: experiment 'medium': unknown workload 'podcasts'; "
+        "ewsjf.engine.policies: FCFS comes first (sim's step-time model is fitted on its steps); "
+        f"slai: routing.routers: unknown router 'nearest'; known: {routers}; "
+        "tournament: cluster.workloads: 'chess' is not in tournament.workloads"
+    )
+    bad["asr"]["engine"]["block_size"] = 0
+    with pytest.raises(SchedlabError, match=r"^config key asr\.engine\.block_size: 0 is less than the minimum of 1$"):
+        check_config(bad)
+
+
+@pytest.mark.parametrize("mutate", [
+    _nan_rate,
+    lambda c: c["tournament"]["workloads"]["openchat"].update(share=1.5),
+    lambda c: c["ewsjf"]["engine"]["policies"].reverse(),
+    lambda c: (c["slai"]["routing"]["routers"].append("nearest"), c["profile"]["gpu"].append("TPU-v5")),
+], ids=["shape", "workload-parameter", "fcfs-first", "router-and-gpu"])
+@pytest.mark.slow
+def test_check_config_and_the_pipeline_end_a_bad_config_in_the_same_line(config, tmp_path, mutate):
+    bad = copy.deepcopy(config)
+    mutate(bad)
+    path = _write(tmp_path, bad)
+    cli = subprocess.run([sys.executable, "-m", "schedlab.cli", "check-config", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 2 and cli.stdout == "" and cli.stderr.count("\n") == 1, cli.stderr
+    assert cli.stderr.startswith("schedlab: error: config"), cli.stderr
+    r = _dry_run("--configfile", path)
+    assert r.returncode == 2, r.output[-3000:]
+    assert [ln for ln in r.stderr.splitlines() if ln.startswith("schedlab: error:")] == [cli.stderr.rstrip("\n")]
+    assert not (tmp_path / "results").exists()
 
 
 # -- names that become paths or shell words ----------------------------------------------------

@@ -47,7 +47,7 @@ def test_rule_files_are_formatted_with_snakefmt():
 @pytest.mark.slow
 def test_test_config_validates_and_plans_every_notebook(tmp_path):
     config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
-    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    schema = yaml.safe_load((ROOT / "src" / "schedlab" / "schemas" / "config.schema.yaml").read_text())
     jsonschema.validate(config, schema)
     r = _snakemake(tmp_path, "-n", "--quiet", "rules", "--configfile", ".test/config.yaml")
     assert r.returncode == 0, r.output[-3000:]

@@ -1,7 +1,8 @@
 # Shared by every file of the workflow: config sections and result folders under readable names,
-# the software environments and the experiment registry. Config checks, flags, sweeps and the
-# notebooks' helpers are in helpers/ (named for what they do), as is each study's own
-# (helpers/<study>.smk; Snakemake keeps functions apart from rules).
+# the software environments and the experiment registry. Flags, sweeps and the notebooks' helpers
+# are in helpers/ (named for what they do), as is each study's own (helpers/<study>.smk; Snakemake
+# keeps functions apart from rules). The config is checked before any of them is read
+# (schedlab.validation.config, called by the Snakefile).
 import json
 import math
 import os
@@ -9,12 +10,10 @@ import re
 import shlex
 
 from schedlab.contracts import BACKENDS, SIM_BACKENDS
-from schedlab.errors import SchedlabError
-from schedlab.snakemake_start import config_error
-from schedlab.latency.catalogue import hardware, hardware_names, model_dir, model_names
-from schedlab.fit.shipped import shipped_hardware, shipped_models, shipped_path
+from schedlab.latency.catalogue import hardware, model_dir, shipped_models
+from schedlab.fit.shipped import shipped_path
 from schedlab import figure_map, progress, registry
-from schedlab.tournament.workloads import check_spec, modality, pool_names
+from schedlab.tournament.workloads import modality, pool_names
 
 # Each job's log gets one line per stage of its work (schedlab.progress), whatever the terminal:
 # set in the jobs' shell, not in this process's environment (a workflow loaded in a Python

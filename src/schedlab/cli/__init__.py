@@ -1,12 +1,12 @@
-"""``schedlab`` command line: data, workload(s), profile, steptime, fit, simulate, cluster, schedulers, collect,
-vllm-run, vllm-serve, transformers-run, slosa, ewsjf, slai, tournament, extensions."""
+"""``schedlab`` command line: data, workload(s), profile, steptime, front-end-cost, fit, simulate, cluster,
+schedulers, collect, check-config, vllm-run, vllm-serve, transformers-run, slosa, ewsjf, slai, tournament, extensions."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from schedlab.cli import clusters, engines, exits, fits, profiles, simulation, tables, traces
+from schedlab.cli import clusters, engines, exits, fits, pipeline_config, profiles, simulation, tables, traces
 from schedlab.cli_types import command_paths
 from schedlab.data.sources import data_folders
 from schedlab.ewsjf import cli as ewsjf_cli
@@ -18,7 +18,7 @@ from schedlab.tournament import cli as tournament_cli
 
 #: The command groups, each adding its commands with ``add_commands(sub)``, in the order
 #: ``schedlab --help`` lists them: schedlab's own, then the papers' and the cross-paper ones.
-COMMAND_GROUPS = (traces, profiles, fits, simulation, engines, clusters, tables,
+COMMAND_GROUPS = (traces, profiles, fits, simulation, engines, clusters, tables, pipeline_config,
                   slosa_cli, ewsjf_cli, slai_cli, tournament_cli, extensions_cli)
 
 

@@ -57,9 +57,17 @@ from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.fit.chunk_times import AT_PEAK
 from schedlab.fit.efficiency import achieved
-from schedlab.fit.shipped import read_shipped, shipped_hardware, shipped_models
+from schedlab.fit.shipped import read_shipped
 from schedlab.latency import roofline
-from schedlab.latency.catalogue import FP16_BYTES, Hardware, ModelArch, hardware, model_arch
+from schedlab.latency.catalogue import (
+    FP16_BYTES,
+    Hardware,
+    ModelArch,
+    hardware,
+    model_arch,
+    shipped_hardware,
+    shipped_models,
+)
 from schedlab.latency.predictor_profile import BATCHES, LENGTHS, predictor_table
 
 #: The pass kinds a shipped table measures.

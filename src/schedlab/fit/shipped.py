@@ -1,6 +1,8 @@
 """Profile tables measured on real GPUs and shipped with the package: ``assets/profiles/
 <hardware>/<model>.parquet`` (timed torch passes; see :mod:`schedlab.latency.suite`), each
-folder with the ``provenance.json`` of the run that measured it."""
+folder with the ``provenance.json`` of the run that measured it. The catalogue lists them
+(:func:`schedlab.latency.catalogue.shipped_hardware`, ``shipped_models``); here they are found,
+described and read."""
 
 from __future__ import annotations
 
@@ -10,19 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from schedlab.errors import SchedlabError
-from schedlab.latency.catalogue import ASSETS
-
-PROFILES = ASSETS / "profiles"
-
-
-def shipped_hardware() -> list[str]:
-    """Catalogue names of the GPUs with shipped profiles."""
-    return sorted(p.parent.name for p in PROFILES.glob("*/provenance.json"))
-
-
-def shipped_models(hardware: str) -> list[str]:
-    """Models with a shipped profile on ``hardware``."""
-    return sorted(p.stem for p in (PROFILES / hardware).glob("*.parquet"))
+from schedlab.latency.catalogue import PROFILES, shipped_hardware, shipped_models
 
 
 def shipped_path(hardware: str, model: str) -> Path:

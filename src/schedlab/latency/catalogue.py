@@ -87,6 +87,21 @@ def model_names() -> list[str]:
     return sorted(p.parent.name for p in (ASSETS / "models").glob("*/config.json"))
 
 
+#: Profile tables measured on real GPUs and shipped with the package (``<hardware>/<model>.parquet``,
+#: each folder with the ``provenance.json`` of the run that measured it; :mod:`schedlab.fit.shipped`).
+PROFILES = ASSETS / "profiles"
+
+
+def shipped_hardware() -> list[str]:
+    """Catalogue names of the GPUs with shipped profiles."""
+    return sorted(p.parent.name for p in PROFILES.glob("*/provenance.json"))
+
+
+def shipped_models(hardware: str) -> list[str]:
+    """Models with a shipped profile on ``hardware``."""
+    return sorted(p.stem for p in (PROFILES / hardware).glob("*.parquet"))
+
+
 def model_dir(name: str) -> Path:
     """Folder holding ``name``'s ``config.json`` (loadable with ``from_pretrained``)."""
     if name not in model_names():

@@ -1,4 +1,4 @@
-# Helpers of Paper B: EWSJF (ewsjf.smk): config sections, paths, flags and checks.
+# Helpers of Paper B: EWSJF (ewsjf.smk): config sections, paths and flags.
 
 
 EWSJF = config["ewsjf"]
@@ -6,25 +6,6 @@ EWSJF_DIR = f"{RESULTS}/ewsjf"
 EWSJF_ENGINE = EWSJF["engine"]
 #: Paper B's mean output length (its studies' traces), for the engine's trace too.
 from schedlab.ewsjf.workload import MEAN_OUTPUT as EWSJF_MEAN_OUTPUT
-
-
-def _check_ewsjf():
-    """Cross-references of the ewsjf section, as one-line errors."""
-    problems = []
-    if EWSJF["model"] not in model_names():
-        problems.append(f"ewsjf.model {EWSJF['model']!r} is not a known model ({', '.join(model_names())})")
-    try:
-        hardware(EWSJF["hardware"])
-    except SchedlabError as e:
-        problems.append(f"ewsjf.hardware: {e}")
-    problems += scheduler_problems("ewsjf.engine.policies", EWSJF_ENGINE["policies"], kind=registry.QUEUE)
-    if EWSJF_ENGINE["policies"][0] != "fcfs":
-        problems.append("ewsjf.engine.policies: FCFS comes first (sim's step-time model is fitted on its steps)")
-    if problems:
-        config_error("config: " + "; ".join(problems))
-
-
-_check_ewsjf()
 
 
 def ewsjf_engine():

@@ -1,21 +1,9 @@
-# Helpers of Paper A's extensions (extensions.smk): config sections, paths, flags and checks.
+# Helpers of Paper A's extensions (extensions.smk): config sections, paths and flags.
 
 
 EXTENSIONS = config["extensions"]
 EXTENSIONS_DIR = f"{RESULTS}/extensions"
 SWITCHING_TABLES = ("summary", "by_phase", "timeline", "switches", "regimes", "phases")
-
-
-def _check_extensions():
-    """Each switching phase's pool is a registered ASR workload kind, as one-line errors."""
-    problems = []
-    for i, phase in enumerate(EXTENSIONS["switching"].get("phases") or []):
-        problems += workload_kind_problems(f"switching.phases[{i}].pool", phase["pool"], registry.ASR)
-    if problems:
-        config_error("config: extensions: " + "; ".join(problems))
-
-
-_check_extensions()
 
 
 def asr_engine_spec():

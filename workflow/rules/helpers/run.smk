@@ -1,4 +1,4 @@
-# Helpers of Paper A's sweeps on the engine served over HTTP (run.smk): config sections, paths, flags and checks.
+# Helpers of Paper A's sweeps on the engine served over HTTP (run.smk): config sections, paths and flags.
 
 
 def vllm_serve_inputs(w):

@@ -1,4 +1,4 @@
-# Helpers of Paper C: Sarathi-Serve, RAD and SLAI (slai.smk): config sections, paths, flags and checks.
+# Helpers of Paper C: Sarathi-Serve, RAD and SLAI (slai.smk): config sections, paths and flags.
 
 
 SLAI = config["slai"]
@@ -8,24 +8,6 @@ SLAI_DIR = f"{RESULTS}/slai"
 SLAI_TABLES = ("summary", "buckets", "timeline")
 SLAI_ENGINE = SLAI["engine"]
 SLAI_ROUTING = SLAI["routing"]
-
-
-def _check_slai():
-    problems = scheduler_problems(
-        "schedulers",
-        SLAI["schedulers"] + SLAI["throughput_schedulers"] + SLAI_FIDELITY["schedulers"] + SLAI_ROUTING["schedulers"],
-    )
-    problems += router_problems("routing.routers", SLAI_ROUTING["routers"])
-    problems += scheduler_problems("engine.schedulers", SLAI_ENGINE["schedulers"], kind=registry.BATCH)
-    if SLAI["hardware"] not in hardware_names():
-        problems.append(f"slai.hardware {SLAI['hardware']!r} is not in the catalogue")
-    if SLAI["model"] not in model_names():
-        problems.append(f"slai.model {SLAI['model']!r} is not a known model")
-    if problems:
-        config_error("config: slai: " + "; ".join(problems))
-
-
-_check_slai()
 
 
 def slai_flags():

@@ -1,4 +1,4 @@
-# Helpers of Paper D: SLO-aware priority mapping (slosa.smk): config sections, paths, flags and checks.
+# Helpers of Paper D: SLO-aware priority mapping (slosa.smk): config sections, paths and flags.
 
 
 SLOSA = config["slosa"]

@@ -1,4 +1,4 @@
-# Helpers of The tournament (tournament.smk): config sections, paths, flags and checks.
+# Helpers of The tournament (tournament.smk): config sections, paths and flags.
 
 
 TOURNAMENT = config["tournament"]
@@ -7,32 +7,6 @@ TOURNAMENT_CLUSTER = TOURNAMENT["cluster"]
 #: The pools `schedlab tournament pool` writes: every registered one (those another rule makes
 #: are read from that rule's output, tournament_pools).
 TOURNAMENT_POOLS = "|".join(re.escape(pool.name) for pool in registry.pool_entries())
-
-
-def _check_tournament():
-    """Cross-references of the tournament section, as one-line errors."""
-    try:  # each workload's kind and its parameters, against the registry
-        for name, spec in TOURNAMENT["workloads"].items():
-            check_spec(name, spec)
-    except SchedlabError as e:
-        config_error(f"config: tournament: {e}")
-    problems = scheduler_problems("entrants", TOURNAMENT["entrants"])
-    problems += scheduler_problems("cluster.entrants", TOURNAMENT_CLUSTER["entrants"], modality=registry.LLM)
-    problems += router_problems("cluster.routers", TOURNAMENT_CLUSTER["routers"])
-    for name in TOURNAMENT_CLUSTER["workloads"]:
-        if name not in TOURNAMENT["workloads"]:
-            problems.append(f"cluster.workloads: {name!r} is not in tournament.workloads")
-        elif modality(TOURNAMENT["workloads"][name]) != "llm":
-            problems.append(f"cluster.workloads: {name!r} is not an LLM workload")
-    if problems:
-        config_error("config: tournament: " + "; ".join(problems))
-    if TOURNAMENT["engines"]["llm"]["model"] not in model_names():
-        config_error(
-            f"config: tournament.engines.llm.model {TOURNAMENT['engines']['llm']['model']!r} is not a known model"
-        )
-
-
-_check_tournament()
 
 
 def tournament_arena(w):

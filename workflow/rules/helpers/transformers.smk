@@ -1,34 +1,12 @@
 # Helpers of the run of transformers' continuous-batching engine on this machine's CPU
-# (transformers.smk): its config section, its folder and checks, and the engine runs the
+# (transformers.smk): its config section and folder, and the engine runs the
 # calibration notebook sets sim beside (this one when it is on, and the GPU runs shipped with
 # the package).
 from schedlab.fit.engine_runs import shipped_runs
-from schedlab.latency.catalogue import model_arch
 
 TRANSFORMERS = config["transformers"]
 #: The CPU run's folder: its traces, per-request results, steps and provenance.
 TRANSFORMERS_RUN = f"{RESULTS}/runs/transformers/cpu"
-
-
-def _check_transformers():
-    """Cross-references of the transformers section, as one-line errors."""
-    problems = scheduler_problems("held_out", TRANSFORMERS["held_out"], kind=registry.QUEUE, modality=registry.LLM)
-    # as the engine refuses them (schedlab.backends.transformers_engine.check_policy), without importing it
-    problems += [
-        f"held_out: {name!r} plans with a step-time model, which transformers' real engine does not have"
-        for name in TRANSFORMERS["held_out"]
-        if name in registry.names(registry.QUEUE) and "arena" in registry.entry(name).needs
-    ]
-    model = TRANSFORMERS["model"]
-    if model not in model_names():
-        problems.append(f"model {model!r} is not a known model ({', '.join(model_names())})")
-    elif model_arch(model).encoder_frames:
-        problems.append(f"model {model!r} is an encoder-decoder model; transformers' engine serves decoder models")
-    if problems:
-        config_error("config: transformers: " + "; ".join(problems))
-
-
-_check_transformers()
 
 
 def transformers_study_flags():
