@@ -462,7 +462,7 @@ def test_the_transformers_option_plans_one_cpu_run_that_the_calibration_notebook
     r = _dry_run("--configfile", _write(tmp_path / "on", on), "-p", "--cores", "2")
     assert r.returncode == 0, r.output[-3000:]
     assert re.search(r"^transformers_study\s+1\s*$", r.output, re.M), r.output[-3000:]
-    (line,) = [ln for ln in r.output.splitlines() if "schedlab.backends.transformers_study" in ln]
+    (line,) = [ln for ln in r.output.splitlines() if "schedlab.backends.transformers.study" in ln]
     words = shlex.split(line.removeprefix("Shell command: ").split(">")[0])
     flag = lambda name, n=1: words[words.index(name) + 1: words.index(name) + 1 + n]  # noqa: E731
     t = config["transformers"]

@@ -75,14 +75,14 @@ def serve(
 def _serve(trace, scheduler, arena, backend, model, warmup_s, sample_s, max_in_flight, batching) -> RunResult:
     """:func:`serve` once its options are checked."""
     if backend == "transformers-sim":
-        from schedlab.backends.transformers_sim import run_transformers_sim
+        from schedlab.backends.transformers.sim import run_transformers_sim
         from schedlab.builders.transformers_batching import order_of
 
         registry.entry(scheduler, registry.QUEUE)  # transformers' engine takes a queue policy
         return run_transformers_sim(trace, arena, policy=scheduler, order=order_of(batching), warmup_s=warmup_s,
                                     sample_s=sample_s)
     if backend == "vllm-sim":
-        from schedlab.backends.vllm_sim import run_vllm_sim
+        from schedlab.backends.vllm_sim.run import run_vllm_sim
 
         if batching != "vllm":
             raise SchedlabError("vllm-sim runs vLLM's batching")
@@ -123,7 +123,7 @@ def run_summary(
 ) -> tuple[RunResult, dict]:
     """:func:`serve`, and the run summary of the contract with the engine's own figures."""
     if backend == "vllm-sim":
-        from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: F401 (imported before the clock starts)
+        from schedlab.backends.vllm_sim.run import run_vllm_sim  # noqa: F401 (imported before the clock starts)
     t0 = time.perf_counter()
     with progress.stage(_described(scheduler, backend, identity), total=len(trace)):
         result = serve(trace, scheduler, arena, backend=backend, model=model, max_in_flight=max_in_flight,

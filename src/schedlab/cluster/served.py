@@ -2,7 +2,7 @@
 
 :func:`replay_across_servers` sends each request of a decoder model's trace to one of several
 running ``vllm serve`` processes, chosen by a registered router when the request is sent
-(:func:`schedlab.backends.http_client.replay_routed`: the router code a simulated cluster runs,
+(:func:`schedlab.backends.served.client.replay_routed`: the router code a simulated cluster runs,
 reading what the client sees of the servers). Its results are those of :func:`run_cluster`:
 the per-request table with the ``replica`` (server) each request went to, a summary over every
 request and token gap, and one summary per server over its own requests and gaps.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from schedlab.backends.http_client import replay_routed, server_get
+from schedlab.backends.served.client import replay_routed, server_get
 from schedlab.engine import EngineConfig
 from schedlab.errors import SchedlabError
 from schedlab.metrics import summarize

@@ -138,7 +138,7 @@ def cmd_scale(args) -> None:
 
 
 def cmd_serve(args) -> None:
-    from schedlab.backends.vllm_engine import launch_spec
+    from schedlab.backends.vllm.engine import launch_spec
     from schedlab.latency.catalogue import model_dir
     from schedlab.slai.served import served_sweep
 

@@ -13,7 +13,7 @@ TRANSFORMERS_RUN = f"{RESULTS}/runs/transformers/cpu"
 def _check_transformers():
     """Cross-references of the transformers section, as one-line errors."""
     problems = scheduler_problems("held_out", TRANSFORMERS["held_out"], kind=registry.QUEUE, modality=registry.LLM)
-    # as the engine refuses them (schedlab.backends.transformers_engine.check_policy), without importing it
+    # as the engine refuses them (schedlab.backends.transformers.engine.check_policy), without importing it
     problems += [
         f"held_out: {name!r} plans with a step-time model, which transformers' real engine does not have"
         for name in TRANSFORMERS["held_out"]

@@ -14,7 +14,7 @@ previous one has ended, so no two overlap and the server's cache sees the trace 
 whatever the timing. Each request carries ``X-Request-Id: <token>-<position>``
 (``token`` new for each replay), which vLLM puts in its own request id, so the scheduler's
 request log can be joined back to the trace
-(:func:`schedlab.backends.step_tables.request_timeline`); the client alone cannot see when the
+(:func:`schedlab.backends.steps.tables.request_timeline`); the client alone cannot see when the
 engine first scheduled a request. A request whose connection is lost (the server closed it
 before answering, a transport error) fails the replay with :class:`ConnectionLost`, which a
 caller may replay again: the others' results are still complete, but not those of the replay.

@@ -1,0 +1,3 @@
+"""vLLM with schedlab's schedulers: the scheduler classes (a queue policy, step plans), vLLM's
+scheduler built without a model or a device, the in-process engine (the ``vllm`` backend), the
+server's plug-in, middleware and logits processor, and the engine's steps as a profile source."""
