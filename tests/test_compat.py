@@ -238,7 +238,7 @@ def test_the_vllm_distribution_answers_with_the_pinned_version():
 def test_the_client_heap_is_frozen_during_a_replay():
     """``gc.freeze`` moves what is alive into the permanent generation, out of collections'
     reach, until ``gc.unfreeze``."""
-    from schedlab.backends.served.client import frozen_heap
+    from schedlab.compat.cpython import frozen_heap
 
     assert gc.get_freeze_count() == 0
     with frozen_heap():

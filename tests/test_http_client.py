@@ -14,6 +14,7 @@ import pytest
 
 from schedlab.backends.served import client as http_client
 from schedlab.backends.served.client import ConnectionLost, replay_http
+from schedlab.backends.served.prometheus import kv_metrics
 from schedlab.backends.served.server import Server
 from schedlab.backends.served.run import replay_served
 from schedlab.errors import SchedlabError
@@ -303,11 +304,11 @@ vllm:prefix_cache_queries_total{engine="0",model_name="tiny-llama"} 640.0
 def test_a_servers_kv_blocks_are_read_from_its_metrics():
     """The share in use is the engines' mean; the blocks leave out vLLM's null block; what a
     server does not report is None; a sample's timestamp is not its value."""
-    assert http_client.kv_metrics(METRICS) == {"usage": 0.5, "blocks": 255, "block_size": 32}
-    assert http_client.kv_metrics(METRICS.replace("} 0.25", "} 0.25 1764201600000")) == http_client.kv_metrics(METRICS)
+    assert kv_metrics(METRICS) == {"usage": 0.5, "blocks": 255, "block_size": 32}
+    assert kv_metrics(METRICS.replace("} 0.25", "} 0.25 1764201600000")) == kv_metrics(METRICS)
     for name, key in (("vllm:kv_cache_usage_perc", "usage"), ("vllm:cache_config_info", "blocks")):
         text = "\n".join(line for line in METRICS.splitlines() if not line.startswith(name))
-        assert http_client.kv_metrics(text)[key] is None
+        assert kv_metrics(text)[key] is None
     for bad in ("NaN", "1.5"):
         with pytest.raises(SchedlabError, match="not a share in 0..1"):
-            http_client.kv_metrics(METRICS.replace("} 0.75", f"}} {bad}"))
+            kv_metrics(METRICS.replace("} 0.75", f"}} {bad}"))

@@ -133,7 +133,7 @@ def test_a_hint_sent_as_a_boolean_is_logged_by_the_server(whisper_server):
     scheduler as 1, and the server's log says so; the request is served."""
     import httpx
 
-    from schedlab.backends.served.client import speech_wav
+    from schedlab.backends.served.wav import speech_wav
 
     data = {"model": "whisper-tiny", "language": "en", "temperature": "0", "max_completion_tokens": "3",
             "vllm_xargs": json.dumps({"audio_duration_s": True, "language": "en"})}

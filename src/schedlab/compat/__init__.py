@@ -111,7 +111,7 @@ WORKAROUNDS = (
                "process exits with 130 and not by SIGINT", "CPython 3.11",
                "_Py_UnhandledKeyboardInterrupt, reset by every PyRun_* call",
                "tests/test_compat.py::test_cpython_still_ends_by_sigint_after_an_interrupt_left_a_pyrun_call"),
-    Workaround("the client's heap frozen", "schedlab.backends.served.client.frozen_heap",
+    Workaround("the client's heap frozen", "schedlab.compat.cpython.frozen_heap",
                "schedlab.backends.served.client", "gc.freeze during a replay, as vllm bench serve does, so a full "
                "collection of the client's heap does not hold its event loop mid-replay", "CPython 3.11",
                "gc.freeze / gc.unfreeze", "tests/test_compat.py::test_the_client_heap_is_frozen_during_a_replay"),
