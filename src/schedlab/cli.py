@@ -29,7 +29,7 @@ from schedlab.cli_types import (
     server_url,
     vllm_engine_args,
 )
-from schedlab.contracts import BATCHINGS, MAX_REPLICAS, SIMULATE_BACKENDS, TOO_LONG
+from schedlab.contracts import BATCHINGS, MAX_REPLICAS, TOO_LONG
 from schedlab.errors import SchedlabError
 from schedlab.io import check_paths, end_guard, read_json, write_json, write_outputs, write_parquet
 
@@ -346,6 +346,7 @@ def cmd_simulate(args) -> None:
     if len(args.steptime) not in (1, n):
         raise SchedlabError("--steptime needs one model for every run or one per run")
     registry.entry(args.policy)  # fail early on an unknown name
+    registry.backend_entry(args.backend, simulated=True)
     engine, kappa = _engine(args), _kappa(args.kappa)
     arenas = {path: Arena(read_steptime(path), engine, kappa) for path in args.steptime}
     steptimes = args.steptime * n if len(args.steptime) == 1 else args.steptime
@@ -435,6 +436,15 @@ def cmd_schedulers(args) -> None:
         print(f"schedlab: error: {reason}", file=sys.stderr)
     if reasons:  # the last one as the command's own error: the listing exits non-zero
         raise SchedlabError(reasons[-1])
+
+
+def cmd_backends(args) -> None:
+    """Every registered backend, one line each."""
+    from schedlab import registry
+
+    _print_table(("backend", "clock", "schedulers", "from", "what it is"),
+                 [(e.name, "virtual" if e.simulated else "wall", ",".join(e.kinds), f"{e.distribution} ({e.module})",
+                   e.summary) for e in registry.backend_entries()])
 
 
 def cmd_collect(args) -> None:
@@ -668,9 +678,9 @@ def build_parser() -> argparse.ArgumentParser:
     fa.set_defaults(func=cmd_fit_apply)
 
     s = sub.add_parser("simulate", help="simulated runs of one policy, one per trace (schedlab's engine, or vLLM's scheduler)")
-    s.add_argument("--backend", choices=SIMULATE_BACKENDS, default="sim",
-                   help="sim: schedlab's engine; vllm-sim, transformers-sim: vLLM's or transformers' real scheduler "
-                        "on a virtual clock")
+    s.add_argument("--backend", default="sim",
+                   help="sim: schedlab's engine, or another backend on a virtual clock: vLLM's or transformers' real "
+                        "scheduler (`schedlab backends` lists them)")
     s.add_argument("--batching", choices=BATCHINGS, default="vllm",
                    help="the batching rules a queue policy runs inside: vLLM v1's, or transformers' FIFO or "
                         "prefill-first scheduler's (sim, transformers-sim)")
@@ -774,6 +784,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sc = sub.add_parser("schedulers", help="list the registered schedulers and routers (built-in and plug-ins)")
     sc.set_defaults(func=cmd_schedulers)
+    bk = sub.add_parser("backends", help="list the registered backends (where simulate, vllm-run and the pipeline run a scheduler)")
+    bk.set_defaults(func=cmd_backends)
 
     c = sub.add_parser("collect", help="gather run summaries (JSON) into one parquet table")
     c.add_argument("summaries", type=input_folder("*.json"), nargs="+", help="run summaries (JSON), or folders of them")

@@ -32,6 +32,16 @@ def router_problems(key, names):
     return problems
 
 
+def backend_problems(key, name):
+    """One line if ``name`` is not a registered backend the pipeline runs its studies on
+    (:data:`BACKENDS`: one that runs batch builders too)."""
+    try:
+        registry.backend_entry(name, kind=registry.BATCH)
+    except SchedlabError as e:
+        return [f"{key}: {e}"]
+    return []
+
+
 def workload_kind_problems(key, kind, modality):
     """One line if ``kind`` is not a registered workload kind of ``modality``."""
     try:
@@ -45,7 +55,7 @@ def workload_kind_problems(key, kind, modality):
 
 def _check_config():
     """Cross-references the JSON schema cannot express, as one-line errors."""
-    problems = []
+    problems = backend_problems("backend", config["backend"])
     if ASR["hardware"] not in hardware_names():
         problems.append(f"asr.hardware {ASR['hardware']!r} is not in the catalogue ({', '.join(hardware_names())})")
     for name, workload in ASR["workloads"].items():
