@@ -126,7 +126,7 @@ gpu-profile:
 # The papers' queue policies in transformers' continuous-batching engine on one GPU (no venv
 # needed): the run shipped in src/schedlab/assets/transformers-runs/<hardware>/.
 gpu-transformers:
-	PYTHONPATH=src $(GPU_PYTHON) -m schedlab.backends.transformers_study --device cuda:0 --out results/gpu-transformers
+	PYTHONPATH=src $(GPU_PYTHON) -m schedlab.backends.transformers.study --device cuda:0 --out results/gpu-transformers
 
 clean:
 	rm -rf results .snakemake site

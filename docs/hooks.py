@@ -6,7 +6,7 @@ SECTION -->``:
 - ``cli``: the command-line reference, walked from ``schedlab.cli.build_parser()``;
 - ``figure-map``: the figure map (``workflow/report/figure_map.yaml``), one table per notebook;
 - ``replay-rules``: the replay acceptance rules with their thresholds, read from
-  ``schedlab.backends.replay_quality``;
+  ``schedlab.backends.served.quality``;
 - ``import-contracts``: the import-linter contracts of ``pyproject.toml``;
 - ``workarounds``: the workarounds of ``schedlab.compat.WORKAROUNDS``, with their canary tests;
 - ``runs``: the history of runs (``docs/runs.csv``, appended by ``make record-run``);
@@ -111,7 +111,7 @@ def figure_map_markdown() -> str:
 
 # -- the replay acceptance rules -----------------------------------------------------------------
 def replay_rules_markdown() -> str:
-    from schedlab.backends import replay_quality as q
+    from schedlab.backends.served import quality as q
 
     rules = [
         ("Other processes left the engine the machine.", f"`INTERFERENCE` = {q.INTERFERENCE:.0%} of the cores",

@@ -43,7 +43,7 @@ import seaborn as sns
 
 from schedlab.fit.steptime import predict
 from schedlab.render import read_manifest
-from schedlab.backends.replay_quality import replay_flaws
+from schedlab.backends.served.quality import replay_flaws
 from schedlab.fidelity import (
     FIDELITY_METRICS,
     LATENCY_PARTS,
@@ -955,7 +955,7 @@ print("Paper C's chunk times predicted on the RTX 6000 Ada from the H100 and H20
 # %% [markdown]
 # ## sim against transformers' engine
 # schedlab's queue policies inside transformers' continuous-batching engine (the engine behind
-# `transformers serve`), in the held-out study of `schedlab.backends.transformers_study`: this
+# `transformers serve`), in the held-out study of `schedlab.backends.transformers.study`: this
 # machine's CPU run when the pipeline's `transformers` option is on, and every GPU run shipped
 # with the package (`make gpu-transformers`). A burst measures the engine's throughput; FCFS runs
 # at some loads (shares of it) and the step-time model is fitted on its steps; `sim`, with

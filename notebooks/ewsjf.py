@@ -386,7 +386,7 @@ display(Markdown("\n".join(verdict) + "\n\n" + conclusion + "\n\nWhether such sh
 # measure the engine (other processes busy, the front end lagging) is left out.
 
 # %%
-from schedlab.backends.replay_quality import replay_flaws
+from schedlab.backends.served.quality import replay_flaws
 from schedlab.ewsjf.report import engine_throughput, engine_verdict
 
 def engine_study(inputs) -> None:

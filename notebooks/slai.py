@@ -212,7 +212,7 @@ for share, name in zip(shares, ("fig7_p5", "fig11_p50", "fig12_p95")):
 # %% [markdown]
 # ### Fig. 7 on vLLM's real scheduler
 # The same schedulers run inside vLLM's own `Scheduler` and KV cache manager
-# (`schedlab.backends.vllm_plan`, backend `vllm-sim`): each step the builder plans on a view of
+# (`schedlab.backends.vllm.plan`, backend `vllm-sim`): each step the builder plans on a view of
 # vLLM's state and vLLM carries the plan out, on the same traces and step-time model as `sim`
 # (shorter runs than the sweep's, at p = 5%). Per-request times agree to floating-point
 # rounding in the tests, KV pressure and preemption included; the panels put both backends on
@@ -477,7 +477,7 @@ findings(summary, capacity, share=shares[0])
 # the other schedulers' capacities and latencies are predictions of that model.
 #
 # **SLAI and Sarathi on vLLM's scheduler.** Not adapted yet: schedlab's vLLM scheduler class
-# (`backends/vllm_scheduler.py`) orders the waiting queue and names preemption victims, but the
+# (`backends/vllm/scheduler.py`) orders the waiting queue and names preemption victims, but the
 # decode-deferral work it builds on has not landed. vLLM 0.32.0's `Scheduler` already skips a
 # running request's decode while `request.next_decode_eligible_step` is ahead of its step
 # counter. An SLAI adapter needs (1) to set that field each step for the non-critical decodes it

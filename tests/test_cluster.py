@@ -461,7 +461,7 @@ def test_the_cluster_replay_command_refuses_bad_input_in_one_line_and_writes_not
     """`schedlab cluster-replay` (its real-server run: tests/test_servers_against_sim.py): a URL that is
     not a server's, an unknown router, an ASR trace, and a server that does not answer each end in
     one line, exit status 2, before any request is sent, with no output written."""
-    from schedlab.backends.server_process import free_port
+    from schedlab.backends.served.server import free_port
 
     two_class_trace(4, rate=10.0).to_parquet(tmp_path / "trace.parquet")
     two_class_trace(4, rate=10.0).assign(audio_duration_s=5.0).to_parquet(tmp_path / "asr.parquet")

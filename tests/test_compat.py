@@ -110,7 +110,7 @@ def test_vllm_still_scans_every_module_for_kernels():
 
 
 def _scheduler(**limits):
-    from schedlab.backends.vllm_build import build_scheduler
+    from schedlab.backends.vllm.build import build_scheduler
     from schedlab.engine import EngineConfig
 
     engine = EngineConfig(**{"max_num_seqs": 4, "max_num_batched_tokens": 256, "block_size": 16,
@@ -135,7 +135,7 @@ def test_vllms_scheduler_still_takes_a_multimodal_registry():
     audio input, Whisper's 1,500, and refuses a step budget smaller than that."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    from schedlab.backends.vllm_build import build_scheduler
+    from schedlab.backends.vllm.build import build_scheduler
     from schedlab.engine import EngineConfig
 
     assert "mm_registry" in inspect.signature(Scheduler.__init__).parameters
@@ -150,7 +150,7 @@ def test_vllms_scheduler_still_takes_a_multimodal_registry():
 def test_vllms_scheduler_still_preempts_through_a_private_routine():
     """``_preempt_request`` frees a running request's blocks, resets its computed tokens and
     puts it back in the waiting queue."""
-    from schedlab.backends.vllm_build import make_request
+    from schedlab.backends.vllm.build import make_request
     from schedlab.compat.vllm import preempt
 
     sched = _scheduler()
@@ -171,7 +171,7 @@ def test_vllms_scheduler_still_preempts_through_a_private_routine():
 def test_vllm_still_holds_a_request_through_its_decode_cadence():
     """A running request whose ``next_decode_eligible_step`` lies ahead is not scheduled, and the
     scheduler's token budget is an attribute it reads each step: ``step_as_planned`` uses both."""
-    from schedlab.backends.vllm_build import make_request
+    from schedlab.backends.vllm.build import make_request
     from schedlab.compat.vllm import step_as_planned
 
     sched = _scheduler()
@@ -190,7 +190,7 @@ def test_vllm_still_holds_a_request_through_its_decode_cadence():
 @needs_vllm
 def test_vllms_request_still_takes_an_attribute():
     """vLLM's ``Request`` keeps an attribute set on it (no ``__slots__``)."""
-    from schedlab.backends.vllm_build import make_request
+    from schedlab.backends.vllm.build import make_request
     from schedlab.compat.vllm import job_of, keep_job
 
     request = make_request("a", 8, 1, 0.0)
@@ -216,7 +216,7 @@ def test_vllms_cpu_platform_still_lets_the_legacy_kv_variable_win():
     over ``--kv-cache-memory-bytes``: the reason ``cpu_engine_env`` drops the variable."""
     from vllm.platforms.cpu import CpuPlatform
 
-    from schedlab.backends.vllm_engine import cpu_engine_env
+    from schedlab.backends.vllm.engine import cpu_engine_env
 
     source = inspect.getsource(CpuPlatform.check_and_update_config)
     assert "VLLM_CPU_KVCACHE_SPACE" in source and "kv_cache_memory_bytes" in source
@@ -238,7 +238,7 @@ def test_the_vllm_distribution_answers_with_the_pinned_version():
 def test_the_client_heap_is_frozen_during_a_replay():
     """``gc.freeze`` moves what is alive into the permanent generation, out of collections'
     reach, until ``gc.unfreeze``."""
-    from schedlab.backends.http_client import frozen_heap
+    from schedlab.compat.cpython import frozen_heap
 
     assert gc.get_freeze_count() == 0
     with frozen_heap():
@@ -256,13 +256,13 @@ def test_vllm_still_skips_the_vocabulary_check_without_a_tokenizer():
     from vllm.exceptions import VLLMValidationError
     from vllm.renderers.base import BaseRenderer
 
-    from schedlab.backends.vllm_plugin import schedlabs
+    from schedlab.backends.vllm.plugin import schedlabs
     from schedlab.compat.vllm import vocabulary_checked_without_a_tokenizer
 
     original = inspect.unwrap(BaseRenderer.validate_token_ids)
     renderer = SimpleNamespace(tokenizer=None, model_config=SimpleNamespace(get_vocab_size=lambda: 32000),
                                config=SimpleNamespace(scheduler_config=SimpleNamespace(
-                                   scheduler_cls="schedlab.backends.vllm_plan.SchedlabPlanScheduler")))
+                                   scheduler_cls="schedlab.backends.vllm.plan.SchedlabPlanScheduler")))
     original(renderer, [10**9, 5])  # vLLM: no tokenizer, no check
     assert vocabulary_checked_without_a_tokenizer(schedlabs)
     for ids in ([10**9, 5], [-1, 5], [32000]):
@@ -280,8 +280,8 @@ def test_transformers_continuous_batching_still_takes_what_schedlab_sets():
     pages and token budget asked for, and the shims read its free blocks and its cache-read
     budget; a field no release has is refused, not dropped."""
     pytest.importorskip("transformers")
-    from schedlab.backends.transformers_engine import TransformersSpec, engine_batching
-    from schedlab.backends.transformers_sim import stand_in_cache
+    from schedlab.backends.transformers.engine import TransformersSpec, engine_batching
+    from schedlab.backends.transformers.sim import stand_in_cache
     from schedlab.compat.transformers import batching_config, free_blocks, read_budget
     from schedlab.errors import SchedlabError
 

@@ -75,8 +75,8 @@ def _missing_section(c):
     return []
 
 
-def _unknown_backend(c):
-    c["backend"] = "vllm-gpu"
+def _backend_not_a_name(c):
+    c["backend"] = "../vllm"
     return ["backend"]
 
 
@@ -146,7 +146,7 @@ def _seed_of_1e30(c):
         _unknown_nested_key,
         _gpu_util_above_one,
         _missing_section,
-        _unknown_backend,
+        _backend_not_a_name,
         _ewsjf_zero_trial,
         _nan_rate,
         _infinite_fidelity_rate,
@@ -315,6 +315,21 @@ def test_dry_run_checks_scheduler_names_against_the_registry(config, tmp_path, s
     r = _dry_run("--configfile", _write(tmp_path, bad))
     assert r.returncode != 0
     assert message in r.output, r.output[-2000:]
+
+
+@pytest.mark.parametrize("backend, message", [
+    ("vllm-gpu", "backend: unknown backend 'vllm-gpu'; known: sim, vllm-sim, vllm"),
+    ("transformers-sim", "backend: backend 'transformers-sim' runs no batch scheduler; choose sim, vllm-sim, vllm"),
+])
+@pytest.mark.slow
+def test_dry_run_checks_the_backend_against_the_registry(config, tmp_path, backend, message):
+    """The config's backend is a registered one that runs paper C's batch builders too, checked
+    before any job in one line."""
+    bad = copy.deepcopy(config)
+    bad["backend"] = backend
+    r = _dry_run("--configfile", _write(tmp_path, bad))
+    assert r.returncode == 2 and message in r.output, r.output[-2000:]
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.parametrize("mutate, key, message", [
@@ -519,7 +534,7 @@ def test_the_transformers_option_plans_one_cpu_run_that_the_calibration_notebook
     r = _dry_run("--configfile", _write(tmp_path / "on", on), "-p", "--cores", "2")
     assert r.returncode == 0, r.output[-3000:]
     assert re.search(r"^transformers_study\s+1\s*$", r.output, re.M), r.output[-3000:]
-    (line,) = [ln for ln in r.output.splitlines() if "schedlab.backends.transformers_study" in ln]
+    (line,) = [ln for ln in r.output.splitlines() if "schedlab.backends.transformers.study" in ln]
     words = shlex.split(line.removeprefix("Shell command: ").split(">")[0])
     flag = lambda name, n=1: words[words.index(name) + 1: words.index(name) + 1 + n]  # noqa: E731
     t = config["transformers"]

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from schedlab import figure_map
-from schedlab.backends import replay_quality
+from schedlab.backends.served import quality as replay_quality
 from schedlab.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -666,7 +666,7 @@ def test_engine_limits_that_vllm_refuses_are_refused_identically_on_every_backen
         run += ["--max-num-seqs", "256"]
     assert_rejected(capsys, files, run, message)
     if "vllm-sim" in BACKENDS_HERE:
-        from schedlab.backends.vllm_build import build_scheduler
+        from schedlab.backends.vllm.build import build_scheduler
         from schedlab.engine import EngineConfig
         from schedlab.latency.catalogue import model_arch
 

@@ -12,10 +12,11 @@ import time
 
 import pytest
 
-from schedlab.backends import http_client
-from schedlab.backends.http_client import ConnectionLost, replay_http
-from schedlab.backends.server_process import Server
-from schedlab.backends.vllm_server import replay_served
+from schedlab.backends.served import client as http_client
+from schedlab.backends.served.client import ConnectionLost, replay_http
+from schedlab.backends.served.prometheus import kv_metrics
+from schedlab.backends.served.server import Server
+from schedlab.backends.served.run import replay_served
 from schedlab.errors import SchedlabError
 from traces import two_class_trace
 
@@ -201,7 +202,7 @@ def test_the_last_attempt_after_two_flawed_runs_on_a_fresh_server(dropping_serve
 def test_a_served_replay_records_how_long_tasks_waited_for_a_core_io_and_memory(dropping_server, monkeypatch):
     from pathlib import Path
 
-    from schedlab.backends.host_counters import PRESSURE, machine_stall_s
+    from schedlab.backends.served.host_counters import PRESSURE, machine_stall_s
 
     before = machine_stall_s()
     run = replay_served(dropping_server(drops=0), _trace(), model="m", whisper=False)
@@ -227,7 +228,7 @@ def test_interference_is_a_share_of_the_window_the_counters_were_read_over():
     """Other processes' CPU time (the machine's less the server's and the client's) over the
     replay's window ``started..ended`` times the cores: 6 CPU-seconds of 10 s on 2 cores is 0.3,
     whatever the replay's own (shorter) wall time; never above 1 for counters read inside it."""
-    from schedlab.backends.vllm_server import ServedRun
+    from schedlab.backends.served.run import ServedRun
 
     run = ServedRun(None, None, {}, wall_s=9.0, server_cpu_s=5.0, client_cpu_s=1.0, machine_cpu_s=12.0,
                     started=100.0, ended=110.0)
@@ -240,7 +241,7 @@ def test_interference_is_a_share_of_the_window_the_counters_were_read_over():
 def test_a_served_replay_reads_its_counters_inside_its_window(dropping_server, monkeypatch):
     """Every CPU and stall counter of a replay is read between ``started`` and ``ended``, so
     the shares taken over that window are shares of what was counted."""
-    import schedlab.backends.vllm_server as vs
+    import schedlab.backends.served.run as vs
 
     read_at = []
 
@@ -269,7 +270,7 @@ def test_a_thread_kept_from_its_core_counts_its_wait():
     """This thread and a spinning process share one core for a second: the thread's wait for
     the core (what would make a replay's client send late) is counted, a good part of that
     second and no more than the time it took."""
-    from schedlab.backends.host_counters import thread_waited_s
+    from schedlab.backends.served.host_counters import thread_waited_s
 
     was = os.sched_getaffinity(0)
     core = min(was)
@@ -303,11 +304,11 @@ vllm:prefix_cache_queries_total{engine="0",model_name="tiny-llama"} 640.0
 def test_a_servers_kv_blocks_are_read_from_its_metrics():
     """The share in use is the engines' mean; the blocks leave out vLLM's null block; what a
     server does not report is None; a sample's timestamp is not its value."""
-    assert http_client.kv_metrics(METRICS) == {"usage": 0.5, "blocks": 255, "block_size": 32}
-    assert http_client.kv_metrics(METRICS.replace("} 0.25", "} 0.25 1764201600000")) == http_client.kv_metrics(METRICS)
+    assert kv_metrics(METRICS) == {"usage": 0.5, "blocks": 255, "block_size": 32}
+    assert kv_metrics(METRICS.replace("} 0.25", "} 0.25 1764201600000")) == kv_metrics(METRICS)
     for name, key in (("vllm:kv_cache_usage_perc", "usage"), ("vllm:cache_config_info", "blocks")):
         text = "\n".join(line for line in METRICS.splitlines() if not line.startswith(name))
-        assert http_client.kv_metrics(text)[key] is None
+        assert kv_metrics(text)[key] is None
     for bad in ("NaN", "1.5"):
         with pytest.raises(SchedlabError, match="not a share in 0..1"):
-            http_client.kv_metrics(METRICS.replace("} 0.75", f"}} {bad}"))
+            kv_metrics(METRICS.replace("} 0.75", f"}} {bad}"))

@@ -1,6 +1,6 @@
 """Served engines die with their job: however the job that started a server ends (SIGTERM,
 SIGINT, SIGKILL of the job or of its process group), the server and every process it started
-go within seconds and its port is free (schedlab.backends.lifeline)."""
+go within seconds and its port is free (schedlab.backends.served.lifeline)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ SERVER = textwrap.dedent("""
 #: A job as `schedlab vllm-serve` is one: it starts the server, says where it is, and works on.
 JOB = textwrap.dedent("""
     import json, signal, sys, time
-    from schedlab.backends.server_process import start_server
+    from schedlab.backends.served.server import start_server
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # as schedlab's main()
     # interrupted as a job in the foreground is (one started in a shell's background, as this
     # suite may be, inherits SIGINT ignored)
@@ -84,7 +84,7 @@ def lifeline_of(port: int) -> int | None:
             argv = cmdline.read_bytes().split(b"\0")
         except OSError:  # gone since the listing
             continue
-        if b"schedlab.backends.lifeline" in argv and f"{port}".encode() in argv:
+        if b"schedlab.backends.served.lifeline" in argv and f"{port}".encode() in argv:
             return int(cmdline.parent.name)
     return None
 
@@ -142,7 +142,7 @@ def test_no_server_outlives_a_job_that_ends_as_it_starts_one(tmp_path):
     """The job starts the lifeline and ends at once: the server is not started, or is stopped
     as soon as the lifeline sees its job gone; either way it never gets to run."""
     marker = tmp_path / "served"
-    job = (f"import os, subprocess, sys; subprocess.Popen([sys.executable, '-m', 'schedlab.backends.lifeline', "
+    job = (f"import os, subprocess, sys; subprocess.Popen([sys.executable, '-m', 'schedlab.backends.served.lifeline', "
            f"str(os.getpid()), '--', 'sh', '-c', 'sleep 2; touch {marker}']); os._exit(0)")
     subprocess.run([sys.executable, "-c", job], timeout=60)
     time.sleep(5)
@@ -151,7 +151,7 @@ def test_no_server_outlives_a_job_that_ends_as_it_starts_one(tmp_path):
 
 def test_the_lifeline_passes_on_its_servers_exit_status(tmp_path):
     status = subprocess.run([sys.executable, "-c", "import os, subprocess, sys; sys.exit(subprocess.call(["
-                             "sys.executable, '-m', 'schedlab.backends.lifeline', str(os.getpid()), '--', 'sh', '-c', "
+                             "sys.executable, '-m', 'schedlab.backends.served.lifeline', str(os.getpid()), '--', 'sh', '-c', "
                              "'exit 7']))"], timeout=60).returncode
     assert status == 7
 

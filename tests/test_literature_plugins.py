@@ -169,12 +169,12 @@ def test_each_runs_inside_vllm_serve(site, name, tmp_path):
     the short request, or tenant b's, reaches the scheduler too late to take anyone's place (a
     busy machine's HTTP server), the order is not asserted and the test says so."""
     pytest.importorskip("vllm")
-    from schedlab.backends.http_client import replay_http
-    from schedlab.backends.server_process import serve_command, server_env, start_server
-    from schedlab.backends.step_log import request_log_path
-    from schedlab.backends.step_tables import read_request_log, request_timeline, wait_for_idle
-    from schedlab.backends.vllm_engine import LaunchSpec
-    from schedlab.backends.vllm_server import warm_up
+    from schedlab.backends.served.client import replay_http
+    from schedlab.backends.served.server import serve_command, server_env, start_server
+    from schedlab.backends.steps.log import request_log_path
+    from schedlab.backends.steps.tables import read_request_log, request_timeline, wait_for_idle
+    from schedlab.backends.vllm.engine import LaunchSpec
+    from schedlab.backends.served.run import warm_up
 
     spec = LaunchSpec(model="small-llama", max_num_seqs=1, max_num_batched_tokens=512)
     steps = tmp_path / "server.steps.csv"

@@ -26,7 +26,7 @@ BIN = Path(sys.executable).parent
 #: is stopped; run again, it serves and ends.
 JOB = textwrap.dedent("""
     import os, pathlib, signal, sys, time
-    from schedlab.backends.server_process import start_server
+    from schedlab.backends.served.server import start_server
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # as schedlab's main()
     first = not pathlib.Path("started").exists()
     with start_server([sys.executable, "server.py"], log="logs/server.log", timeout_s=120) as server:
@@ -130,12 +130,12 @@ def test_a_second_run_while_one_works_here_is_one_line(pipeline):
 def test_no_second_server_starts_for_an_output_an_earlier_one_still_serves(tmp_path):
     """A job started again for an output (a resume) while the earlier job's server lives: one
     line, and no second server."""
-    from schedlab.backends.server_process import start_server
+    from schedlab.backends.served.server import start_server
     from schedlab.errors import SchedlabError
 
     (tmp_path / "server.py").write_text(SERVER)
     log = tmp_path / "server.log"
-    earlier = subprocess.Popen([sys.executable, "-c", "import sys, time; from schedlab.backends.server_process import "
+    earlier = subprocess.Popen([sys.executable, "-c", "import sys, time; from schedlab.backends.served.server import "
                                 "start_server; s = start_server([sys.executable, sys.argv[1]], log=sys.argv[2], "
                                 "timeout_s=120); print(s.proc.pid, flush=True); time.sleep(600)",
                                 str(tmp_path / "server.py"), str(log)], stdout=subprocess.PIPE, text=True,

@@ -193,3 +193,32 @@ def test_a_broken_plug_in_is_set_aside_in_one_line_and_built_ins_keep_working(tm
     asked = subprocess.run([sys.executable, "-c", "from schedlab import registry; registry.make('shapeless')"],
                            capture_output=True, text=True, env=_env(site))
     assert "plug-in 'shapeless' (shapeless-plugin, shapeless) failed to load" in asked.stderr
+
+
+@pytest.mark.parametrize("first", ["", "import schedlab.backends.transformers, schedlab.backends.vllm; "],
+                         ids=["fresh", "engines imported first"])
+def test_backends_are_listed_in_one_order_by_clock_and_kind_without_their_engines_libraries(first):
+    """The backends' table, whatever a process imported first: every backend, those on a virtual
+    clock (what `schedlab simulate` runs), those that run batch builders too (the pipeline's
+    `backend`), and both; listing it imports neither vLLM nor transformers."""
+    code = (first + "import json, sys; from schedlab import registry as r; print(json.dumps([r.backend_names(), "
+            "r.backend_names(simulated=True), r.backend_names(r.BATCH), r.backend_names(r.BATCH, simulated=True), "
+            "sorted({'vllm', 'transformers', 'torch'} & set(sys.modules))]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [["sim", "vllm-sim", "vllm", "transformers-sim", "transformers"],
+                                       ["sim", "vllm-sim", "transformers-sim"], ["sim", "vllm-sim", "vllm"],
+                                       ["sim", "vllm-sim"], []]
+
+
+@pytest.mark.parametrize("backend, kind, message", [
+    ("nope", None, "unknown backend 'nope'; known: sim, vllm-sim, transformers-sim"),
+    ("vllm", None, "backend 'vllm' is a real engine on the wall clock; choose sim, vllm-sim, transformers-sim"),
+    ("transformers-sim", "batch", "backend 'transformers-sim' runs no batch scheduler; choose sim, vllm-sim"),
+])
+def test_a_backend_that_cannot_simulate_is_one_line(backend, kind, message):
+    from schedlab import registry
+    from schedlab.errors import SchedlabError
+
+    with pytest.raises(SchedlabError) as err:
+        registry.backend_entry(backend, kind=kind, simulated=True)
+    assert str(err.value) == message

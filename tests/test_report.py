@@ -77,7 +77,7 @@ def test_a_replay_whose_client_fell_behind_is_left_out_and_interference_names_fi
     """A replay whose client sent a request more than 100 ms late did not offer the trace's
     arrivals: left out as "client late"; of several flaws the comparison names interference,
     then the front end, then the client."""
-    from schedlab.backends.replay_quality import replay_flaws
+    from schedlab.backends.served.quality import replay_flaws
     from schedlab.fidelity import engine_view
 
     summary = _engine_summary().assign(outside_engine_share=0.05, send_lag_max_ms=4.0)

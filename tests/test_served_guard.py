@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from schedlab.backends.server_process import serve_command, server_env, start_server  # noqa: E402
-from schedlab.backends.vllm_engine import LaunchSpec  # noqa: E402
+from schedlab.backends.served.server import serve_command, server_env, start_server  # noqa: E402
+from schedlab.backends.vllm.engine import LaunchSpec  # noqa: E402
 
 from test_vllm_server import SLAI_SPEC, serve_line  # noqa: E402
 

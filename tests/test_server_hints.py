@@ -80,7 +80,7 @@ def _serve(sched, requests):
 @pytest.mark.parametrize("policy", ["sjf", "hrrn"])
 def test_scheduler_serves_every_request_whatever_the_hints(policy, caplog):
     pytest.importorskip("vllm")
-    from schedlab.backends.vllm_build import build_scheduler, make_request
+    from schedlab.backends.vllm.build import build_scheduler, make_request
     from schedlab.engine import EngineConfig
 
     engine = EngineConfig(max_num_seqs=2, max_num_batched_tokens=256, block_size=16, kv_capacity_blocks=64)
@@ -90,19 +90,19 @@ def test_scheduler_serves_every_request_whatever_the_hints(policy, caplog):
     good = [make_request(f"good{i}", 8, output, 2.0 * i, extra_args={**GOOD, "audio_duration_s": 3.0 + i}) for i in range(3)]
     bad = [make_request(f"bad{i}", 8, output, 1.0 + i, extra_args=x) for i, (x, _) in enumerate(BAD)]
     requests = sorted(good + bad, key=lambda r: r.arrival_time)
-    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm_scheduler"):
+    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm.scheduler"):
         finished = _serve(sched, requests)
     assert finished == {r.request_id for r in requests}
     # Good hints size by kappa x duration; bad ones by max_tokens, each logged once.
     assert [r.schedlab_job.size for r in good] == [3.0, 4.0, 5.0]
     assert all(r.schedlab_job.size == output for r in bad)
-    warned = [rec.getMessage() for rec in caplog.records if rec.name == "schedlab.backends.vllm_scheduler"]
+    warned = [rec.getMessage() for rec in caplog.records if rec.name == "schedlab.backends.vllm.scheduler"]
     assert sorted(m.split(":")[0] for m in warned) == sorted(f"request {r.request_id}" for r in bad)
 
 
 def test_priority_orders_only_when_the_deployment_allows_it():
     pytest.importorskip("vllm")
-    from schedlab.backends.vllm_build import build_scheduler, make_request
+    from schedlab.backends.vllm.build import build_scheduler, make_request
     from schedlab.engine import EngineConfig
 
     engine = EngineConfig(max_num_seqs=1, max_num_batched_tokens=256, block_size=16, kv_capacity_blocks=64)
@@ -120,7 +120,7 @@ import json  # noqa: E402
 
 import httpx  # noqa: E402
 
-from schedlab.backends.vllm_hints import CoercedHints  # noqa: E402
+from schedlab.backends.vllm.hints import CoercedHints  # noqa: E402
 from schedlab.validation.hints import NUMERIC_HINTS, coerced_hints  # noqa: E402
 
 
@@ -141,7 +141,7 @@ def _post(caplog, **request) -> httpx.Response:
         async with httpx.AsyncClient(transport=transport, base_url="http://server") as client:
             return await client.post(**request)
 
-    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm_hints"):
+    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm.hints"):
         return asyncio.run(go())
 
 

@@ -29,9 +29,11 @@ import pytest
 pytest.importorskip("vllm")
 
 from schedlab import registry  # noqa: E402
-from schedlab.backends.http_client import kv_metrics, prefix_cache_counters, replay_http, replay_routed  # noqa: E402
-from schedlab.backends.server_process import serve_command, server_env, start_server  # noqa: E402
-from schedlab.backends.vllm_engine import LaunchSpec, cpu_kv_capacity_blocks  # noqa: E402
+from schedlab.backends.served.client import replay_http  # noqa: E402
+from schedlab.backends.served.prometheus import kv_metrics, prefix_cache_counters  # noqa: E402
+from schedlab.backends.served.server import serve_command, server_env, start_server  # noqa: E402
+from schedlab.backends.vllm.engine import LaunchSpec, cpu_kv_capacity_blocks  # noqa: E402
+from schedlab.cluster.served import replay_routed  # noqa: E402
 from schedlab.cluster import run_cluster  # noqa: E402
 from schedlab.engine import Arena, EngineConfig  # noqa: E402
 from schedlab.engine.core import Engine  # noqa: E402

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from schedlab.backends.step_log import RAW_COLUMNS, StepLog
-from schedlab.backends.step_tables import read_step_log, step_table, steps_between
+from schedlab.backends.steps.log import RAW_COLUMNS, StepLog
+from schedlab.backends.steps.tables import read_step_log, step_table, steps_between
 from schedlab.contracts import PROFILE_COLUMNS
 from schedlab.errors import SchedlabError
 from schedlab.validation.hints import server_options
@@ -36,7 +36,7 @@ def test_the_log_is_written_when_the_engine_idles_or_the_buffer_fills(tmp_path):
 
 
 def test_a_scheduler_started_again_on_the_same_log_goes_on_after_its_rows(tmp_path):
-    from schedlab.backends.step_tables import read_request_log
+    from schedlab.backends.steps.tables import read_request_log
 
     first = StepLog(tmp_path / "s.steps.csv", flush_rows=100)
     first.record(1.0, 1.5, (0, 1, 0, 0, 1), 1, 1, 0, True)
@@ -72,7 +72,7 @@ def test_the_share_of_time_outside_the_engine_follows_littles_law():
     held one of them for 2 s (2/3 in it): half the requests' time was spent in front of it."""
     import pandas as pd
 
-    from schedlab.backends.replay_quality import outside_engine_share
+    from schedlab.backends.served.quality import outside_engine_share
 
     requests = pd.DataFrame({"arrival_s": [0.0, 1.0], "finish_s": [2.0, 3.0]})
     steps = pd.DataFrame({"n_running": [1, 1, 0], "n_waiting": [0, 0, 1], "time_s": [0.5, 1.0, 0.5]})
@@ -86,7 +86,7 @@ def test_the_front_end_timing_splits_client_lag_from_the_servers_answer():
     second one after 1.5 s (its HTTP and API front end held it)."""
     import pandas as pd
 
-    from schedlab.backends.front_end import front_end_timing
+    from schedlab.backends.served.front_end import front_end_timing
 
     requests = pd.DataFrame({"arrival_s": [0.0, 1.0, 2.0], "sent_s": [0.001, 1.002, 4.0],
                              "response_s": [0.011, 2.502, 4.02]})
@@ -99,9 +99,9 @@ def test_finished_requests_are_logged_beside_the_steps_and_joined_to_the_trace(t
     engine idles; each is found again by the client's X-Request-Id inside vLLM's request id."""
     import pandas as pd
 
-    from schedlab.backends.front_end import front_end_timing
-    from schedlab.backends.step_tables import read_request_log, request_timeline
-    from schedlab.backends.step_log import request_log_path
+    from schedlab.backends.served.front_end import front_end_timing
+    from schedlab.backends.steps.tables import read_request_log, request_timeline
+    from schedlab.backends.steps.log import request_log_path
 
     log = StepLog(tmp_path / "server.steps.csv")
     assert log.requests_path == request_log_path(tmp_path / "server.steps.csv") == tmp_path / "server.requests.csv"
@@ -132,7 +132,7 @@ def test_the_way_to_the_engine_core_leaves_out_the_wait_for_the_step_in_progress
     (the replay's first, once its predecessor left the engine idle): all of its way counts."""
     import pandas as pd
 
-    from schedlab.backends.front_end import front_end_timing, way_to_core
+    from schedlab.backends.served.front_end import front_end_timing, way_to_core
 
     steps = pd.DataFrame({"t_schedule": [100.022, 100.00], "t_update": [100.04, 100.02]})  # in any order
     requests = pd.DataFrame({"arrival_s": [0.005, 0.050, -0.010, -0.030, 0.060],
@@ -150,7 +150,7 @@ def test_the_interval_median_is_turnbulls():
     """Exact values alone: their median. Wide intervals that all hold one value: that value.
     Exact 2 and 10 with [0, 16] and [10, 31]: self-consistency gives 2 a third of the mass and
     10 two thirds (p2 = (1 + p2) / 4, p10 = (p10 + 2) / 4), so the median is 10."""
-    from schedlab.backends.front_end import interval_median
+    from schedlab.backends.served.front_end import interval_median
 
     exact = np.array([3.0, 1.0, 2.0])
     assert interval_median(exact, exact) == 2.0
@@ -180,7 +180,7 @@ def _self_consistent_median(lower, upper):
 def test_the_interval_median_on_innermost_intervals_is_the_self_consistent_one():
     """Ties, exact values and nested intervals: the innermost-interval estimate is the median
     that self-consistency over every end point reaches (where that median is not a tie)."""
-    from schedlab.backends.front_end import interval_median
+    from schedlab.backends.served.front_end import interval_median
 
     rng = np.random.default_rng(7)
     checked = 0
@@ -201,7 +201,7 @@ def test_the_interval_median_recovers_a_known_median_from_many_intervals():
     """20,000 exponential values (median 10 ln 2), each seen only as the interval of two random
     inspection times that holds it: the estimate lands within 10% of the true median (the
     estimator converges as n^(-1/3)), where the intervals' midpoints are over 20% high."""
-    from schedlab.backends.front_end import interval_median
+    from schedlab.backends.served.front_end import interval_median
 
     rng = np.random.default_rng(0)
     n = 20_000

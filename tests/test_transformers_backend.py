@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from schedlab import registry  # noqa: E402
-from schedlab.backends.transformers_sim import run_transformers_sim  # noqa: E402
+from schedlab.backends.transformers.sim import run_transformers_sim  # noqa: E402
 from schedlab.builders.transformers_batching import (  # noqa: E402
     ORDERS, ArrivalOrder, PolicyWaiting, TransformersBatching, release_of,
 )
@@ -138,7 +138,7 @@ def test_the_papers_policies_register_from_the_checkout_where_schedlab_is_not_in
     pyproject.toml names, and paper B's EWSJF is there."""
     code = ("import importlib.metadata as m; m.entry_points = lambda **kw: []; "
             "from pathlib import Path; from schedlab import registry; "
-            "from schedlab.backends.transformers_study import register_checkout_plugins; "
+            "from schedlab.backends.transformers.study import register_checkout_plugins; "
             f"added = register_checkout_plugins(Path({str(ROOT)!r})); "
             "assert 'ewsjf' in added and registry.entry('ewsjf').kind == 'queue', added; print(added)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -149,7 +149,7 @@ def test_the_papers_policies_register_from_the_checkout_where_schedlab_is_not_in
 def test_the_real_engine_refuses_a_policy_that_plans_with_a_step_time_model():
     """slo-sa plans with the engine's step-time model, which a real engine does not have: one
     clear error, before any model is made."""
-    from schedlab.backends.transformers_engine import Engine, TransformersSpec
+    from schedlab.backends.transformers.engine import Engine, TransformersSpec
 
     with pytest.raises(SchedlabError, match="'slo-sa' needs the engine's step-time model"):
         Engine(TransformersSpec(model="no-such-model"), "slo-sa")
@@ -170,7 +170,7 @@ def test_a_policy_orders_admissions_in_transformers_real_engine(policy, admitted
     burst is admitted in the policy's order (FCFS by arrival, SJF by output length); no request
     is lost, each gets its forced length, none is scheduled before it arrives; and the step log
     holds every token computed."""
-    from schedlab.backends.transformers_engine import Engine, TransformersSpec
+    from schedlab.backends.transformers.engine import Engine, TransformersSpec
 
     trace = _burst_then_stream()
     spec = TransformersSpec(max_num_seqs=1, max_num_batched_tokens=64, kv_capacity_blocks=64, threads=1)
@@ -194,7 +194,7 @@ def test_a_policy_orders_admissions_in_transformers_real_engine(policy, admitted
 
 def test_the_study_refuses_a_policy_the_engine_cannot_run_before_any_run(tmp_path, capsys):
     """One line and exit 2, before a model is made or a file written."""
-    from schedlab.backends.transformers_study import main
+    from schedlab.backends.transformers.study import main
 
     out = tmp_path / "run"
     assert main(["--device", "cpu", "--out", str(out), "--held-out", "sjf", "slo-sa"]) == 2
@@ -208,7 +208,7 @@ def test_the_study_refuses_a_policy_the_engine_cannot_run_before_any_run(tmp_pat
 def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("transformers-run")
     done = subprocess.run(
-        [sys.executable, "-m", "schedlab.backends.transformers_study", "--device", "cpu", "--model", "tiny-llama",
+        [sys.executable, "-m", "schedlab.backends.transformers.study", "--device", "cpu", "--model", "tiny-llama",
          "--dtype", "float32", "--requests", "16", "--prompt-median", "40", "--output-median", "12",
          "--max-num-batched-tokens", "128", "--kv-capacity-blocks", "256", "--threads", "1", "--out", str(out)],
         capture_output=True, text=True, timeout=900)

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from schedlab.backends.vllm_engine import LaunchSpec, replay, start_engine  # noqa: E402
+from schedlab.backends.vllm.engine import LaunchSpec, replay, start_engine  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.serving]
 

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from schedlab.backends.vllm_build import build_scheduler, make_request  # noqa: E402
-from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: E402
+from schedlab.backends.vllm.build import build_scheduler, make_request  # noqa: E402
+from schedlab.backends.vllm_sim.run import run_vllm_sim  # noqa: E402
 from schedlab.engine import Arena, EngineConfig, run  # noqa: E402
 from schedlab.engine.steptime import StepTimeModel  # noqa: E402
 from schedlab import registry  # noqa: E402
@@ -43,7 +43,7 @@ def test_vllm_sim_equals_sim_for_every_paper_c_scheduler(name, capacity, max_num
     trace = small_trace()
     arena = Arena(STEP, EngineConfig(kv_capacity_blocks=capacity, max_num_seqs=max_num_seqs))
     sim = run(trace, make_builder(name), arena, sample_s=1.0)
-    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm_plan"):
+    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm.plan"):
         vs = run_vllm_sim(trace, name, arena, model=MODEL, sample_s=1.0)
     assert not [r for r in caplog.records if "instead of the plan" in r.getMessage()]
     for col in ("first_scheduled_s", "first_token_s", "finish_s", "max_gap_s"):
@@ -77,7 +77,7 @@ def test_slo_hints_reach_slai_and_a_bad_hint_serves_the_request_without_a_target
         "nan": {"slo_class": "paying", "tbt_target_s": float("nan")},
         "huge": {"tbt_target_s": 1e300},
     }
-    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm_plan"):
+    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm.plan"):
         for rid, h in hints.items():
             sched.add_request(make_request(rid, 16, 20, 0.0, extra_args=h))
     view = sched.view
@@ -101,7 +101,7 @@ def test_a_plan_vllm_cannot_carry_out_is_reported_not_hidden(caplog):
         sched.add_request(make_request(str(k), 300, 5, 0.0))
     real = sched._kv_free
     sched._kv_free = lambda: 10 * real()
-    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm_plan"):
+    with caplog.at_level(logging.WARNING, logger="schedlab.backends.vllm.plan"):
         _step(sched, 0.1)
     assert sched.divergences and "instead of the plan" in caplog.text
     step, planned, ran = sched.divergences[0]

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from schedlab.backends.vllm_plugin import check_options
+from schedlab.backends.vllm.plugin import check_options
 from schedlab.errors import SchedlabError
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY_POINT = "schedlab.backends.vllm_plugin:register"
-POLICY = "schedlab.backends.vllm_scheduler.SchedlabScheduler"
-PLAN = "schedlab.backends.vllm_plan.SchedlabPlanScheduler"
+ENTRY_POINT = "schedlab.backends.vllm.plugin:register"
+POLICY = "schedlab.backends.vllm.scheduler.SchedlabScheduler"
+PLAN = "schedlab.backends.vllm.plan.SchedlabPlanScheduler"
 
 BAD = {
     "unknown policy": (POLICY, {"schedlab": {"policy": "lifo"}}, "unknown queue scheduler 'lifo'"),
@@ -86,7 +86,7 @@ def test_in_process_engines_get_the_error_raised(plugin_installed):
     """Inside a program (an in-process engine), a bad section raises SchedlabError instead of
     ending the program."""
     pytest.importorskip("vllm")
-    code = ("from schedlab.backends.vllm_plugin import register; register(); "
+    code = ("from schedlab.backends.vllm.plugin import register; register(); "
             "from vllm.engine.arg_utils import EngineArgs; from schedlab.errors import SchedlabError\n"
             f"args = EngineArgs(model={str(ROOT / 'src/schedlab/assets/models/tiny-llama')!r}, skip_tokenizer_init=True, "
             f"scheduler_cls={POLICY!r}, additional_config={{'schedlab': {{'policy': 'lifo'}}}})\n"

@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from schedlab.backends.vllm_build import build_scheduler, make_request  # noqa: E402
-from schedlab.backends.vllm_scheduler import PolicyQueue  # noqa: E402
+from schedlab.backends.vllm.build import build_scheduler, make_request  # noqa: E402
+from schedlab.backends.vllm.scheduler import PolicyQueue  # noqa: E402
 from schedlab.policies import Job  # noqa: E402
-from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: E402
+from schedlab.backends.vllm_sim.run import run_vllm_sim  # noqa: E402
 from schedlab.examples import TOY_KAPPA, TOY_STEP, toy_trace  # noqa: E402
 from schedlab import registry  # noqa: E402
 from schedlab.engine import Arena, EngineConfig, engine_config  # noqa: E402

@@ -19,13 +19,13 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from schedlab.backends.http_client import replay_http  # noqa: E402
-from schedlab.backends.vllm_engine import LaunchSpec  # noqa: E402
-from schedlab.backends.replay_quality import replay_flaws  # noqa: E402
-from schedlab.backends.vllm_server import REPLAY_ATTEMPTS, warm_up  # noqa: E402
-from schedlab.backends.server_process import serve_command, server_env, start_server  # noqa: E402
-from schedlab.backends.step_log import request_log_path  # noqa: E402
-from schedlab.backends.step_tables import read_request_log, step_table, steps_between, wait_for_idle  # noqa: E402
+from schedlab.backends.served.client import replay_http  # noqa: E402
+from schedlab.backends.vllm.engine import LaunchSpec  # noqa: E402
+from schedlab.backends.served.quality import replay_flaws  # noqa: E402
+from schedlab.backends.served.run import REPLAY_ATTEMPTS, warm_up  # noqa: E402
+from schedlab.backends.served.server import serve_command, server_env, start_server  # noqa: E402
+from schedlab.backends.steps.log import request_log_path  # noqa: E402
+from schedlab.backends.steps.tables import read_request_log, step_table, steps_between, wait_for_idle  # noqa: E402
 from schedlab.contracts import RESULT_COLUMNS  # noqa: E402
 from schedlab.data.whisper_files import write_model_folder  # noqa: E402
 from schedlab.slai.slai import DYNAMIC_LOW  # noqa: E402
@@ -75,16 +75,16 @@ def test_the_server_starts_without_a_job_runners_thread_counts(monkeypatch):
 def test_the_client_side_starts_without_vllm_and_names_a_real_logits_processor():
     """The replaying client runs beside the server it measures: importing vLLM there cost
     seconds of each server's start-up and a second copy of torch in memory."""
-    code = ("import sys; import schedlab.backends.vllm_server, schedlab.backends.server_process, "
-            "schedlab.backends.http_client, schedlab.backends.step_log; "
+    code = ("import sys; import schedlab.backends.served.run, schedlab.backends.served.server, "
+            "schedlab.backends.served.client, schedlab.backends.steps.log; "
             "print(sorted({'vllm', 'torch'} & set(sys.modules)))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "[]"
     from vllm.v1.sample.logits_processor import LogitsProcessor
 
-    from schedlab.backends import server_process
+    from schedlab.backends.served import server
 
-    module, name = server_process.NO_STOP.split(":")
+    module, name = server.NO_STOP.split(":")
     assert issubclass(getattr(__import__(module, fromlist=[name]), name), LogitsProcessor)
 
 
@@ -133,7 +133,7 @@ def test_a_hint_sent_as_a_boolean_is_logged_by_the_server(whisper_server):
     scheduler as 1, and the server's log says so; the request is served."""
     import httpx
 
-    from schedlab.backends.http_client import speech_wav
+    from schedlab.backends.served.wav import speech_wav
 
     data = {"model": "whisper-tiny", "language": "en", "temperature": "0", "max_completion_tokens": "3",
             "vllm_xargs": json.dumps({"audio_duration_s": True, "language": "en"})}

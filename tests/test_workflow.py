@@ -126,7 +126,7 @@ def test_paper_b_runs_on_the_engine_scaled_to_the_local_one(engine_dry_run):
     """Paper B's mixed workload on the real engine: one trace with prompts scaled by the ratio
     of the KV caches, one server per configured policy with the paper's 256 sequences and its
     prefill budget scaled alike, and sim with the FCFS server's steps' fit and the same limits."""
-    from schedlab.backends.vllm_engine import LaunchSpec, cpu_kv_capacity_blocks
+    from schedlab.backends.vllm.engine import LaunchSpec, cpu_kv_capacity_blocks
     from schedlab.ewsjf.scaled import scaled_engine
     from schedlab.ewsjf.studies import engine_limits
     from schedlab.latency.catalogue import hardware, model_arch

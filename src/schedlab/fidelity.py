@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from schedlab.backends.replay_quality import FRONT_END_LAG, INTERFERENCE, replay_flaws
+from schedlab.backends.served.quality import FRONT_END_LAG, INTERFERENCE, replay_flaws
 from schedlab.report import METRIC_WORDS
 
 
@@ -47,7 +47,7 @@ READING_METRICS = ["p50_e2el_ms", "p90_e2el_ms", "throughput_rps"]
 def engine_view(summary: pd.DataFrame, threshold: float = INTERFERENCE):
     """Clean engine runs' medians over repeats (one row per run key, like the simulators'), the
     min / median / max of every repeat, the runs left out of the medians
-    (:func:`~schedlab.backends.replay_quality.replay_flaws`, its reason in column ``left_out``), and
+    (:func:`~schedlab.backends.served.quality.replay_flaws`, its reason in column ``left_out``), and
     the clean runs themselves (one row per repeat)."""
     eng = summary[summary["backend"] == "vllm"]
     why = replay_flaws(eng, threshold)
@@ -86,7 +86,7 @@ def interference_note(engine_runs: pd.DataFrame, label: str, threshold: float = 
 
 def replayed_note(engine_runs: pd.DataFrame, label: str) -> str:
     """How many replays were run again because an attempt did not measure the engine
-    (:func:`~schedlab.backends.replay_quality.replay_flaws`, or a lost connection), why, and where,
+    (:func:`~schedlab.backends.served.quality.replay_flaws`, or a lost connection), why, and where,
     from the kept replays' ``attempts`` and ``replayed_for``."""
     if "attempts" not in engine_runs:
         return f"{label}: the runs do not record their attempts."
@@ -254,7 +254,7 @@ def step_error_by_batch(steps: pd.DataFrame, model) -> pd.DataFrame:
     """A step-time model against the engine's steps that only decode, by decode batch size: how
     many, the measured and the predicted mean step (ms), the error (%), and the median time
     between one step's end and the next one's start (ms; inside the measured step, see
-    :func:`schedlab.backends.step_tables.step_table`)."""
+    :func:`schedlab.backends.steps.tables.step_table`)."""
     decode = steps[steps["n_prefill_tokens"] == 0]
     pairs = decode["prefill_pairs"].to_numpy(float) if "prefill_pairs" in decode else 0
     predicted = model(decode["n_encoder"].to_numpy(float), decode["n_prefill_tokens"].to_numpy(float),

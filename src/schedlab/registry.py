@@ -64,6 +64,16 @@ plug-in's from a module of the same entry-point group::
 
     @register_source("roofline", summary="predicted from the GPU's peaks and the model's shapes")
     def roofline(*, hardware, model, **_) -> pd.DataFrame: ...
+
+**Backends** (where a scheduler runs: schedlab's engine, vLLM's or transformers' scheduler on a
+virtual clock, a real engine on the wall clock) have a table of their own: each is registered
+where it is defined, with :func:`register_backend`, by the scheduler kinds it runs and, for one on
+a virtual clock, the function that serves a trace on it (what ``schedlab simulate`` calls); a
+real engine is run by its own commands. schedlab's (:data:`BACKEND_PACKAGES`, listed in that
+order) register when the table is first read, a plug-in's from a module of the same entry-point
+group::
+
+    register_backend("vllm-sim", run=run, summary="vLLM's real v1 scheduler on a virtual clock")
 """
 
 from __future__ import annotations
@@ -74,6 +84,7 @@ import importlib.metadata
 import inspect
 import pkgutil
 import re
+import sys
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable
@@ -104,6 +115,12 @@ ROUTER_ATTRIBUTES = ("reads_state", "reads_kv")
 WORKLOAD_PACKAGES = ("schedlab.workload", "schedlab.data")
 #: Where schedlab's own step-time sources are registered.
 SOURCE_PACKAGES = ("schedlab.fit.sources",)
+#: Where schedlab's own backends are registered, in the order they are listed (the command line's
+#: choices, the pipeline's sweeps): schedlab's engine, vLLM's scheduler on a virtual clock, a real
+#: vLLM engine, transformers' scheduler and engine. Each module registers without importing its
+#: engine's library (vLLM, transformers): listing the backends imports neither.
+BACKEND_PACKAGES = ("schedlab.simulate", "schedlab.backends.vllm_sim", "schedlab.backends.vllm",
+                    "schedlab.backends.transformers")
 #: How a workload kind times its requests: at the arrival process the caller draws (gamma gaps
 #: at the rate, Poisson at burstiness 1; sized by a count of requests or a duration), or by its
 #: own timing (a trace's timestamps, a conversation's think times; sized by a count).
@@ -314,11 +331,34 @@ class SourceEntry(_Registered):
             raise failure(self, self.function.__name__, e)
 
 
+@dataclass(frozen=True)
+class BackendEntry(_Registered):
+    """One registered backend: where a run of a scheduler on a trace happens."""
+
+    name: str
+    #: The scheduler kinds it runs (:data:`QUEUE`, :data:`BATCH`).
+    kinds: tuple[str, ...]
+    #: On a virtual clock, the function that serves a trace:
+    #: ``run(trace, scheduler, arena, *, model, warmup_s, sample_s, batching, max_in_flight) -> RunResult``;
+    #: None for a real engine on the wall clock (its own commands run it).
+    run: Callable | None = field(repr=False)
+    summary: str
+    module: str
+    distribution: str
+    WHAT: ClassVar[str] = "backend"
+
+    @property
+    def simulated(self) -> bool:
+        """Whether it runs on a virtual clock (``schedlab simulate`` runs it)."""
+        return self.run is not None
+
+
 _entries: dict[str, Entry] = {}
 _routers: dict[str, RouterEntry] = {}
 _workloads: dict[str, WorkloadEntry] = {}
 _pools: dict[str, PoolEntry] = {}
 _sources: dict[str, SourceEntry] = {}
+_backends: dict[str, BackendEntry] = {}
 #: Plug-ins set aside: entry-point name -> one-line reason.
 _broken: dict[str, str] = {}
 #: Names a broken plug-in tried to register, for the error when one is asked for (a name it
@@ -454,6 +494,23 @@ def register_source(name: str, *, machine: bool = False, summary: str | None = N
     return add
 
 
+def register_backend(name: str, *, kinds: tuple[str, ...] = KINDS, run: Callable | None = None,
+                     summary: str | None = None) -> BackendEntry:
+    """Register the backend ``name`` (see the module docstring), which runs schedulers of
+    ``kinds``: with ``run``, one on a virtual clock that serves a trace through that function;
+    without, a real engine on the wall clock. Called where the backend is defined; returns its
+    entry."""
+    _check_name(name, "backend")
+    bad = [k for k in kinds if k not in KINDS]
+    if not kinds or bad:
+        raise SchedlabError(f"backend {name!r}: kinds must be some of {', '.join(KINDS)}, got {list(kinds)}")
+    module = sys._getframe(1).f_globals["__name__"]  # the module that registers it, where it is defined
+    entry = BackendEntry(name, tuple(kinds), run, summary or _first_sentence(run if run is not None else sys.modules[module]),
+                         module, _current["distribution"] or SCHEDLAB)
+    _store(_backends, entry)
+    return entry
+
+
 def _store(table: dict, entry) -> None:
     """``entry`` into ``table`` under its name, unless another module holds that name (a
     registration is then rejected); the same module registering it again replaces it."""
@@ -524,6 +581,7 @@ def _load() -> None:
         dist = ep.dist.name if ep.dist is not None else "?"
         before, routers_before = dict(_entries), dict(_routers)
         kinds_before, pools_before, sources_before = dict(_workloads), dict(_pools), dict(_sources)
+        backends_before = dict(_backends)
         _current.update(distribution=dist, plugin=ep.name, refused=[])
         try:
             ep.load()
@@ -539,7 +597,7 @@ def _load() -> None:
                     del _entries[n]
                 _broken_names[n] = ep.name
             for table, earlier in ((_routers, routers_before), (_workloads, kinds_before), (_pools, pools_before),
-                                   (_sources, sources_before)):
+                                   (_sources, sources_before), (_backends, backends_before)):
                 for n in [n for n in table if n not in earlier]:
                     del table[n]
                     _broken_names[n] = ep.name
@@ -784,3 +842,56 @@ def source_entry(name: str) -> SourceEntry:
     """The step-time source registered as ``name``."""
     _load_sources()
     return _registered(_sources, name, "step-time source", source_names)
+
+
+# -- backends -----------------------------------------------------------------------------------------
+_backends_loaded = False
+_builtin_backends: set[str] = set()
+
+
+def _load_backends(name: str | None = None) -> None:
+    """Register schedlab's own backends (once), then, unless ``name`` is one of them and no
+    other distribution's plug-in is installed, every plug-in (as :func:`entry`)."""
+    global _backends_loaded
+    if not _backends_loaded:
+        _backends_loaded = True
+        for package in BACKEND_PACKAGES:
+            importlib.import_module(package)
+        _builtin_backends.update(_backends)
+    if name is None or name not in _builtin_backends or _foreign_plugins():
+        _load()
+
+
+def _backend_rank(entry: BackendEntry) -> int:
+    """Where ``entry`` is listed: schedlab's in :data:`BACKEND_PACKAGES`' order, whichever module
+    a process imported first; a plug-in's after them."""
+    for k, package in enumerate(BACKEND_PACKAGES):
+        if entry.distribution == SCHEDLAB and (entry.module == package or entry.module.startswith(package + ".")):
+            return k
+    return len(BACKEND_PACKAGES)
+
+
+def backend_entries(kind: str | None = None, simulated: bool | None = None) -> list[BackendEntry]:
+    """Every registered backend (``kind``: only those that run schedulers of that kind;
+    ``simulated``: only those on a virtual clock, or only the real engines), schedlab's first."""
+    _load_backends()
+    return [e for e in sorted(_backends.values(), key=_backend_rank)
+            if (kind is None or kind in e.kinds) and (simulated is None or e.simulated == simulated)]
+
+
+def backend_names(kind: str | None = None, simulated: bool | None = None) -> list[str]:
+    return [e.name for e in backend_entries(kind, simulated)]
+
+
+def backend_entry(name: str, *, kind: str | None = None, simulated: bool | None = None) -> BackendEntry:
+    """The backend registered as ``name`` (``kind``: one that runs schedulers of that kind;
+    ``simulated``: one on a virtual clock, or a real engine)."""
+    _load_backends(name)
+    known = lambda: backend_names(kind, simulated)  # noqa: E731
+    found = _registered(_backends, name, "backend", known)
+    if simulated is not None and found.simulated != simulated:
+        what = "runs on a virtual clock" if found.simulated else "is a real engine on the wall clock"
+        raise SchedlabError(f"backend {name!r} {what}; choose {', '.join(known())}")
+    if kind is not None and kind not in found.kinds:
+        raise SchedlabError(f"backend {name!r} runs no {kind} scheduler; choose {', '.join(known())}")
+    return found

@@ -9,7 +9,7 @@ import time
 import pandas as pd
 
 from schedlab import progress, registry
-from schedlab.contracts import BATCHINGS, SIMULATE_BACKENDS
+from schedlab.contracts import BATCHINGS
 from schedlab.engine import Arena, ContinuousBatching, RunResult, run
 from schedlab.engine.scheduler import Scheduler
 from schedlab.errors import SchedlabError
@@ -60,34 +60,21 @@ def serve(
     every ``sample_s``. ``max_in_flight`` caps the requests in flight at the client
     (:class:`~schedlab.workload.client.InFlightCap`, ``sim`` only); latencies then count from
     when each request is sent."""
-    if backend not in SIMULATE_BACKENDS:
-        raise SchedlabError(f"unknown simulation backend {backend!r}; choose {', '.join(SIMULATE_BACKENDS)}")
+    entry = registry.backend_entry(backend, simulated=True)
     if max_in_flight is not None and backend != "sim":
         raise SchedlabError("a cap on requests in flight runs on the sim backend only")
     try:
-        return _serve(trace, scheduler, arena, backend, model, warmup_s, sample_s, max_in_flight, batching)
+        return entry.run(trace, scheduler, arena, model=model, warmup_s=warmup_s, sample_s=sample_s,
+                         max_in_flight=max_in_flight, batching=batching)
     except SchedlabError:
         raise
     except Exception as e:  # raised inside a plug-in's scheduler: one line naming it
         raise registry.from_plugin(e)
 
 
-def _serve(trace, scheduler, arena, backend, model, warmup_s, sample_s, max_in_flight, batching) -> RunResult:
-    """:func:`serve` once its options are checked."""
-    if backend == "transformers-sim":
-        from schedlab.backends.transformers_sim import run_transformers_sim
-        from schedlab.builders.transformers_batching import order_of
-
-        registry.entry(scheduler, registry.QUEUE)  # transformers' engine takes a queue policy
-        return run_transformers_sim(trace, arena, policy=scheduler, order=order_of(batching), warmup_s=warmup_s,
-                                    sample_s=sample_s)
-    if backend == "vllm-sim":
-        from schedlab.backends.vllm_sim import run_vllm_sim
-
-        if batching != "vllm":
-            raise SchedlabError("vllm-sim runs vLLM's batching")
-        registry.entry(scheduler)  # fails early on an unknown name
-        return run_vllm_sim(trace, scheduler, arena, model=model, warmup_s=warmup_s, sample_s=sample_s)
+def _on_engine(trace, scheduler, arena, *, warmup_s, sample_s, max_in_flight, batching, **_) -> RunResult:
+    """``trace`` served by schedlab's engine with the registered ``scheduler`` (:func:`scheduler_for`),
+    behind the client's cap of ``max_in_flight`` requests when one is given."""
     made = scheduler_for(scheduler, trace, arena, batching)
     if max_in_flight is None:
         return run(trace, made, arena, warmup_s=warmup_s, sample_s=sample_s)
@@ -96,6 +83,9 @@ def _serve(trace, scheduler, arena, backend, model, warmup_s, sample_s, max_in_f
     sent = pd.Series(capped.sent_s, index=trace["request_id"].to_numpy())
     result.requests["arrival_s"] = sent.loc[result.requests["request_id"]].to_numpy()
     return result
+
+
+registry.register_backend("sim", run=_on_engine, summary="schedlab's engine on a virtual clock")
 
 
 def _described(scheduler: str, backend: str, identity: dict) -> str:
@@ -123,7 +113,7 @@ def run_summary(
 ) -> tuple[RunResult, dict]:
     """:func:`serve`, and the run summary of the contract with the engine's own figures."""
     if backend == "vllm-sim":
-        from schedlab.backends.vllm_sim import run_vllm_sim  # noqa: F401 (imported before the clock starts)
+        from schedlab.backends.vllm_sim.run import run_vllm_sim  # noqa: F401 (imported before the clock starts)
     t0 = time.perf_counter()
     with progress.stage(_described(scheduler, backend, identity), total=len(trace)):
         result = serve(trace, scheduler, arena, backend=backend, model=model, max_in_flight=max_in_flight,

@@ -9,11 +9,16 @@ import os
 import re
 import shlex
 
-from schedlab.contracts import BACKENDS, SIM_BACKENDS
 from schedlab.latency.catalogue import hardware, model_dir, shipped_models
 from schedlab.fit.shipped import shipped_path
 from schedlab import figure_map, progress, registry
 from schedlab.tournament.workloads import modality, pool_names
+
+# The backends the pipeline runs its studies on (those that run batch builders as well as queue
+# policies: schedlab's engine, vLLM's scheduler on a virtual clock, a real vLLM engine), and
+# those of them on a virtual clock; the config's `backend` is one of BACKENDS.
+BACKENDS = registry.backend_names(registry.BATCH)
+SIM_BACKENDS = registry.backend_names(registry.BATCH, simulated=True)
 
 # Each job's log gets one line per stage of its work (schedlab.progress), whatever the terminal:
 # set in the jobs' shell, not in this process's environment (a workflow loaded in a Python

@@ -1,5 +1,5 @@
 # transformers' continuous-batching engine on this machine's CPU (`transformers.enabled`, off by
-# default): the held-out study of schedlab.backends.transformers_study, at a tiny model's scale.
+# default): the held-out study of schedlab.backends.transformers.study, at a tiny model's scale.
 
 
 rule transformers_study:
@@ -14,4 +14,4 @@ rule transformers_study:
     params:
         flags=transformers_study_flags(),
     shell:
-        "python -m schedlab.backends.transformers_study {params.flags} --threads {threads} --out {output} > {log} 2>&1"
+        "python -m schedlab.backends.transformers.study {params.flags} --threads {threads} --out {output} > {log} 2>&1"

@@ -34,7 +34,7 @@ Each step, as transformers schedules it:
 Waiting requests are transformers' own order (arrivals, then soft-reset requests as they come
 back) or a queue policy's (:class:`PolicyWaiting`): the policy pops the next request only when
 the pass reaches it, and a pass that reached the waiting requests leaves the ones it did not
-schedule in the policy's order, as transformers leaves them in its list. :mod:`schedlab.backends.transformers_scheduler`
+schedule in the policy's order, as transformers leaves them in its list. :mod:`schedlab.backends.transformers.scheduler`
 puts a policy into transformers' own engine the same way, so both ask it the same questions.
 
 Limits are the engine's: ``max_num_batched_tokens`` is the token budget, ``block_size`` the

@@ -19,7 +19,7 @@ from schedlab.io import write_outputs
 
 
 def cmd_vllm_run(args) -> None:
-    from schedlab.backends.vllm_engine import kv_capacity_blocks, launch_spec, replay, start_engine
+    from schedlab.backends.vllm.engine import kv_capacity_blocks, launch_spec, replay, start_engine
     from schedlab.metrics import summarize
 
     registry.entry(args.policy, registry.QUEUE)  # fail early on an unknown name
@@ -43,7 +43,7 @@ def cmd_vllm_run(args) -> None:
 
 def cmd_transformers_run(args) -> None:
     """A trace replayed through transformers' real engine (random weights) running a queue policy."""
-    from schedlab.backends.transformers_engine import Engine, TransformersSpec, run_summary
+    from schedlab.backends.transformers.engine import Engine, TransformersSpec, run_summary
 
     registry.entry(args.policy, registry.QUEUE)  # fail early on an unknown name
     spec = TransformersSpec(model=args.model, device=args.device, dtype=args.dtype, order=args.order,
@@ -57,8 +57,8 @@ def cmd_transformers_run(args) -> None:
 
 
 def cmd_vllm_serve(args) -> None:
-    from schedlab.backends.vllm_engine import launch_spec
-    from schedlab.backends.vllm_server import run_served
+    from schedlab.backends.vllm.engine import launch_spec
+    from schedlab.backends.served.run import run_served
 
     registry.entry(args.policy, registry.QUEUE)  # fail early on an unknown name
     if len(args.traces) != len(args.rates):
@@ -79,7 +79,7 @@ def cmd_vllm_serve(args) -> None:
 
 def _served_outputs(args) -> list:
     """What `schedlab vllm-serve` writes: every replay's tables and the server's step logs."""
-    from schedlab.backends.vllm_server import served_outputs
+    from schedlab.backends.served.run import served_outputs
 
     return served_outputs(args.out_dir, args.rates, seed=args.seed, repeats=args.repeats, server_log=args.server_log)
 

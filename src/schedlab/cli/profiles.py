@@ -34,7 +34,7 @@ def cmd_profile(args) -> None:
     source = registry.source_entry(args.source)
 
     def engine():  # the vLLM engine's limits, read from the options (and checked) when a source asks
-        from schedlab.backends.vllm_engine import launch_spec
+        from schedlab.backends.vllm.engine import launch_spec
 
         return launch_spec(args)
 

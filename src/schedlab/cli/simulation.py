@@ -6,7 +6,7 @@ from __future__ import annotations
 from schedlab import registry, validation
 from schedlab.cli import options
 from schedlab.cli_types import InputPath
-from schedlab.contracts import BATCHINGS, SIMULATE_BACKENDS
+from schedlab.contracts import BATCHINGS
 from schedlab.errors import SchedlabError
 from schedlab.io import write_outputs
 
@@ -27,6 +27,7 @@ def cmd_simulate(args) -> None:
     if len(args.steptime) not in (1, n):
         raise SchedlabError("--steptime needs one model for every run or one per run")
     registry.entry(args.policy)  # fail early on an unknown name
+    registry.backend_entry(args.backend, simulated=True)
     engine, kappa = options.engine(args), options.kappa(args.kappa)
     arenas = {path: Arena(validation.read_steptime(path), engine, kappa) for path in args.steptime}
     steptimes = args.steptime * n if len(args.steptime) == 1 else args.steptime
@@ -58,9 +59,9 @@ def cmd_simulate(args) -> None:
 
 def add_commands(sub) -> None:
     s = sub.add_parser("simulate", help="simulated runs of one policy, one per trace (schedlab's engine, or vLLM's scheduler)")
-    s.add_argument("--backend", choices=SIMULATE_BACKENDS, default="sim",
-                   help="sim: schedlab's engine; vllm-sim, transformers-sim: vLLM's or transformers' real scheduler "
-                        "on a virtual clock")
+    s.add_argument("--backend", default="sim",
+                   help="sim: schedlab's engine, or another backend on a virtual clock: vLLM's or transformers' real "
+                        "scheduler (`schedlab backends` lists them)")
     s.add_argument("--batching", choices=BATCHINGS, default="vllm",
                    help="the batching rules a queue policy runs inside: vLLM v1's, or transformers' FIFO or "
                         "prefill-first scheduler's (sim, transformers-sim)")

@@ -1,5 +1,6 @@
-"""``schedlab schedulers`` (the registered schedulers and routers) and ``schedlab collect``
-(run summaries gathered into one parquet table); the listings' printed tables."""
+"""``schedlab schedulers`` (the registered schedulers and routers), ``schedlab backends`` (the
+registered backends) and ``schedlab collect`` (run summaries gathered into one parquet table);
+the listings' printed tables."""
 
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ def print_table(header, rows) -> None:
     widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(len(header) - 1)]
     for row in [header, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + row[-1])
+
+
+def cmd_backends(args) -> None:
+    """Every registered backend, one line each."""
+    print_table(("backend", "clock", "schedulers", "from", "what it is"),
+                [(e.name, "virtual" if e.simulated else "wall", ",".join(e.kinds), f"{e.distribution} ({e.module})",
+                  e.summary) for e in registry.backend_entries()])
 
 
 def cmd_schedulers(args) -> None:
@@ -55,6 +63,8 @@ def cmd_collect(args) -> None:
 def add_commands(sub) -> None:
     sc = sub.add_parser("schedulers", help="list the registered schedulers and routers (built-in and plug-ins)")
     sc.set_defaults(func=cmd_schedulers)
+    bk = sub.add_parser("backends", help="list the registered backends (where simulate, vllm-run and the pipeline run a scheduler)")
+    bk.set_defaults(func=cmd_backends)
 
     c = sub.add_parser("collect", help="gather run summaries (JSON) into one parquet table")
     c.add_argument("summaries", type=input_folder("*.json"), nargs="+", help="run summaries (JSON), or folders of them")

@@ -138,7 +138,7 @@ def snakemakes_here(folder: str | os.PathLike = ".") -> list[int] | None:
 
 
 def _lifelines_here(folder: str | os.PathLike = ".") -> list[int]:
-    """Ids of the served engines' lifelines (:mod:`schedlab.backends.lifeline`) working in
+    """Ids of the served engines' lifelines (:mod:`schedlab.backends.served.lifeline`) working in
     ``folder``: the servers of a run still stopping after it was killed."""
     here, found = os.path.realpath(folder), []
     for entry in Path("/proc").iterdir():
@@ -146,7 +146,7 @@ def _lifelines_here(folder: str | os.PathLike = ".") -> list[int]:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"schedlab.backends.lifeline" not in argv[:3] or os.path.realpath(os.readlink(entry / "cwd")) != here:
+            if b"schedlab.backends.served.lifeline" not in argv[:3] or os.path.realpath(os.readlink(entry / "cwd")) != here:
                 continue
         except OSError:
             continue

@@ -152,7 +152,7 @@ class PrefixBlocks(PrefixCache):
 
     def carry_out(self, engine: Engine, plan: StepPlan) -> StepPlan:
         """A batch builder's plan, made on the pool as the step began, carried out as vLLM
-        carries a plan out (:mod:`schedlab.backends.vllm_plan`): the preemptions, then the
+        carries a plan out (:mod:`schedlab.backends.vllm.plan`): the preemptions, then the
         running requests' tokens in running order, then the admissions in the plan's order,
         each looked up at its turn (earlier admissions' blocks are cached by then, running
         requests' allocations may have evicted blocks), scheduling ``min(known - cached,

@@ -1,5 +1,5 @@
 """What a scheduler reads of an engine, shared by schedlab's engine and the view of vLLM's
-scheduler state (:class:`schedlab.backends.vllm_plan.VllmView`).
+scheduler state (:class:`schedlab.backends.vllm.plan.VllmView`).
 
 A subclass holds, by request index: ``seq`` (known tokens), ``computed``, ``blocks``,
 ``prompt``; and ``running`` (admission order), ``free`` KV blocks, ``limits``

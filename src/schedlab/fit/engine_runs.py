@@ -1,5 +1,5 @@
 """``sim`` against transformers' real engine: a run folder of
-:mod:`schedlab.backends.transformers_study` (its traces, per-request results and steps), the
+:mod:`schedlab.backends.transformers.study` (its traces, per-request results and steps), the
 step-time model fitted on the fitted policy's steps, and ``sim`` (transformers' batching rules,
 :class:`~schedlab.builders.transformers_batching.TransformersBatching`) replaying every run of
 the held-out policies and loads with it: the errors per policy and load (P50 and P90 TTFT and
@@ -32,7 +32,7 @@ def shipped_runs() -> dict[str, Path]:
 
 def read_runs(folder: str | Path) -> dict:
     """A run folder's tables and provenance."""
-    from schedlab.backends.transformers_study import FILES
+    from schedlab.backends.transformers.study import FILES
 
     folder = Path(folder)
     missing = [f for f in FILES if not (folder / f).exists()]
@@ -110,7 +110,7 @@ def reading(errors: pd.DataFrame) -> str:
     """Sentences about ``sim``'s errors, computed from them: the median absolute error of P50
     and P90 E2E over the held-out runs (the figure serving simulators publish), of all the
     metrics, the run where P50 E2E is off most, and the interference the runs met."""
-    from schedlab.backends.replay_quality import INTERFERENCE
+    from schedlab.backends.served.quality import INTERFERENCE
 
     e = errors.set_index(["policy", "load"])
     absolute = lambda metrics: float(np.median(np.abs(e[[f"{m}_err_pct" for m in metrics]].to_numpy())))  # noqa: E731

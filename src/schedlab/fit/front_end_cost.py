@@ -6,7 +6,7 @@ preprocessing threads) and its multimodal processor computes the log-mel feature
 model's ``WhisperFeatureExtractor`` (``truncation=True``: every clip padded to the 30 s
 window). Both are Python and NumPy on the host's CPU, the same beside a GPU as here.
 :func:`measure_audio_front_end` runs exactly those two calls on WAVs of the clips' durations
-(the replay's own WAVs, :func:`~schedlab.backends.http_client.speech_wav`) and times each by the
+(the replay's own WAVs, :func:`~schedlab.backends.served.wav.speech_wav`) and times each by the
 process's CPU time (every thread's: with torch installed, ``transformers`` computes the features
 with torch, in its thread pool), which another process on the machine does not add to; the
 wall time beside it says whether the machine was busy (``contended``). One API process serving
@@ -38,7 +38,7 @@ def measure_audio_front_end(model: str, durations: list[float], repeats: int) ->
     from transformers import WhisperFeatureExtractor
     from vllm.multimodal.media.audio import load_audio
 
-    from schedlab.backends.http_client import speech_wav
+    from schedlab.backends.served.wav import speech_wav
     from schedlab.data.whisper_files import whisper_config
 
     extractor = WhisperFeatureExtractor(feature_size=whisper_config(model)["num_mel_bins"])

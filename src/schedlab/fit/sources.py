@@ -43,6 +43,6 @@ def torch(*, model: str, device: str = "cpu", repeats: int = 3, **_) -> pd.DataF
 
 @register_source("vllm", machine=True, summary="a real vLLM engine's steps timed on this machine")
 def vllm(*, engine, **_) -> pd.DataFrame:
-    from schedlab.backends.vllm_profile import profile
+    from schedlab.backends.vllm.profile import profile
 
     return profile(engine())

@@ -10,7 +10,7 @@ import pandas as pd
 import statsmodels.api as sm
 from scipy.stats import kendalltau
 
-from schedlab.backends.replay_quality import replay_flaws
+from schedlab.backends.served.quality import replay_flaws
 from schedlab.contracts import PREFILL_PAIRS, PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.engine.steptime import OPTIONAL_TERMS, StepTimeModel
@@ -148,7 +148,7 @@ def fit_held_out(steps: pd.DataFrame, rate: float | None) -> StepTimeModel:
     they were. Where the step tables carry each replay's median way in to the engine core and
     way out from the scheduler (``to_core_s``, ``way_out_s``: from the client's and the
     scheduler's times of each request; the way in without the wait for the step in progress,
-    :func:`schedlab.backends.front_end.way_to_core`, which the simulator makes a request wait
+    :func:`schedlab.backends.served.front_end.way_to_core`, which the simulator makes a request wait
     itself), the model's ``frontend_s`` and ``output_s`` come from those replays
     (:func:`front_end_at`): the served system's front end, which the steps do not hold."""
     rates = sorted(float(r) for r in steps["rate"].unique())

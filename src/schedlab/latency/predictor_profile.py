@@ -1,7 +1,7 @@
 """Profile tables for paper D's latency predictor: prefill and per-token decode times over a
 (batch size, length) grid, from the roofline or timed torch forward passes (the passes
 measured on the shipped GPUs: :func:`schedlab.fit.measured.predictor_profile`; a real vLLM
-engine's steps: :func:`schedlab.backends.vllm_profile.predictor_profile`).
+engine's steps: :func:`schedlab.backends.vllm.profile.predictor_profile`).
 
 A prefill row times ``batch`` prompts of ``length`` tokens processed together; a decode row
 times one decode step of ``batch`` sequences that each hold ``length`` tokens of context.

@@ -1,7 +1,7 @@
 """A queue policy as every backend calls it, each answer checked against the protocol.
 
 The engine's continuous batching (:mod:`schedlab.engine.continuous`) and vLLM's waiting queue
-(:mod:`schedlab.backends.vllm_scheduler`) call a policy through :class:`CheckedQueue`, which
+(:mod:`schedlab.backends.vllm.scheduler`) call a policy through :class:`CheckedQueue`, which
 keeps its own account of the jobs pushed and not yet popped and checks, at the cost of a dict
 lookup and a ``len()`` a call:
 

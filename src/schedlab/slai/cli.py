@@ -19,7 +19,6 @@ from schedlab.cli_types import (
 from schedlab.contracts import MAX_RATE_RPS, MAX_REPLICAS, MAX_REQUESTS, MAX_RUN_S
 from schedlab import registry
 from schedlab.errors import SchedlabError
-from schedlab.contracts import SIM_BACKENDS
 from schedlab.io import write_outputs, write_parquet
 
 TABLES = ("summary", "buckets", "timeline")
@@ -68,6 +67,8 @@ def _setup(args):
     from schedlab.validation import check_run_length, read_pool, read_steptime
 
     check_run_length(args.duration_s, args.warmup_s, "--duration-s/--warmup-s")
+    if hasattr(args, "backend"):  # paper C's builders are batch schedulers
+        registry.backend_entry(args.backend, kind=registry.BATCH, simulated=True)
     arena = None
     if getattr(args, "steptime", None):
         arena = Arena.build(read_steptime(args.steptime), args.hardware, args.model, block_size=args.block_size,
@@ -138,7 +139,7 @@ def cmd_scale(args) -> None:
 
 
 def cmd_serve(args) -> None:
-    from schedlab.backends.vllm_engine import launch_spec
+    from schedlab.backends.vllm.engine import launch_spec
     from schedlab.latency.catalogue import model_dir
     from schedlab.slai.served import served_sweep
 
@@ -223,8 +224,10 @@ def _setup_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-num-batched-tokens", type=positive_number(int), default=8192)
     g.add_argument("--kv-capacity-blocks", type=positive_number(int, 2**40),
                    help="KV blocks of a measured engine, instead of deriving them from --hardware")
-    g.add_argument("--backend", choices=SIM_BACKENDS, default="sim",
-                   help="schedlab's engine, or vLLM's scheduler carrying out each step plan (runs, sweeps, capacity)")
+    g.add_argument("--backend", default="sim",
+                   help="sim: schedlab's engine, or another backend on a virtual clock that runs batch schedulers, "
+                        "vLLM's scheduler carrying out each step plan (runs, sweeps, capacity; `schedlab backends` "
+                        "lists them)")
 
 
 def add_commands(sub) -> None:

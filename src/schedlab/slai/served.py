@@ -1,5 +1,5 @@
 """Paper C's schedulers on a real vLLM engine: ``vllm serve`` with the step-plan scheduler
-class (:mod:`schedlab.backends.vllm_plan`), the sweep's two-class traces replayed over HTTP by
+class (:mod:`schedlab.backends.vllm.plan`), the sweep's two-class traces replayed over HTTP by
 schedlab's client with each request's class and TBT target in ``vllm_xargs``, and the sweep's
 tables (summaries and prompt-length buckets; a client sees no KV timeline)."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from schedlab.backends.vllm_engine import LaunchSpec
+from schedlab.backends.vllm.engine import LaunchSpec
 from schedlab.slai.run import by_bucket, summary
 from schedlab.slai.studies import Setup
 
@@ -17,8 +17,8 @@ from schedlab.slai.studies import Setup
 def served_sweep(setup: Setup, spec: LaunchSpec, folder: str | Path, scheduler: str, share: float, rates, seeds,
                  server_log: str | Path) -> dict[str, pd.DataFrame]:
     """One server running ``scheduler``; every (rate, seed) trace of ``setup`` replayed on it."""
-    from schedlab.backends.vllm_server import replay_served, warm_up
-    from schedlab.backends.server_process import serve_command, server_env, start_server
+    from schedlab.backends.served.run import replay_served, warm_up
+    from schedlab.backends.served.server import serve_command, server_env, start_server
 
     rows, buckets = [], []
     cmd = serve_command(folder, spec, builder=scheduler)

@@ -39,7 +39,7 @@ def cmd_profile(args) -> None:
     elif args.source == "torch":
         table = predictor_profile.torch_profile(args.model, repeats=args.repeats, device=args.device)
     else:
-        from schedlab.backends import vllm_profile
+        from schedlab.backends.vllm import profile as vllm_profile
 
         table = vllm_profile.predictor_profile(args.model, args.device, args.kv_cache_gib, repeats=args.repeats)
     write_parquet(table, args.out)

@@ -110,6 +110,16 @@ def scheduler_problems(key: str, names, kind: str | None = None, modality: str |
     return problems
 
 
+def backend_problems(key: str, name: str) -> list[str]:
+    """One line if ``name`` is not a registered backend the pipeline runs its studies on (one
+    that runs batch builders as well as queue policies)."""
+    try:
+        registry.backend_entry(name, kind=registry.BATCH)
+    except SchedlabError as e:
+        return [f"{key}: {e}"]
+    return []
+
+
 def router_problems(key: str, names) -> list[str]:
     """One line for each of ``names`` that is not a registered router."""
     problems = []
@@ -257,6 +267,7 @@ def reference_problems(config: dict) -> list[str]:
     """What the schema cannot express in ``config`` (a shape the schema accepts), one line per
     problem, each section's under its name."""
     return [
+        *backend_problems("backend", config["backend"]),
         *_paper_a(config),
         *_ewsjf(config["ewsjf"]),
         *_section("slai", _slai(config["slai"])),

@@ -8,7 +8,7 @@ Per request, ``vllm_xargs`` (vLLM's ``SamplingParams.extra_args``) may carry:
   client priorities (``--additional-config '{"schedlab": {"allow_client_priority": true}}'``);
 - ``slo_class``: the request's service class (a string, at most 64 characters), and its
   targets ``tbt_target_s`` and ``ttft_target_s``: finite numbers in (0, 1e4] seconds, read by
-  paper C's SLO-aware schedulers (:mod:`schedlab.backends.vllm_plan`). A bad SLO hint leaves
+  paper C's SLO-aware schedulers (:mod:`schedlab.backends.vllm.plan`). A bad SLO hint leaves
   the request in class ``all`` with no target.
 
 Other keys are left to whoever reads them. :func:`checked_hint` raises a one-line
@@ -59,7 +59,7 @@ class SloHint(BaseModel):
 
 #: The hints that are numbers. vLLM's request models read a JSON ``true`` or ``false`` sent as one
 #: of them as 1 or 0 before the scheduler sees it (``vllm_xargs`` takes str, int or float);
-#: :class:`schedlab.backends.vllm_hints.CoercedHints` logs each.
+#: :class:`schedlab.backends.vllm.hints.CoercedHints` logs each.
 NUMERIC_HINTS = ("audio_duration_s", "speech_duration_s", "priority", "tbt_target_s", "ttft_target_s")
 
 
@@ -90,7 +90,7 @@ def checked_hint(xargs, *, allow_priority: bool) -> dict:
 class ServerOptions(Strict):
     """The ``schedlab`` section of vLLM's ``--additional-config``: the policy, kappa per
     language, whether clients may send a ``priority`` hint, and where to log every engine step
-    (:mod:`schedlab.backends.step_log`; no log without it)."""
+    (:mod:`schedlab.backends.steps.log`; no log without it)."""
 
     policy: str = "fcfs"
     kappa: dict[str, Kappa] = {}
@@ -104,7 +104,7 @@ def server_options(additional_config: dict | None) -> ServerOptions:
 
 class PlanOptions(Strict):
     """The ``schedlab`` section of ``--additional-config`` for step-plan schedulers
-    (:mod:`schedlab.backends.vllm_plan`): the name of a paper C scheduler and where to log
+    (:mod:`schedlab.backends.vllm.plan`): the name of a paper C scheduler and where to log
     every engine step (no log without it)."""
 
     scheduler: str

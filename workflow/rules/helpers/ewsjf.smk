@@ -11,7 +11,7 @@ from schedlab.ewsjf.workload import MEAN_OUTPUT as EWSJF_MEAN_OUTPUT
 def ewsjf_engine():
     """Paper B's engine scaled to the local vLLM engine (`vllm` section): the prompt scale and
     the limits (schedlab.ewsjf.scaled)."""
-    from schedlab.backends.vllm_engine import LaunchSpec, cpu_kv_capacity_blocks
+    from schedlab.backends.vllm.engine import LaunchSpec, cpu_kv_capacity_blocks
     from schedlab.ewsjf.scaled import scaled_engine
     from schedlab.ewsjf.studies import engine_limits
     from schedlab.latency.catalogue import model_arch

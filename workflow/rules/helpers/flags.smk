@@ -31,7 +31,7 @@ def simulate_flags(experiment):
 
 def local_engine_flags(model, max_num_seqs, max_num_batched_tokens):
     """A simulated run's flags for the limits of the local vLLM engine (`vllm` section)."""
-    from schedlab.backends.vllm_engine import LaunchSpec, cpu_kv_capacity_blocks
+    from schedlab.backends.vllm.engine import LaunchSpec, cpu_kv_capacity_blocks
 
     spec = LaunchSpec(model=model, kv_cache_gib=VLLM["kv_cache_gib"])
     return (

@@ -50,7 +50,7 @@ def fidelity_runs():
     asr = FIDELITY["asr"]["experiment"]
     runs = [
         run_path(b, asr, p, r, s)
-        for b in ("sim", "vllm-sim")
+        for b in SIM_BACKENDS
         for p in FIDELITY["policies"]
         for r in FIDELITY["asr"]["rates"]
         for s in config["seeds"]

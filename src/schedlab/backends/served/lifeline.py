@@ -1,7 +1,7 @@
 """A served engine that dies with the job that started it, and with the pipeline that started
 the job.
 
-``python -m schedlab.backends.lifeline JOB_PID [--pipeline PID] [--hold FD] -- vllm serve ...``
+``python -m schedlab.backends.served.lifeline JOB_PID [--pipeline PID] [--hold FD] -- vllm serve ...``
 runs the command as its child and waits for any of three events: the child ends (it then exits
 with the child's status); its own parent, the job ``JOB_PID`` that started it, ends, however it
 ended (SIGKILL of the job or of its process group included); or the pipeline ``PID`` that started
@@ -12,11 +12,11 @@ exits through its context managers, leaving no partial output), SIGTERM to its o
 which holds the server and every process the server started (vLLM's API server, engine core and
 worker), waits up to :data:`GRACE_S` for the server to exit, and sends SIGKILL to the group:
 nothing is left holding the port or the memory. The job starts it as the leader of a new session
-(:func:`schedlab.backends.server_process.start_server`), so a signal to the job's process group
+(:func:`schedlab.backends.served.server.start_server`), so a signal to the job's process group
 does not reach the server directly, and the job stops it by signalling this group.
 
 ``--hold FD``: a file descriptor the job passes on, the lock on the server's output
-(:func:`schedlab.backends.server_process.start_server`); the lifeline and the server keep it open
+(:func:`schedlab.backends.served.server.start_server`); the lifeline and the server keep it open
 while they live, so a job started again for that output sees that an earlier server still runs.
 
 The waits are on process file descriptors (``pidfd_open``, Linux 5.3): no polling while a
@@ -86,7 +86,7 @@ def _stop_group(child: subprocess.Popen) -> None:
     os.killpg(group, signal.SIGKILL)  # stragglers, and this process last
 
 
-USAGE = "usage: python -m schedlab.backends.lifeline JOB_PID [--pipeline PID] [--hold FD] -- COMMAND ..."
+USAGE = "usage: python -m schedlab.backends.served.lifeline JOB_PID [--pipeline PID] [--hold FD] -- COMMAND ..."
 
 
 def _options(argv: list[str]) -> tuple[int, int | None, int | None, list[str]] | None:

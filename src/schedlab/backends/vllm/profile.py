@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from schedlab import progress
-from schedlab.backends.vllm_engine import LaunchSpec, replay, start_engine
+from schedlab.backends.vllm.engine import LaunchSpec, replay, start_engine
 from schedlab.contracts import PROFILE_COLUMNS, STEP_FEATURES
 from schedlab.errors import SchedlabError
 from schedlab.latency.predictor_profile import predictor_table

@@ -3,7 +3,7 @@ step-time fit: the study whose GPU run is shipped under ``assets/transformers-ru
 and whose CPU run is the pipeline's ``transformers`` option; the calibration notebook sets
 ``sim`` beside either (:mod:`schedlab.fit.engine_runs`).
 
-    python -m schedlab.backends.transformers_study --device cuda:0 --out DIR   # or: make gpu-transformers
+    python -m schedlab.backends.transformers.study --device cuda:0 --out DIR   # or: make gpu-transformers
 
 A random-initialised decoder (on a GPU, of a paper's shape: Mistral-7B by default, bfloat16)
 serves LLM-like requests (log-normal prompt and output lengths) replayed on the wall clock. A
@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from schedlab import registry
-from schedlab.backends.host_counters import machine_busy_cpu_s
+from schedlab.backends.served.host_counters import machine_busy_cpu_s
 from schedlab.builders.transformers_batching import FIFO, ORDERS
 from schedlab.cli_types import count, number, positive_number, seed
 from schedlab.errors import SchedlabError
@@ -91,7 +91,7 @@ def run(args, log=print) -> dict:
     """The runs of ``args`` (see :func:`main`), each written as it finishes; the provenance."""
     import torch
 
-    from schedlab.backends.transformers_engine import Engine, TransformersSpec, run_summary, load_model
+    from schedlab.backends.transformers.engine import Engine, TransformersSpec, run_summary, load_model
     from schedlab.latency.catalogue import hardware_for_device, model_arch
 
     started = time.monotonic()
@@ -174,7 +174,7 @@ def _write(out: Path, tables: dict, provenance: dict, started: float) -> None:
 
 def main(argv=None) -> int:
     positive, share = positive_number(int), positive_number(float)
-    p = argparse.ArgumentParser(prog="python -m schedlab.backends.transformers_study",
+    p = argparse.ArgumentParser(prog="python -m schedlab.backends.transformers.study",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda:0", help="torch device (default cuda:0)")
     p.add_argument("--out", required=True, help=f"folder for {', '.join(FILES)}")
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         args.plugins = register_checkout_plugins(Path(__file__).resolve().parents[3])
-        from schedlab.backends.transformers_engine import check_policy
+        from schedlab.backends.transformers.engine import check_policy
 
         for name in ("fcfs", *args.held_out):
             check_policy(name)  # fail before any run

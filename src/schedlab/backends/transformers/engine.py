@@ -9,10 +9,10 @@ without block sharing or a CPU swap space (a request the cache cannot hold is so
 recomputed). Requests are added through the engine's streaming API at their arrival offsets;
 each token's time is the engine's own stamp of it, so TTFT, token gaps and E2E are what a
 client in the same process would see. The scheduler class
-(:mod:`~schedlab.backends.transformers_scheduler`) records each step's composition and when
+(:mod:`~schedlab.backends.transformers.scheduler`) records each step's composition and when
 it was scheduled, and this module when its outputs were handled: the step log
-(:data:`~schedlab.backends.step_log.RAW_COLUMNS`, read by
-:func:`~schedlab.backends.step_tables.step_table`).
+(:data:`~schedlab.backends.steps.log.RAW_COLUMNS`, read by
+:func:`~schedlab.backends.steps.tables.step_table`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import pandas as pd
 
 from schedlab import registry
 from schedlab.backends import placeholder_prompt
-from schedlab.backends.step_log import RAW_COLUMNS
-from schedlab.backends.step_tables import step_table
-from schedlab.backends.transformers_scheduler import Recorder, installed, scheduler_factory
+from schedlab.backends.steps.log import RAW_COLUMNS
+from schedlab.backends.steps.tables import step_table
+from schedlab.backends.transformers.scheduler import Recorder, installed, scheduler_factory
 from schedlab.builders.transformers_batching import FIFO
 from schedlab.compat.transformers import batching_config, blocks_per_sector
 from schedlab.engine.arena import EngineConfig
@@ -130,7 +130,7 @@ class Engine:
 
     def replay(self, trace: pd.DataFrame) -> tuple[RunResult, pd.DataFrame]:
         """Serve ``trace`` from now on its arrival offsets; the run's result and its raw step
-        log (:data:`~schedlab.backends.step_log.RAW_COLUMNS`, times in seconds from the start)."""
+        log (:data:`~schedlab.backends.steps.log.RAW_COLUMNS`, times in seconds from the start)."""
         n = len(trace)
         arrival = trace["arrival_s"].to_numpy(float)
         prompt = trace["prompt_tokens"].to_numpy(np.int64)
@@ -215,7 +215,7 @@ class Engine:
 def run_summary(engine: Engine, trace: pd.DataFrame, identity: dict) -> tuple[RunResult, dict, pd.DataFrame]:
     """One replay of ``trace`` on ``engine``: its result, its run summary (``identity``: the
     workload, rate, seed, ... it records) and its step table (profile columns first, then the
-    raw log's; :func:`~schedlab.backends.step_tables.step_table`), with the run's identity."""
+    raw log's; :func:`~schedlab.backends.steps.tables.step_table`), with the run's identity."""
     from schedlab.metrics import summarize
 
     result, raw = engine.replay(trace)

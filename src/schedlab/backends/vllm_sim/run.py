@@ -19,7 +19,7 @@ import pandas as pd
 from vllm.v1.outputs import ModelRunnerOutput
 
 from schedlab import progress, registry
-from schedlab.backends.vllm_build import block_hasher, build_scheduler, make_request
+from schedlab.backends.vllm.build import block_hasher, build_scheduler, make_request
 from schedlab.engine import Arena, RunResult, check_servable
 from schedlab.engine.core import TIMELINE_COLUMNS
 from schedlab.engine.log import RequestLog

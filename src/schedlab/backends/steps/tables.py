@@ -1,4 +1,4 @@
-"""Reading a served engine's step and request logs (:mod:`schedlab.backends.step_log`).
+"""Reading a served engine's step and request logs (:mod:`schedlab.backends.steps.log`).
 
 A step's time (:func:`step_table`) is the period from its ``schedule()`` to the next one
 while the engine stays busy (synchronous scheduling: schedule, execute, update, then the
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from schedlab.backends.step_log import RAW_COLUMNS, REQUEST_COLUMNS
+from schedlab.backends.steps.log import RAW_COLUMNS, REQUEST_COLUMNS
 from schedlab.contracts import PROFILE_COLUMNS
 
 

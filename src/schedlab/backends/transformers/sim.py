@@ -3,8 +3,8 @@ a virtual clock (as ``vllm-sim`` drives vLLM's).
 
 transformers' own objects decide every step: its paged cache's block accounting (a stand-in
 model of one small layer: the scheduler counts blocks, whatever they hold), its scheduler class
-(:func:`~schedlab.backends.transformers_scheduler.scheduler_factory`: its FIFO or prefill-first
-class, or a queue policy inside :class:`~schedlab.backends.transformers_scheduler.PolicyScheduler`)
+(:func:`~schedlab.backends.transformers.scheduler.scheduler_factory`: its FIFO or prefill-first
+class, or a queue policy inside :class:`~schedlab.backends.transformers.scheduler.PolicyScheduler`)
 and its offloading manager's soft resets (no CPU swap space). This module does what the batch
 processor does around them, without the forward pass: a step is scheduled as
 ``prepare_next_batch`` schedules it, the requests' positions move by the tokens scheduled, the
@@ -21,7 +21,7 @@ import pandas as pd
 
 from schedlab import progress, registry
 from schedlab.backends import placeholder_prompt
-from schedlab.backends.transformers_scheduler import Recorder, composition, scheduler_factory
+from schedlab.backends.transformers.scheduler import Recorder, composition, scheduler_factory
 from schedlab.builders.transformers_batching import FIFO
 from schedlab.compat.transformers import batching_config, blocks_per_sector, free_blocks, paged_cache, read_budget
 from schedlab.engine import Arena, RunResult, check_servable

@@ -39,10 +39,10 @@ RUNNER_THREAD_VARS = (
     "NUMEXPR_NUM_THREADS",
 )
 
-SCHEDULER = "schedlab.backends.vllm_scheduler.SchedlabScheduler"
-ASYNC_SCHEDULER = "schedlab.backends.vllm_scheduler.SchedlabAsyncScheduler"
-PLAN_SCHEDULER = "schedlab.backends.vllm_plan.SchedlabPlanScheduler"
-ASYNC_PLAN_SCHEDULER = "schedlab.backends.vllm_plan.SchedlabPlanAsyncScheduler"
+SCHEDULER = "schedlab.backends.vllm.scheduler.SchedlabScheduler"
+ASYNC_SCHEDULER = "schedlab.backends.vllm.scheduler.SchedlabAsyncScheduler"
+PLAN_SCHEDULER = "schedlab.backends.vllm.plan.SchedlabPlanScheduler"
+ASYNC_PLAN_SCHEDULER = "schedlab.backends.vllm.plan.SchedlabPlanAsyncScheduler"
 
 
 @dataclass(frozen=True)

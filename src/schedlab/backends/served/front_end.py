@@ -10,7 +10,7 @@ import pandas as pd
 
 def way_to_core(requests: pd.DataFrame, steps: pd.DataFrame, wall_t0: float) -> tuple[np.ndarray, np.ndarray]:
     """Bounds on each request's way in to the engine core, in s: its time from arrival to the
-    scheduler (``admitted_s - arrival_s``, :func:`~schedlab.backends.step_tables.request_timeline`) less its wait for the
+    scheduler (``admitted_s - arrival_s``, :func:`~schedlab.backends.steps.tables.request_timeline`) less its wait for the
     step the core was running. Under synchronous scheduling (vLLM's CPU engine) the core adds
     new requests only between steps, so a request that reaches it mid-step waits for that step
     to end before the scheduler sees it; a simulator makes a request wait for the step in
@@ -78,7 +78,7 @@ def front_end_timing(requests: pd.DataFrame, steps: pd.DataFrame | None = None,
     client's lag sending them after their arrival (``send_lag``, from ``sent_s``); the time from
     sending to the start of the server's answer (``response``, from ``response_s``: the HTTP
     server and the API server's handler, before vLLM hands a request to its engine); with the
-    scheduler's times (:func:`~schedlab.backends.step_tables.request_timeline`), the way in, arrival to the scheduler
+    scheduler's times (:func:`~schedlab.backends.steps.tables.request_timeline`), the way in, arrival to the scheduler
     (``front_in``), and the way out, the engine's last token to the client's (``way_out``);
     with the replay's ``steps`` and ``wall_t0`` too, the way in to the engine core
     (``to_core``, :func:`way_to_core`: its median only). Median and largest of each, and the

@@ -1,4 +1,4 @@
-"""An ASGI middleware for ``vllm serve`` (``--middleware schedlab.backends.vllm_hints.CoercedHints``)
+"""An ASGI middleware for ``vllm serve`` (``--middleware schedlab.backends.vllm.hints.CoercedHints``)
 that logs a warning for each hint vLLM changes before schedlab's scheduler sees it.
 
 vLLM's request models type ``vllm_xargs`` values as str, int or float, so a JSON ``true`` sent

@@ -2,7 +2,7 @@
 
 The server is vLLM's own OpenAI-compatible server, started as a user would start it (the
 ``vllm`` command), with the model folder, dummy weights and the engine limits of an
-:class:`~schedlab.backends.vllm_engine.LaunchSpec`. On CPU the KV cache is given in bytes
+:class:`~schedlab.backends.vllm.engine.LaunchSpec`. On CPU the KV cache is given in bytes
 (``--kv-cache-memory-bytes``), which the CPU backend takes instead of reading
 ``--gpu-memory-utilization`` as a share of the NUMA node's memory (whose default, 0.92, it
 refuses on a small machine); the same flag sizes the cache on a GPU.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from schedlab.backends.vllm_engine import (
+from schedlab.backends.vllm.engine import (
     ASYNC_PLAN_SCHEDULER,
     ASYNC_SCHEDULER,
     PLAN_SCHEDULER,
@@ -37,17 +37,17 @@ from schedlab.backends.vllm_engine import (
 )
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import model_arch
-from schedlab.backends.host_counters import process_group_cpu_s
+from schedlab.backends.served.host_counters import process_group_cpu_s
 
 
 #: ``--logits-processors`` for Whisper (vLLM wants ``<module>:<type>``), named here so that the
 #: client side never imports vLLM.
-NO_STOP = "schedlab.backends.vllm_logits:NoStopTokens"
+NO_STOP = "schedlab.backends.vllm.logits:NoStopTokens"
 
 
 #: ``--middleware`` that logs each numeric hint a client sends as a boolean (vLLM reads it as
 #: 1 or 0), named here so that the client side never imports vLLM.
-HINT_WARNINGS = "schedlab.backends.vllm_hints.CoercedHints"
+HINT_WARNINGS = "schedlab.backends.vllm.hints.CoercedHints"
 
 
 #: Seconds a server may take to answer ``/health`` after start (CPU: about a minute).
@@ -58,7 +58,7 @@ def serve_command(folder: str | Path, spec: LaunchSpec, *, policy: str = "fcfs",
                   builder: str | None = None, step_log: str | Path | None = None) -> list[str]:
     """The ``vllm serve`` command line of ``spec`` with ``policy`` as the waiting queue or,
     given ``builder``, a paper C scheduler's step plans (no host or port); with ``step_log``,
-    the scheduler logs every engine step there (:mod:`schedlab.backends.step_log`)."""
+    the scheduler logs every engine step there (:mod:`schedlab.backends.steps.log`)."""
     arch = model_arch(spec.model)
     whisper = arch.encoder_frames > 0
     cpu = spec.device == "cpu"
@@ -142,14 +142,14 @@ class Server:
 
 
 def with_lifeline(cmd: list[str], hold: int | None = None) -> list[str]:
-    """``cmd`` run under :mod:`schedlab.backends.lifeline`, which stops the server and every
+    """``cmd`` run under :mod:`schedlab.backends.served.lifeline`, which stops the server and every
     process it started when this process ends, or the pipeline (Snakemake) this process runs
     under ends, however either ends (SIGKILL too), within seconds; ``hold``, a file descriptor
     the lifeline and the server keep open while they live (the output's lock)."""
     from schedlab.compat.snakemake import pipeline_process
 
     pipeline = pipeline_process()
-    return [sys.executable, "-m", "schedlab.backends.lifeline", str(os.getpid()),
+    return [sys.executable, "-m", "schedlab.backends.served.lifeline", str(os.getpid()),
             *(["--pipeline", str(pipeline)] if pipeline is not None else []),
             *(["--hold", str(hold)] if hold is not None else []), "--", *cmd]
 

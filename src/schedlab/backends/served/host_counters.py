@@ -1,7 +1,7 @@
 """What the host did while a served replay ran, read from Linux's ``/proc``: CPU time of a
 process group and of the whole machine, the hypervisor's steal, a thread's wait for a core, its
 major page faults, and the pressure stall figures. A replay that other processes interfered
-with does not measure the engine (:mod:`schedlab.backends.replay_quality`)."""
+with does not measure the engine (:mod:`schedlab.backends.served.quality`)."""
 
 from __future__ import annotations
 

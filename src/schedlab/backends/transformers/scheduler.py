@@ -10,7 +10,7 @@ transformers' own. Works with transformers 5.17 and 5.19: it only builds the can
 the base class's ``_process_candidates`` schedules.
 
 :class:`Recorder` keeps, for any scheduler class (:func:`recorded`): each step's composition
-as schedlab's engine counts it (:data:`~schedlab.backends.step_log.RAW_COLUMNS`), when each
+as schedlab's engine counts it (:data:`~schedlab.backends.steps.log.RAW_COLUMNS`), when each
 request was added and first scheduled, and how often it was soft-reset (preempted).
 :func:`scheduler_factory` makes the callable transformers' engine builds its scheduler with
 (``SCHEDULER_MAPPING``, :func:`installed`).

@@ -26,7 +26,7 @@ vLLM's KV manager refuses waits again at the front of the builder's queue, in it
 
 Options come through ``--additional-config '{"schedlab": {"scheduler": "slai-spf-dynamic"}}'``
 (batch builders of :mod:`schedlab.registry`; ``"step_log": "<path>"`` logs every step as the
-policy scheduler does, :mod:`schedlab.backends.step_log`); requests carry ``slo_class``,
+policy scheduler does, :mod:`schedlab.backends.steps.log`); requests carry ``slo_class``,
 ``tbt_target_s`` (and ``ttft_target_s``) in ``vllm_xargs`` (:mod:`schedlab.validation.hints`).
 """
 
@@ -42,8 +42,8 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
 
 from schedlab.backends import server_logger
-from schedlab.backends.step_log import StepRecorder
-from schedlab.backends.vllm_scheduler import step_composition
+from schedlab.backends.steps.log import StepRecorder
+from schedlab.backends.vllm.scheduler import step_composition
 from schedlab.engine.arena import EngineConfig
 from schedlab.engine.view import EngineView
 from schedlab.errors import SchedlabError

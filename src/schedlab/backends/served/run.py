@@ -1,6 +1,6 @@
 """A served replay: traces replayed over HTTP against a ``vllm serve`` started with schedlab's
-scheduler class (:mod:`schedlab.backends.server_process`), each replay's requests, steps and
-summary written, a replay that did not measure the engine (:mod:`schedlab.backends.replay_quality`)
+scheduler class (:mod:`schedlab.backends.served.server`), each replay's requests, steps and
+summary written, a replay that did not measure the engine (:mod:`schedlab.backends.served.quality`)
 run again on a fresh server."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from schedlab.backends.vllm_engine import (
+from schedlab.backends.vllm.engine import (
     LaunchSpec,
 )
 from schedlab.errors import SchedlabError
 from schedlab.latency.catalogue import model_arch
-from schedlab.backends.host_counters import (
+from schedlab.backends.served.host_counters import (
     PRESSURE,
     machine_busy_cpu_s,
     machine_stall_s,
@@ -27,7 +27,7 @@ from schedlab.backends.host_counters import (
     major_faults,
     thread_waited_s,
 )
-from schedlab.backends.server_process import Server, serve_command, server_env, start_server
+from schedlab.backends.served.server import Server, serve_command, server_env, start_server
 
 
 
@@ -106,16 +106,16 @@ REPLAY_ATTEMPTS = 3
 def replay_served(server: Server, trace, *, model: str, whisper: bool, warmup_s: float = 0.0,
                   attempts: int = REPLAY_ATTEMPTS, flaw: Callable[[ServedRun], str] | None = None,
                   restart: Callable[[Server], Server] | None = None) -> ServedRun:
-    """Replay ``trace`` against ``server`` through :func:`~schedlab.backends.http_client.replay_http`,
+    """Replay ``trace`` against ``server`` through :func:`~schedlab.backends.served.client.replay_http`,
     measuring the CPU time of the server, of this client and of the whole machine. A replay that
     is not a measurement is run again, up to ``attempts`` times in all: one in which a connection
-    was lost (the last such attempt raises :class:`~schedlab.backends.http_client.ConnectionLost`),
+    was lost (the last such attempt raises :class:`~schedlab.backends.served.client.ConnectionLost`),
     or one for which ``flaw`` gives a reason (the last attempt is returned whatever it gives).
     With ``restart`` (given the server, it stops it and returns a fresh one), the last attempt
     after two or more set aside runs on a fresh server: a server's front end, once it lags,
     tends to lag in the replays that follow. The run's ``attempts`` says how many it took,
     ``rejected`` why the others were run again, ``server`` which server served it."""
-    from schedlab.backends.http_client import ConnectionLost, replay_http
+    from schedlab.backends.served.client import ConnectionLost, replay_http
 
     if attempts < 1:
         raise SchedlabError("attempts must be at least 1")
@@ -170,7 +170,7 @@ def warm_up(server: Server, trace: pd.DataFrame, *, model: str, whisper: bool, s
     """Replay the first ``seconds`` of ``trace`` and discard the results: a fresh server's
     first requests take first-time paths in its front end, which would count as time outside
     the engine's scheduler in the first measured replay."""
-    from schedlab.backends.http_client import ConnectionLost, replay_http
+    from schedlab.backends.served.client import ConnectionLost, replay_http
 
     head = trace[trace["arrival_s"] < trace["arrival_s"].min() + seconds]
     if len(head):
@@ -200,7 +200,7 @@ REPLAY_FILES = (".parquet", ".steps.parquet", ".json")
 def served_outputs(out_dir: str | Path, labels, *, seed: int, repeats: int, server_log: str | Path) -> list[Path]:
     """Every file :func:`run_served` writes besides the server's log: the server's step and
     request logs, and each replay's results, steps and summary."""
-    from schedlab.backends.step_log import request_log_path
+    from schedlab.backends.steps.log import request_log_path
 
     steps_csv = step_log_path(server_log)
     stems = [replay_stem(out_dir, label, seed, rep) for rep in range(repeats) for label in labels]
@@ -213,18 +213,18 @@ def run_served(spec: LaunchSpec, folder: str | Path, *, policy: str, kappa: dict
     """Start one server for ``policy`` and replay every trace (``{rate label: trace}``)
     ``repeats`` times, in that order; write ``rate<label>_seed<seed>_rep<k>.parquet`` (the
     per-request results), ``.json`` (the run summary) and ``.steps.parquet`` (every engine
-    step of the replay, :func:`schedlab.backends.step_tables.step_table`, with the run's policy,
+    step of the replay, :func:`schedlab.backends.steps.tables.step_table`, with the run's policy,
     rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log.
-    A replay that does not measure the engine (:func:`schedlab.backends.replay_quality.replay_flaws`:
+    A replay that does not measure the engine (:func:`schedlab.backends.served.quality.replay_flaws`:
     interference, a lagging front end, a late client) is run again, :data:`REPLAY_ATTEMPTS`
     times in all at most, the last on a fresh server (:func:`replay_served`); the attempt kept
     is the first without a flaw, or the last, and its summary's ``attempts`` and
     ``replayed_for`` say how many it took and why."""
-    from schedlab.backends.front_end import front_end_timing
-    from schedlab.backends.replay_quality import outside_engine_share, replay_flaws
-    from schedlab.backends.step_tables import read_request_log, request_timeline, step_table, steps_between, wait_for_idle
-    from schedlab.backends.step_log import request_log_path
-    from schedlab.backends.vllm_profile import device_label
+    from schedlab.backends.served.front_end import front_end_timing
+    from schedlab.backends.served.quality import outside_engine_share, replay_flaws
+    from schedlab.backends.steps.tables import read_request_log, request_timeline, step_table, steps_between, wait_for_idle
+    from schedlab.backends.steps.log import request_log_path
+    from schedlab.backends.vllm.profile import device_label
     from schedlab.io import check_target, write_outputs
     from schedlab.metrics import summarize
 

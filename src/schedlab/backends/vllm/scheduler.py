@@ -22,7 +22,7 @@ and computed, preemptions, its KV blocks from vLLM's KV manager, the time of its
 
 With ``"step_log": "<path>"`` in the same section, every step that runs the model is logged
 (its composition and wall-clock time stamps), and every finished request (when it reached the
-scheduler, was first scheduled and finished; :mod:`schedlab.backends.step_log`).
+scheduler, was first scheduled and finished; :mod:`schedlab.backends.steps.log`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request, RequestStatus
 
 from schedlab.backends import server_logger
-from schedlab.backends.step_log import StepRecorder
+from schedlab.backends.steps.log import StepRecorder
 from schedlab.errors import SchedlabError
 from schedlab.estimate import size_estimate
 from schedlab import registry

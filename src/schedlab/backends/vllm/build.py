@@ -34,7 +34,7 @@ from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
 from schedlab.backends import placeholder_prompt  # noqa: E402
-from schedlab.backends.vllm_scheduler import SchedlabScheduler  # noqa: E402
+from schedlab.backends.vllm.scheduler import SchedlabScheduler  # noqa: E402
 from schedlab.compat.vllm import AudioBudgetRegistry  # noqa: E402
 from schedlab.latency.catalogue import model_arch, model_dir  # noqa: E402
 from schedlab.engine.arena import EngineConfig  # noqa: E402
@@ -57,13 +57,13 @@ def build_scheduler(
 ):
     """A scheduler with ``engine``'s limits and KV capacity, running schedlab's ``policy`` as
     its waiting queue or, given ``builder`` (a paper C scheduler), that builder's step plans
-    (:mod:`schedlab.backends.vllm_plan`; the token budget is then the builder's own); with
+    (:mod:`schedlab.backends.vllm.plan`; the token budget is then the builder's own); with
     ``prefix_caching``, vLLM's prefix cache (requests then need :func:`block_hasher`). vLLM
     keeps one Python object per KV block: their memory is checked before any is made."""
     check_allocation(engine.kv_capacity_blocks * VLLM_BYTES_PER_BLOCK,
                      f"vLLM's scheduler with {engine.kv_capacity_blocks:,} KV blocks (--kv-capacity-blocks)")
     if builder is not None:
-        from schedlab.backends.vllm_plan import SchedlabPlanScheduler
+        from schedlab.backends.vllm.plan import SchedlabPlanScheduler
 
         scheduler_cls, options = SchedlabPlanScheduler, {"scheduler": builder}
         engine = replace(engine, max_num_batched_tokens=1 << 20)

@@ -20,10 +20,10 @@ import sys
 from schedlab.errors import SchedlabError
 
 #: The scheduler classes whose options are a policy's, and a step-plan scheduler's.
-POLICY_CLASSES = ("schedlab.backends.vllm_scheduler.SchedlabScheduler",
-                  "schedlab.backends.vllm_scheduler.SchedlabAsyncScheduler")
-PLAN_CLASSES = ("schedlab.backends.vllm_plan.SchedlabPlanScheduler",
-                "schedlab.backends.vllm_plan.SchedlabPlanAsyncScheduler")
+POLICY_CLASSES = ("schedlab.backends.vllm.scheduler.SchedlabScheduler",
+                  "schedlab.backends.vllm.scheduler.SchedlabAsyncScheduler")
+PLAN_CLASSES = ("schedlab.backends.vllm.plan.SchedlabPlanScheduler",
+                "schedlab.backends.vllm.plan.SchedlabPlanAsyncScheduler")
 
 
 def _class_name(scheduler_cls) -> str:

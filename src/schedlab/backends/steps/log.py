@@ -1,8 +1,8 @@
 """Every step of a served engine: its composition and timing, logged by the scheduler.
 
 With ``"step_log": "<path>"`` in the ``schedlab`` section of ``--additional-config``,
-:class:`~schedlab.backends.vllm_scheduler.SchedlabScheduler` (a queue policy) or
-:class:`~schedlab.backends.vllm_plan.SchedlabPlanScheduler` (step plans) appends one CSV row per engine
+:class:`~schedlab.backends.vllm.scheduler.SchedlabScheduler` (a queue policy) or
+:class:`~schedlab.backends.vllm.plan.SchedlabPlanScheduler` (step plans) appends one CSV row per engine
 step that ran the model (:data:`RAW_COLUMNS`): the wall-clock time at which ``schedule()``
 was called and at which ``update_from_output()`` returned, the step's composition as
 schedlab's engine counts it (the features of :class:`~schedlab.engine.steptime.StepTimeModel`
@@ -14,11 +14,11 @@ after :data:`FLUSH_ROWS` rows, so logging costs a tuple per step.
 Beside it (:func:`request_log_path`) the scheduler writes one row per finished request
 (:data:`REQUEST_COLUMNS`): the wall-clock times at which the request reached the scheduler
 (``add_request``), was first scheduled and finished, under vLLM's request id, which holds the
-``X-Request-Id`` the client sent. Joined with the client's own times (:func:`~schedlab.backends.step_tables.request_timeline`)
+``X-Request-Id`` the client sent. Joined with the client's own times (:func:`~schedlab.backends.steps.tables.request_timeline`)
 they split a request's time outside the scheduler into the way in (client, HTTP and API server,
 engine core input) and the way out (the last token back to the client).
 
-The readers are in :mod:`schedlab.backends.step_tables`.
+The readers are in :mod:`schedlab.backends.steps.tables`.
 """
 
 from __future__ import annotations
