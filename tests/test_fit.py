@@ -576,6 +576,8 @@ def test_a_measured_station_is_held_fixed_and_the_other_factors_are_recovered_ar
     model, record = calibrate(Arena(BASE, ENGINE, KAPPA), station_service_s=0.03, **kwargs)
     assert model.frontend_service_s == record["frontend_service_s"] == 0.03 and record["station_measured"]
     assert set(record["uncertainty"]) == {"compute", "memory", "frontend_s"}
-    assert (record["compute"], record["memory"], record["frontend_s"]) == pytest.approx((4.0, 2.5, 0.01), rel=0.05)
+    for name, value in {"compute": 4.0, "memory": 2.5, "frontend_s": 0.01}.items():
+        assert record[name] == pytest.approx(value, rel=0.1), name
+    assert max(abs(r["error_pct"]) for r in record["residuals"]) < 5
     with pytest.raises(SchedlabError, match="either fitted or measured"):
         calibrate(Arena(BASE, ENGINE, KAPPA), station=True, station_service_s=0.03, **kwargs)
