@@ -414,6 +414,8 @@ WRITERS = {
     "whisper-files": ["whisper-files", "--model", "whisper-tiny", "--out", F("whisper")],
     "front-end-cost": ["front-end-cost", "--model", "whisper-tiny", "--durations", "1", "2", "--repeats", "1",
                        "--utterances", I("pool"), "--out", O("fe.parquet"), "--out-fit", O("fe.json")],
+    "scheduler-cost": ["scheduler-cost", "--trace", I("trace"), "--steptime", I("steptime"), "--hardware", "A100-40GB",
+                       "--model", "tiny-llama", "--out", O("sc.parquet"), "--out-fit", O("sc.json")],
     "collect": ["collect", I("steptime"), "--out", O("all.parquet")],
     "slosa pools": ["slosa", "pools", "--chat", O("chat.parquet"), "--code", O("code.parquet")],
     "slosa profile": ["slosa", "profile", "--source", "roofline", "--out", O("p.parquet")],

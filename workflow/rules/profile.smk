@@ -66,3 +66,27 @@ rule front_end_cost:
     shell:
         "schedlab front-end-cost --model {wildcards.model} --utterances {input.utterances} "
         "--out {output.table} --out-fit {output.fit} > {log} 2>&1"
+
+
+# vLLM's scheduler's own CPU time per step (schedule() and update_from_output()), read from
+# the scheduler thread over an overloaded trace on a virtual clock, and its fit per scheduled
+# request: the serving stack's work between two forward passes, measured.
+rule scheduler_cost:
+    output:
+        table=f"{RESULTS}/profile/scheduler-cost/local/{SCHEDULER_COST['model']}.parquet",
+        fit=f"{RESULTS}/fit/scheduler-cost/local/{SCHEDULER_COST['model']}.json",
+        trace=f"{RESULTS}/profile/scheduler-cost/local/{SCHEDULER_COST['model']}.trace.parquet",
+        steptime=f"{RESULTS}/profile/scheduler-cost/local/{SCHEDULER_COST['model']}.steptime.json",
+    log:
+        f"{RESULTS}/logs/profile/scheduler-cost.log",
+    conda:
+        ENGINE_ENV
+    threads: all_cores
+    params:
+        c=SCHEDULER_COST,
+    shell:
+        "(schedlab workload --kind {params.c[kind]} --rate {params.c[rate]} --seed 0 --n-requests {params.c[n_requests]} "
+        "--model {params.c[model]} --out {output.trace} && "
+        "schedlab steptime --source shipped --hardware {params.c[hardware]} --model {params.c[model]} --out {output.steptime} && "
+        "schedlab scheduler-cost --trace {output.trace} --steptime {output.steptime} --hardware {params.c[hardware]} "
+        "--model {params.c[model]} --out {output.table} --out-fit {output.fit}) > {log} 2>&1"

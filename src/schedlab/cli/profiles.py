@@ -1,6 +1,7 @@
 """``schedlab sources`` (the registered step-time sources), ``schedlab profile`` (a source's
-latency profile table), ``schedlab steptime`` (a catalogue GPU's profile, fitted) and
-``schedlab front-end-cost`` (the CPU time of a Whisper request's way in to the scheduler)."""
+latency profile table), ``schedlab steptime`` (a catalogue GPU's profile, fitted), and the
+serving stack's own CPU costs: ``schedlab front-end-cost`` (a Whisper request's way in to the
+scheduler) and ``schedlab scheduler-cost`` (vLLM's scheduler's work per step)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,16 @@ def cmd_front_end_cost(args) -> None:
     mean_s = float(validation.read_pool(args.utterances, ("duration_s",))["duration_s"].mean())
     table = measure_audio_front_end(args.model, args.durations, args.repeats)
     write_outputs({args.out: table, args.out_fit: {"model": args.model, **fit_front_end(table, mean_s)}})
+
+
+def cmd_scheduler_cost(args) -> None:
+    from schedlab.engine import Arena
+    from schedlab.fit.scheduler_cost import fit_scheduler_cost, measure_scheduler_cost
+
+    registry.entry(args.policy)  # fail early on an unknown name
+    arena = Arena(validation.read_steptime(args.steptime), options.engine(args), {})
+    table = measure_scheduler_cost(options.trace(args), args.policy, arena, model=args.model)
+    write_outputs({args.out: table, args.out_fit: {"policy": args.policy, "model": args.model, **fit_scheduler_cost(table)}})
 
 
 def cmd_sources(args) -> None:
@@ -96,3 +107,13 @@ def add_commands(sub) -> None:
     fr.add_argument("--out", type=OutputPath, required=True, help="one row per call (parquet)")
     fr.add_argument("--out-fit", type=OutputPath, required=True, help="the OLS fit and the service time (JSON)")
     fr.set_defaults(func=cmd_front_end_cost)
+
+    sc = sub.add_parser("scheduler-cost", help="the CPU time vLLM's scheduler spends on each step (schedule() and "
+                        "update_from_output()) over a trace on a virtual clock, and its fit per scheduled request")
+    sc.add_argument("--trace", type=InputPath, required=True)
+    sc.add_argument("--scheduler", "--policy", dest="policy", default="fcfs", help="a registered scheduler")
+    sc.add_argument("--steptime", type=InputPath, required=True, help="the step-time model that advances the clock")
+    options.engine_args(sc)
+    sc.add_argument("--out", type=OutputPath, required=True, help="one row per step (parquet)")
+    sc.add_argument("--out-fit", type=OutputPath, required=True, help="the OLS fit (JSON)")
+    sc.set_defaults(func=cmd_scheduler_cost)

@@ -25,7 +25,7 @@ its weights in the same time for one token or a few (the step is flat), then pay
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -87,6 +87,12 @@ class StepTimeModel:
     @property
     def coefficients(self) -> dict[str, float]:
         return {"intercept": self.intercept, **{f: getattr(self, f) for f in STEP_FEATURES}}
+
+    def with_host_cost(self, fixed_s: float, per_request_s: float) -> "StepTimeModel":
+        """This model with the scheduler's own work per step added (measured:
+        :mod:`schedlab.fit.scheduler_cost`): ``fixed_s`` on every step and ``per_request_s`` on
+        each decode, the requests a step mostly holds (its few prefills are left out)."""
+        return replace(self, intercept=self.intercept + fixed_s, n_decode=self.n_decode + per_request_s)
 
     def scaled(
         self, compute: float = 1.0, memory: float = 1.0, frontend_s: float | None = None,

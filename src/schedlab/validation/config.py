@@ -23,7 +23,9 @@ import yaml
 from schedlab import registry
 from schedlab.errors import SchedlabError
 from schedlab.io import read_text
-from schedlab.latency.catalogue import hardware, hardware_names, model_arch, model_names, shipped_hardware
+from schedlab.latency.catalogue import (
+    hardware, hardware_names, model_arch, model_names, shipped_hardware, shipped_models,
+)
 from schedlab.validation.documents import check_workload_spec
 
 #: The configuration's JSON schema.
@@ -189,6 +191,10 @@ def _paper_a(config) -> list[str]:
     for gpu in config["profile"]["gpu"]:
         if gpu not in shipped_hardware():
             problems.append(f"profile.gpu: no shipped profiles for {gpu!r} (shipped: {', '.join(shipped_hardware())})")
+    cost = config["profile"]["scheduler_cost"]
+    problems += workload_kind_problems("profile.scheduler_cost.kind", cost["kind"], registry.LLM)
+    if cost["model"] not in shipped_models(cost["hardware"]):
+        problems.append(f"profile.scheduler_cost: no shipped profile of {cost['model']!r} on {cost['hardware']!r}")
     return problems
 
 

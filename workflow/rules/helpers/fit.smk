@@ -73,6 +73,9 @@ def calibration_notebook_inputs():
             for r in EXPERIMENTS[n]["rates"]
         ],
         "fidelity": rules.collect_fidelity.output[0],
+        # vLLM's scheduler's own CPU time per step, and its fit.
+        "scheduler_cost_table": rules.scheduler_cost.output.table,
+        "scheduler_cost_fit": rules.scheduler_cost.output.fit,
         "calibration_variants": [
             f"{RESULTS}/fit/calibration-variants/{ASR['hardware']}/{v}.json" for v in CALIBRATION_VARIANTS
         ],

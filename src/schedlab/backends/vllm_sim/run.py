@@ -34,12 +34,15 @@ TOKEN = OUTPUT_TOKEN
 
 
 def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: str, warmup_s: float = 0.0,
-                 sample_s: float | None = None) -> RunResult:
+                 sample_s: float | None = None, host_costs: list | None = None) -> RunResult:
     """Run ``trace`` through vLLM's scheduler with the registered ``scheduler``: a queue
     policy as its waiting queue, or a batch builder carried out by step plans. The result has the ``sim``
     backend's shape (``warmup_s`` and ``sample_s`` as on :class:`schedlab.engine.core.Engine`).
     The requests' hints carry the arena's duration source and their SLO class and target
-    (:func:`size_hints`)."""
+    (:func:`size_hints`). With ``host_costs`` (a list), one tuple per step is appended to it:
+    the requests scheduled, the decodes, the prefill tokens, and the CPU time (s) of this
+    thread in ``schedule()`` and in ``update_from_output()``, the scheduler's own work on the
+    host (:mod:`schedlab.fit.scheduler_cost`)."""
     wall0 = time.perf_counter()
     arch = model_arch(model)
     check_servable(trace, arena.limits, min(arena.max_tokens or arch.max_target_positions, arch.max_target_positions))
@@ -97,7 +100,9 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
         if not sched.has_unfinished_requests():
             clock["now"] = float(visible[nxt])
             continue
+        cpu = time.thread_time()
         out = sched.schedule()
+        scheduled_cpu = time.thread_time() - cpu
         ids = list(out.num_scheduled_tokens)
         if not ids:
             if out.preempted_req_ids:  # a step that only preempted: vLLM's engine schedules again at once
@@ -117,10 +122,13 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
         sampled = [[] if sched.requests[rid].is_prefill_chunk else [TOKEN] for rid in ids]
         emitted = np.array([int(rid) for rid, s in zip(ids, sampled) if s], dtype=np.int64)
         log.tokens(emitted, clock["now"])
-        result = sched.update_from_output(
-            out,
-            ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=sampled),
-        )
+        runner_output = ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+                                          sampled_token_ids=sampled)
+        cpu = time.thread_time()
+        result = sched.update_from_output(out, runner_output)
+        if host_costs is not None:
+            host_costs.append((len(ids), int(sched.last_composition[2]), int(sched.last_composition[1]),
+                               scheduled_cpu, time.thread_time() - cpu))
         for o in (o for e in result.values() for o in e.outputs):
             if o.finish_reason is not None:
                 log.finish[int(o.request_id)] = clock["now"]
