@@ -151,7 +151,6 @@ def parameter(text: str) -> tuple[str, object]:
     return key, parsed
 
 
-# -- paths ------------------------------------------------------------------------------------
 class registered:  # noqa: N801 (argparse choices, named like a type)
     """argparse ``choices`` that a registry holds (``names``: its listing, e.g.
     :func:`schedlab.registry.source_names`), read when a value is checked or the choices are
@@ -168,6 +167,7 @@ class registered:  # noqa: N801 (argparse choices, named like a type)
         return iter(self.names())
 
 
+# -- paths ------------------------------------------------------------------------------------
 class InputPath(str):
     """A file a command reads, or a folder standing for its files that match ``members``."""
 
