@@ -156,7 +156,7 @@ class CheckedEngine(Engine):
         for r in self.running:
             assert p.held_blocks(r) == self.blocks[r] == -(-int(self.computed[r]) // self.limits.block_size)
             held += p.held_blocks(r)
-        refs = p.blk[: p.cnt[ISSUED], REF]
+        refs = p.blocks[: p.counts[ISSUED], REF]
         assert refs.min(initial=0) >= 0 and int(refs.sum()) == held  # every reference is a held block
         assert in_use <= held
 

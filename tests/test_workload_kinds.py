@@ -185,7 +185,8 @@ def toy_flat(*, hardware, model, **_):
     if hardware == "broken":
         return "not a table"
     steps = pd.DataFrame({"n_encoder": 0, "n_prefill_tokens": [0, 512, 0, 256, 0, 128, 64, 0],
-                          "n_decode": [1, 0, 8, 4, 2, 16, 3, 32], "ctx_tokens": [10, 0, 80, 40, 30, 500, 20, 900]})
+                          "n_decode": [1, 0, 8, 4, 2, 16, 3, 32], "ctx_tokens": [10, 0, 80, 40, 30, 500, 20, 896],
+                          "prefill_pairs": [0, 512 * 513 // 2, 0, 256 * 257 // 2, 0, 128 * 129 // 2, 64 * 65 // 2, 0]})
     return steps.assign(source="toy-flat", hardware=hardware, model=model, time_s=0.02)
 
 
@@ -323,6 +324,60 @@ def test_a_plug_in_kind_runs_through_the_command_line_and_the_tournament(toy_sit
     assert real.returncode == 2 and real.stderr.count("\n") == 1, real.stderr
     assert "backend 'vllm' is a real engine on the wall clock; choose sim, vllm-sim, transformers-sim, toy-fcfs" in real.stderr
     assert not (tmp_path / "v.parquet").exists()
+
+
+@pytest.mark.slow
+def test_a_plug_in_source_is_one_of_the_papers_sources(toy_site, tmp_path):
+    """The papers' own --source options take a registered plug-in source: its table fitted (paper
+    B), as it is (paper C), its prefill-only and decode-only steps on the predictor's grid (paper
+    D); a name no source holds is refused with the registered ones, the plug-in's among them."""
+    engine = ("--hardware", "H100-SXM", "--model", "tiny-llama")
+    done = _schedlab(toy_site, "ewsjf", "steptime", "--source", "toy-flat", *engine, "--out", "b.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    fitted = read_steptime(tmp_path / "b.json")
+    assert fitted.intercept == pytest.approx(0.02) and fitted.n_decode == pytest.approx(0.0, abs=1e-12)
+    done = _schedlab(toy_site, "slai", "profile", "--source", "toy-flat", *engine, "--out", "c.parquet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = pd.read_parquet(tmp_path / "c.parquet")
+    assert len(table) == 8 and set(table["source"]) == {"toy-flat"} and (table["time_s"] == 0.02).all()
+    done = _schedlab(toy_site, "slosa", "profile", "--source", "toy-flat", *engine, "--out", "d.parquet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    grid = pd.read_parquet(tmp_path / "d.parquet")
+    rows = sorted(zip(grid["phase"], grid["batch"], grid["length"]))
+    assert rows == [("decode", 1, 10), ("decode", 2, 15), ("decode", 8, 10), ("decode", 32, 28),
+                    ("prefill", 1, 512)]  # the mixed steps left out
+    assert set(grid["source"]) == {"toy-flat"} and (grid["time_s"] == 0.02).all()
+    for command in (("ewsjf", "steptime"), ("slai", "profile"), ("slosa", "profile")):
+        bad = _schedlab(toy_site, *command, "--source", "toy-flot", *engine, "--out", "bad.json", cwd=tmp_path)
+        assert bad.returncode == 2 and "invalid choice: 'toy-flot'" in bad.stderr and "'toy-flat'" in bad.stderr
+        assert "'roofline'" in bad.stderr, bad.stderr
+
+
+@pytest.mark.slow
+def test_a_plug_in_source_drives_paper_ds_studies_in_the_pipelines_plan(toy_site, tmp_path):
+    import yaml
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["results"] = str(tmp_path / "results")
+    config["slosa"]["predictor"] = "toy-flat"
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy_site), os.environ.get("PYTHONPATH", "")])}
+    snakemake = shutil.which("snakemake", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    plan = subprocess.run([snakemake, "-n", "-p", "--cores", "1", "--configfile", str(tmp_path / "c.yaml"), "--",
+                           f"{tmp_path}/results/slosa/study/compare.parquet"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert plan.returncode == 0, (plan.stdout + plan.stderr)[-3000:]
+    assert "schedlab slosa profile --source toy-flat" in plan.stdout, plan.stdout[-3000:]
+    assert "slosa/fit/toy-flat.json" in plan.stdout, plan.stdout[-3000:]
+    config["slosa"]["predictor"] = "toy-flot"
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    plan = subprocess.run([snakemake, "-n", "--cores", "1", "--configfile", str(tmp_path / "c.yaml")], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert plan.returncode == 2
+    line = next((x for x in plan.stderr.splitlines() if "slosa.predictor" in x), plan.stderr[-2000:])
+    assert ("config: slosa.predictor 'toy-flot' is neither the paper's reference nor a registered step-time "
+            "source (reference, ") in line, line
+    assert {"toy-flat", "roofline", "torch", "vllm"} <= set(line.split("(", 1)[1].rstrip(")").split(", ")), line
 
 
 @pytest.mark.slow

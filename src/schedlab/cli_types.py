@@ -153,6 +153,22 @@ def parameter(text: str) -> tuple[str, object]:
     return key, parsed
 
 
+class registered:  # noqa: N801 (argparse choices, named like a type)
+    """argparse ``choices`` that a registry holds (``names``: its listing, e.g.
+    :func:`schedlab.registry.source_names`), read when a value is checked or the choices are
+    listed, never when the parser is built: reading a registry loads the plug-ins. Give the
+    argument a ``metavar``, or argparse lists the choices as it adds it."""
+
+    def __init__(self, names) -> None:
+        self.names = names
+
+    def __contains__(self, name) -> bool:
+        return name in self.names()
+
+    def __iter__(self):
+        return iter(self.names())
+
+
 # -- paths ------------------------------------------------------------------------------------
 class InputPath(str):
     """A file a command reads, or a folder standing for its files that match ``members``."""

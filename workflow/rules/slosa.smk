@@ -64,6 +64,21 @@ rule slosa_profile_vllm:
         "--kv-cache-gib {params.v[kv_cache_gib]} --out {output} > {log} 2>&1"
 
 
+rule slosa_profile_registered:
+    output:
+        f"{SLOSA_DIR}/profile/{{source}}.parquet",
+    log:
+        f"{RESULTS}/logs/slosa/profile_{{source}}.log",
+    wildcard_constraints:
+        source=SLOSA_OTHER_SOURCES,
+    conda:
+        SIM_ENV
+    params:
+        flags=slosa_flags(),
+    shell:
+        "schedlab slosa profile --source {wildcards.source} {params.flags} --out {output} > {log} 2>&1"
+
+
 rule slosa_fit:
     input:
         f"{SLOSA_DIR}/profile/{{source}}.parquet",
@@ -72,7 +87,7 @@ rule slosa_fit:
     log:
         f"{RESULTS}/logs/slosa/fit_{{source}}.log",
     wildcard_constraints:
-        source="roofline|measured|torch|vllm",
+        source=SLOSA_SOURCES,
     conda:
         SIM_ENV
     shell:

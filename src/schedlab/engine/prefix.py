@@ -31,7 +31,8 @@ The rules are vLLM's (``vllm/v1/core``: ``block_pool.py``, ``kv_cache_utils.py``
   running request still references are never evicted. Preemption releases a request's blocks
   the same way; its recompute looks its own blocks up again.
 
-The pool's state is a handful of int64 arrays worked on by compiled kernels; a step's
+The pool's state is a handful of int64 arrays worked on by compiled kernels, in two records
+(:class:`Pool`, the blocks; :class:`Tables`, each request's blocks and names); a step's
 allocations and releases are gathered and carried out in one call (:class:`PrefixCache`),
 whatever the number of blocks they touch. Block identities are the pool's own labels (a vLLM
 block id is another label for the same block): what is cached and evicted is the same.
@@ -42,6 +43,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pandas as pd
+from numba.core import types
+from numba.experimental import structref
 
 from schedlab.errors import SchedlabError
 from schedlab.sharing import HASH_BLOCK_TOKENS, OUTPUT_TOKEN, check_sharing, flat_prompt_tokens, sharing_column
@@ -195,6 +198,65 @@ def _hashed(trace: pd.DataFrame, bs: int, total: np.ndarray, loff: np.ndarray):
 
 
 # -- the pool ---------------------------------------------------------------------------------
+@structref.register
+class PoolType(types.StructRef):
+    """numba's type of :class:`Pool`."""
+
+
+class Pool(structref.StructRefProxy):
+    """The block pool's state, as the compiled kernels take it (:func:`_pool`; its arrays change
+    in place): per block, the columns REF .. DNEXT (``blocks``); the scalars HEAD .. EVICTED
+    (``counts``); the released unnamed blocks, the first ``counts[TOP]`` of ``free_stack``; per
+    name, the first and the last block cached under it, -1 for none (``name_ends``); and the
+    block size. A structref: a kernel call takes it as it takes one array, where a named tuple
+    of arrays is typed field by field on every call."""
+
+
+@structref.register
+class TablesType(types.StructRef):
+    """numba's type of :class:`Tables`."""
+
+
+class Tables(structref.StructRefProxy):
+    """Each request's blocks and block names, by trace position, as the compiled kernels take
+    them (:func:`_tables`; arrays changed in place): the blocks request ``r`` holds, from
+    ``table[table_start[r]]``; per request, the blocks it holds and how many of them are named
+    (``held``); the names of its full blocks, from ``names[name_start[r]]``; and the engine's
+    computed tokens per request (``computed``)."""
+
+
+structref.define_boxing(PoolType, Pool)
+structref.define_boxing(TablesType, Tables)
+_ARRAY, _MATRIX = types.int64[::1], types.int64[:, ::1]
+_POOL = PoolType([("blocks", _MATRIX), ("counts", _ARRAY), ("free_stack", _ARRAY), ("name_ends", _MATRIX),
+                  ("block_size", types.int64)])
+_TABLES = TablesType([("table", _ARRAY), ("table_start", _ARRAY), ("held", _MATRIX), ("names", _ARRAY),
+                      ("name_start", _ARRAY), ("computed", _ARRAY)])
+
+
+@numba.njit(cache=True)
+def _pool(blocks, counts, free_stack, name_ends, block_size):
+    pool = structref.new(_POOL)
+    pool.blocks = blocks
+    pool.counts = counts
+    pool.free_stack = free_stack
+    pool.name_ends = name_ends
+    pool.block_size = block_size
+    return pool
+
+
+@numba.njit(cache=True)
+def _tables(table, table_start, held, names, name_start, computed):
+    tables = structref.new(_TABLES)
+    tables.table = table
+    tables.table_start = table_start
+    tables.held = held
+    tables.names = names
+    tables.name_start = name_start
+    tables.computed = computed
+    return tables
+
+
 @numba.njit(cache=True, nogil=True)
 def _free_count(cnt):
     return cnt[TOP] + (cnt[CAPACITY] - cnt[ISSUED]) + cnt[NLRU]
@@ -305,23 +367,6 @@ def _cache(blk, heads, table, toff, held, names, noff, r, tokens, bs):
 
 
 @numba.njit(cache=True, nogil=True)
-def _lookup(blk, heads, names, noff, r, known, bs):
-    """Blocks of request ``r``'s longest cached prefix (at most ``(known - 1) // bs``), and how
-    many of them are free (a touch takes them out of the free queue)."""
-    n_free = 0
-    j = 0
-    stop = (known - 1) // bs
-    while j < stop:
-        b = heads[names[noff[r] + j], 0]
-        if b < 0:
-            break
-        if blk[b, REF] == 0:
-            n_free += 1
-        j += 1
-    return j, n_free
-
-
-@numba.njit(cache=True, nogil=True)
 def _release(blk, cnt, stack, table, toff, held, reqs):
     """Release each request's blocks, tail first: a block no request references any more goes
     to the free queue's head if unnamed (reused first), to its tail if named."""
@@ -340,30 +385,34 @@ def _release(blk, cnt, stack, table, toff, held, reqs):
 
 
 @numba.njit(cache=True, nogil=True)
-def _apply(adv_r, adv_k, take_r, take_n, done, admits, n_admits, release, computed, blk, cnt, stack, heads, table,
-           toff, held, names, noff, bs):
-    """The running requests ``take_r`` compute ``take_n`` more tokens each (or, once the
-    step has been ``done``, have computed them), in this order: their blocks are allocated,
-    and the blocks their computed tokens fill are cached (vLLM's running pass); then the first
-    ``n_admits`` rows of ``admits`` (request, tokens, cached blocks) start, in this order:
-    each touches its cached blocks, then allocates and caches for them plus its tokens
-    (vLLM's admissions); then the requests of ``release`` release their blocks (vLLM frees
-    a finished request's blocks after the step). A stretch of ``adv_k`` all-decode steps of
-    ``adv_r`` (running order) comes first, step by step. Returns the free blocks left."""
-    shift = adv_k if done else 0  # once done, computed holds the stretch's tokens
-    for step in range(1, adv_k + 1):
-        for r in adv_r:
+def _apply(advance_run, advance_steps, take_reqs, take_tokens, admits, release, done, pool, tables):
+    """The running requests ``take_reqs`` compute ``take_tokens`` more tokens each (or, once the
+    step is ``done``, have computed them), in this order: their blocks are allocated, and the
+    blocks their computed tokens fill are cached (vLLM's running pass); then the rows of
+    ``admits`` (request, tokens, cached blocks) start, in this order: each touches its cached
+    blocks, then allocates and caches for them plus its tokens (vLLM's admissions); then the
+    requests of ``release`` release their blocks (vLLM frees a finished request's blocks after
+    the step). A stretch of ``advance_steps`` all-decode steps of ``advance_run`` (running
+    order) comes first, step by step. Returns the free blocks left."""
+    # the records' arrays, read once and handed to the helpers one by one (their loops read
+    # locals, not fields)
+    blk, cnt, stack, heads, bs = pool.blocks, pool.counts, pool.free_stack, pool.name_ends, pool.block_size
+    table, toff, held, names, noff = tables.table, tables.table_start, tables.held, tables.names, tables.name_start
+    computed = tables.computed
+    shift = advance_steps if done else 0  # once done, computed holds the stretch's tokens
+    for step in range(1, advance_steps + 1):
+        for r in advance_run:
             c = computed[r] - shift + step  # computed after this step's token (the last known one)
             if c > held[r, 0] * bs:
                 _grow(blk, cnt, stack, heads, table, toff, held, r, c, bs)
             if c % bs == 0:
                 _cache(blk, heads, table, toff, held, names, noff, r, c, bs)
-    for k in range(take_r.size):
-        r = take_r[k]
-        c = computed[r] if done else computed[r] + take_n[k]
+    for k in range(take_reqs.size):
+        r = take_reqs[k]
+        c = computed[r] if done else computed[r] + take_tokens[k]
         _grow(blk, cnt, stack, heads, table, toff, held, r, c, bs)
         _cache(blk, heads, table, toff, held, names, noff, r, c, bs)
-    for k in range(n_admits):
+    for k in range(admits.shape[0]):
         r, n_hit = admits[k, 0], admits[k, 2]
         for j in range(n_hit):
             b = heads[names[noff[r] + j], 0]
@@ -381,8 +430,29 @@ def _apply(adv_r, adv_k, take_r, take_n, done, admits, n_admits, release, comput
 
 
 @numba.njit(cache=True, nogil=True)
-def _exclusive(blk, table, toff, held, r):
+def _lookup(pool, tables, r, known):
+    """Blocks of request ``r``'s longest cached prefix (at most ``(known - 1) // block_size``),
+    and how many of them are free (a touch takes them out of the free queue)."""
+    blk, heads, bs = pool.blocks, pool.name_ends, pool.block_size
+    names, noff = tables.names, tables.name_start
+    n_free = 0
+    j = 0
+    stop = (known - 1) // bs
+    while j < stop:
+        b = heads[names[noff[r] + j], 0]
+        if b < 0:
+            break
+        if blk[b, REF] == 0:
+            n_free += 1
+        j += 1
+    return j, n_free
+
+
+@numba.njit(cache=True, nogil=True)
+def _exclusive(pool, tables, r):
     """Blocks of request ``r`` no other request references."""
+    blk = pool.blocks
+    table, toff, held = tables.table, tables.table_start, tables.held
     n = 0
     for j in range(held[r, 0]):
         if blk[table[toff[r] + j], REF] == 1:
@@ -401,22 +471,23 @@ class PrefixCache:
 
     def __init__(self, trace: pd.DataFrame, block_size: int, capacity: int, computed: np.ndarray) -> None:
         self.bs = block_size
-        self.computed = computed
-        self.names, self.noff, n_names = block_names(trace, block_size)
+        names, name_start, n_names = block_names(trace, block_size)
         total = trace["prompt_tokens"].to_numpy(np.int64) + trace["output_tokens"].to_numpy(np.int64)
         most = -(-total // block_size)  # blocks a request can hold
-        self.toff = np.concatenate(([0], np.cumsum(most))).astype(np.int64)
-        self.table = np.zeros(int(self.toff[-1]), np.int64)
+        table_start = np.concatenate(([0], np.cumsum(most))).astype(np.int64)
+        # the arrays read here too (the records are the kernels' view of them)
         self.held = np.zeros((len(trace), 2), np.int64)  # blocks held, blocks named
+        self.tables = _tables(np.zeros(int(table_start[-1]), np.int64), table_start, self.held, names, name_start,
+                              computed)
         # never more blocks in use at once than the engine holds, or than all requests need
-        size = int(min(capacity, self.toff[-1])) + 1
-        self.blk = np.full((size, 6), -1, np.int64)
-        self.blk[:, REF] = 0
-        self.stack = np.zeros(size, np.int64)
-        self.heads = np.full((max(n_names, 1), 2), -1, np.int64)
-        self.cnt = np.zeros(7, np.int64)
-        self.cnt[HEAD] = self.cnt[TAIL] = -1
-        self.cnt[CAPACITY] = capacity
+        size = int(min(capacity, table_start[-1])) + 1
+        self.blocks = np.full((size, 6), -1, np.int64)
+        self.blocks[:, REF] = 0
+        self.counts = np.zeros(7, np.int64)
+        self.counts[HEAD] = self.counts[TAIL] = -1
+        self.counts[CAPACITY] = capacity
+        self.pool = _pool(self.blocks, self.counts, np.zeros(size, np.int64),
+                          np.full((max(n_names, 1), 2), -1, np.int64), block_size)
         self._free = capacity
         self._takes: list[tuple[np.ndarray, np.ndarray]] = []
         self._admits = np.zeros((64, 3), np.int64)  # (request, tokens, cached blocks), the first _n
@@ -426,9 +497,9 @@ class PrefixCache:
         self._done = False
         # a request none of whose blocks another request names finds nothing on its first
         # admission: its lookup is skipped (a preempted one looks its own blocks up again)
-        shared = (np.bincount(self.names, minlength=n_names) > 1)[self.names]
+        shared = (np.bincount(names, minlength=n_names) > 1)[names]
         cum = np.concatenate(([0], np.cumsum(shared)))
-        self.private = cum[self.noff[1:]] == cum[self.noff[:-1]]
+        self.private = cum[name_start[1:]] == cum[name_start[:-1]]
         self.held_once = np.zeros(len(trace), bool)
 
     # -- changes ---------------------------------------------------------------------------
@@ -464,9 +535,8 @@ class PrefixCache:
         else:
             tr = tn = _NONE
         rel = releases[0] if len(releases) == 1 else np.concatenate(releases) if releases else _NONE
-        free = _apply(self._adv[0], self._adv[1], tr, tn, self._done, self._admits, self._n, rel, self.computed,
-                           self.blk, self.cnt, self.stack, self.heads, self.table, self.toff, self.held, self.names,
-                           self.noff, self.bs)
+        free = _apply(self._adv[0], self._adv[1], tr, tn, self._admits[:self._n], rel, self._done, self.pool,
+                      self.tables)
         self._free = int(free)
         self._takes, self._releases = [], []
         self._adv = (_NONE, 0)
@@ -505,18 +575,18 @@ class PrefixCache:
         if self.private[i] and not self.held_once[i]:
             return 0, 0
         self.flush()
-        n_hit, n_free = _lookup(self.blk, self.heads, self.names, self.noff, i, known, self.bs)
+        n_hit, n_free = _lookup(self.pool, self.tables, i, known)
         return int(n_hit), int(n_free)
 
     def exclusive(self, i: int) -> int:
         """Blocks of request ``i`` no other request references."""
         self.flush()
-        return int(_exclusive(self.blk, self.table, self.toff, self.held, i))
+        return int(_exclusive(self.pool, self.tables, i))
 
     @property
     def evictions(self) -> int:
         """Cached blocks evicted so far (taken from the free queue for other tokens)."""
-        return int(self.cnt[EVICTED])
+        return int(self.counts[EVICTED])
 
     def held_blocks(self, i: int) -> int:
         self.flush()
@@ -525,7 +595,7 @@ class PrefixCache:
     def in_use(self) -> int:
         """Blocks some request references (each counted once, however many share it)."""
         self.flush()
-        return int((self.blk[: self.cnt[ISSUED], REF] > 0).sum())
+        return int((self.blocks[: self.counts[ISSUED], REF] > 0).sum())
 
 
 _NONE = np.zeros(0, np.int64)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from schedlab.cli_types import InputPath, OutputPath, count, duration, positive_number, rate_type, seed
+from schedlab import registry
+from schedlab.cli_types import InputPath, OutputPath, count, duration, positive_number, rate_type, registered, seed
 from schedlab.contracts import MAX_RATE_RPS
 from schedlab.errors import SchedlabError
 from schedlab.io import read_json, write_outputs, write_parquet
@@ -43,11 +44,18 @@ def cmd_pools(args) -> None:
 
 def cmd_steptime(args) -> None:
     from schedlab.latency.catalogue import hardware, model_arch
-    from schedlab.fit.steptime import measured_grid_steptime, roofline_grid_steptime
+    from schedlab.fit.sources import source_table
+    from schedlab.fit.steptime import fit_steptime, measured_grid_steptime, roofline_grid_steptime
     from schedlab.validation import write_steptime
 
-    fit = measured_grid_steptime if args.source == "measured" else roofline_grid_steptime
-    write_steptime(fit(hardware(args.hardware), model_arch(args.model)), args.out)
+    # the latency predictor's grid, priced by the roofline or by the measured passes; another
+    # registered source's own table, fitted as `schedlab steptime` fits it
+    grids = {"roofline": roofline_grid_steptime, "measured": measured_grid_steptime}
+    if args.source in grids:
+        model = grids[args.source](hardware(args.hardware), model_arch(args.model))
+    else:
+        model = fit_steptime(source_table(args.source, hardware=args.hardware, model=args.model))
+    write_steptime(model, args.out)
 
 
 def cmd_calibrate(args) -> None:
@@ -149,8 +157,11 @@ def add_commands(sub) -> None:
     s = esub.add_parser("steptime", help="the engine's step-time model fitted to the roofline or to the passes "
                                          "measured on the shipped GPUs")
     _engine_args(s)
-    s.add_argument("--source", choices=("roofline", "measured"), default="roofline",
-                   help="the step costs: the roofline's ideal curves, or the GPU's peaks at the measured fractions")
+    s.add_argument("--source", choices=registered(lambda: registry.source_names(machine=False)), default="roofline",
+                   metavar="SOURCE",
+                   help="the step costs: roofline, the roofline's ideal curves; measured, the GPU's peaks at the "
+                        "measured fractions; or another registered source that prices a catalogue GPU (`schedlab "
+                        "sources`), its own table fitted")
     s.add_argument("--out", type=OutputPath, required=True)
     s.set_defaults(func=cmd_steptime)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from schedlab.latency.catalogue import hardware as catalogue_hardware, model_arch
-from schedlab.registry import register_source
+from schedlab.registry import register_source, source_entry
 
 
 @register_source("roofline", summary="predicted from the GPU's peaks and the model's shapes")
@@ -46,3 +46,13 @@ def vllm(*, engine, **_) -> pd.DataFrame:
     from schedlab.backends.vllm.profile import profile
 
     return profile(engine())
+
+
+def source_table(name: str, **options) -> pd.DataFrame:
+    """The table of the registered source ``name``, from a command's options, checked
+    (:func:`schedlab.validation.check_profile`: one line naming the source when what it gives is
+    not a profile table)."""
+    from schedlab.validation import check_profile
+
+    source = source_entry(name)
+    return check_profile(source.profile(**options), source.describe())

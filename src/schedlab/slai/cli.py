@@ -13,6 +13,7 @@ from schedlab.cli_types import (
     number,
     positive_number,
     rate_type,
+    registered,
     seed,
     vllm_engine_args,
 )
@@ -89,11 +90,17 @@ def cmd_lengths(args) -> None:
 
 
 def cmd_profile(args) -> None:
+    from schedlab.fit.sources import source_table
     from schedlab.slai.model import measured_profile, roofline_profile
     from schedlab.latency.catalogue import hardware, model_arch
 
-    hw, arch = hardware(args.hardware), model_arch(args.model)
-    table = measured_profile(hw, arch) if args.source == "measured" else roofline_profile(hw, arch, tile=args.tile)
+    # the paper's mixed batches, priced by the roofline or by the measured passes; another
+    # registered source's own table
+    if args.source in ("roofline", "measured"):
+        hw, arch = hardware(args.hardware), model_arch(args.model)
+        table = measured_profile(hw, arch) if args.source == "measured" else roofline_profile(hw, arch, tile=args.tile)
+    else:
+        table = source_table(args.source, hardware=args.hardware, model=args.model)
     write_parquet(table, args.out)
 
 
@@ -243,8 +250,10 @@ def add_commands(sub) -> None:
 
     pr = ssub.add_parser("profile", help="profile of mixed batches: the roofline (additive, tile staircase), or the "
                                           "passes measured on the shipped GPUs")
-    pr.add_argument("--source", choices=("roofline", "measured"), default="roofline",
-                    help="measured: the hardware's peaks at the fractions measured on the shipped GPUs")
+    pr.add_argument("--source", choices=registered(lambda: registry.source_names(machine=False)), default="roofline",
+                    metavar="SOURCE",
+                    help="measured: the hardware's peaks at the fractions measured on the shipped GPUs; another "
+                         "registered source that prices a catalogue GPU (`schedlab sources`): its own table")
     pr.add_argument("--hardware", default="RTX-6000-Ada")
     pr.add_argument("--model", default="mistral-7b")
     pr.add_argument("--tile", type=number(int, minimum=0, strict=False, maximum=2**20), default=128,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from schedlab.cli_types import InputPath, OutputPath, number, positive_number, seed
+from schedlab import registry
+from schedlab.cli_types import InputPath, OutputPath, number, positive_number, registered, seed
 from schedlab.errors import SchedlabError
 from schedlab.io import read_parquet, write_outputs, write_parquet
 
@@ -38,10 +39,15 @@ def cmd_profile(args) -> None:
         table = measured.predictor_profile(hardware(args.hardware), model_arch(args.model))
     elif args.source == "torch":
         table = predictor_profile.torch_profile(args.model, repeats=args.repeats, device=args.device)
-    else:
+    elif args.source == "vllm":
         from schedlab.backends.vllm import profile as vllm_profile
 
         table = vllm_profile.predictor_profile(args.model, args.device, args.kv_cache_gib, repeats=args.repeats)
+    else:  # another registered source: its table's prefill-only and decode-only steps
+        from schedlab.fit.sources import source_table
+
+        table = predictor_profile.from_step_profile(source_table(
+            args.source, hardware=args.hardware, model=args.model, device=args.device, repeats=args.repeats))
     write_parquet(table, args.out)
 
 
@@ -99,8 +105,9 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_pools)
 
     pr = ssub.add_parser("profile", help="prefill/decode times over a (batch, length) grid")
-    pr.add_argument("--source", choices=("roofline", "measured", "torch", "vllm"), required=True,
-                    help="measured: the hardware's peaks at the fractions measured on the shipped GPUs")
+    pr.add_argument("--source", choices=registered(registry.source_names), required=True, metavar="SOURCE",
+                    help="measured: the hardware's peaks at the fractions measured on the shipped GPUs; another "
+                         "registered source (`schedlab sources`): its table's prefill-only and decode-only steps")
     pr.add_argument("--hardware", default="2xV100-32GB",
                     help="roofline, measured: catalogue name, <n>x<name> for tensor parallel")
     pr.add_argument("--model", default="qwen2.5-7b")

@@ -269,6 +269,15 @@ def _transformers(transformers) -> list[str]:
     return problems
 
 
+def _slosa(slosa) -> list[str]:
+    """Paper D's predictor: the paper's reference values or a registered step-time source."""
+    predictors = ["reference", *registry.source_names()]
+    if slosa["predictor"] not in predictors:
+        return [f"slosa.predictor {slosa['predictor']!r} is neither the paper's reference nor a registered step-time "
+                f"source ({', '.join(predictors)})"]
+    return []
+
+
 def reference_problems(config: dict) -> list[str]:
     """What the schema cannot express in ``config`` (a shape the schema accepts), one line per
     problem, each section's under its name."""
@@ -281,4 +290,5 @@ def reference_problems(config: dict) -> list[str]:
         *_section("tournament", _tournament(config["tournament"])),
         *_model_problems("tournament.engines.llm.model", config["tournament"]["engines"]["llm"]["model"]),
         *_section("transformers", _transformers(config["transformers"])),
+        *_slosa(config["slosa"]),
     ]

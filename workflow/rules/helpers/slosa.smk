@@ -3,6 +3,13 @@
 
 SLOSA = config["slosa"]
 SLOSA_DIR = f"{RESULTS}/slosa"
+#: The step-time sources whose predictor profile has a rule of its own (slosa.smk, measured.smk);
+#: every other registered source's is made by slosa_profile_registered.
+SLOSA_OWN_PROFILES = ("roofline", "torch", "vllm", "measured")
+#: Wildcard patterns of the registered step-time sources, all of them and the others.
+SLOSA_SOURCES = "|".join(re.escape(name) for name in registry.source_names())
+SLOSA_OTHER_SOURCES = "|".join(re.escape(n) for n in registry.source_names() if n not in SLOSA_OWN_PROFILES) or "(?!)"
+
 
 
 def slosa_flags():
