@@ -26,7 +26,7 @@ from schedlab.validation import read_steptime, read_trace
 from schedlab.workload.arrivals import arrival_times
 from schedlab.workload.openchat import openchat_trace
 
-from test_pipeline import _synthetic_mirror
+from test_pipeline import _synthetic_mirror, workflow_copy
 
 REPO = Path(__file__).resolve().parents[1]
 #: The kinds schedlab itself registers (a plug-in's would join them).
@@ -184,9 +184,13 @@ register_backend("toy-fcfs", kinds=(QUEUE,), run=toy_fcfs)
 def toy_flat(*, hardware, model, **_):
     if hardware == "broken":
         return "not a table"
-    steps = pd.DataFrame({"n_encoder": 0, "n_prefill_tokens": [0, 512, 0, 256, 0, 128, 64, 0],
-                          "n_decode": [1, 0, 8, 4, 2, 16, 3, 32], "ctx_tokens": [10, 0, 80, 40, 30, 500, 20, 896],
-                          "prefill_pairs": [0, 512 * 513 // 2, 0, 256 * 257 // 2, 0, 128 * 129 // 2, 64 * 65 // 2, 0]})
+    # prefill-only steps of one and two prompts of 128-512 tokens, decode-only steps of 1-32
+    # sequences, and mixed steps (which paper D's grid leaves out)
+    steps = pd.DataFrame({"n_encoder": 0, "n_prefill_tokens": [0, 512, 0, 256, 0, 128, 64, 0, 256, 512, 256],
+                          "n_decode": [1, 0, 8, 4, 2, 16, 3, 32, 0, 0, 0],
+                          "ctx_tokens": [10, 0, 80, 40, 30, 500, 20, 896, 0, 0, 0],
+                          "prefill_pairs": [0, 512 * 513 // 2, 0, 256 * 257 // 2, 0, 128 * 129 // 2, 64 * 65 // 2, 0,
+                                            256 * 257 // 2, 256 * 257, 128 * 129]})
     return steps.assign(source="toy-flat", hardware=hardware, model=model, time_s=0.02)
 
 
@@ -339,13 +343,13 @@ def test_a_plug_in_source_is_one_of_the_papers_sources(toy_site, tmp_path):
     done = _schedlab(toy_site, "slai", "profile", "--source", "toy-flat", *engine, "--out", "c.parquet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     table = pd.read_parquet(tmp_path / "c.parquet")
-    assert len(table) == 8 and set(table["source"]) == {"toy-flat"} and (table["time_s"] == 0.02).all()
+    assert len(table) == 11 and set(table["source"]) == {"toy-flat"} and (table["time_s"] == 0.02).all()
     done = _schedlab(toy_site, "slosa", "profile", "--source", "toy-flat", *engine, "--out", "d.parquet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     grid = pd.read_parquet(tmp_path / "d.parquet")
     rows = sorted(zip(grid["phase"], grid["batch"], grid["length"]))
     assert rows == [("decode", 1, 10), ("decode", 2, 15), ("decode", 8, 10), ("decode", 32, 28),
-                    ("prefill", 1, 512)]  # the mixed steps left out
+                    ("prefill", 1, 256), ("prefill", 1, 512), ("prefill", 2, 128), ("prefill", 2, 256)]  # no mixed steps
     assert set(grid["source"]) == {"toy-flat"} and (grid["time_s"] == 0.02).all()
     for command in (("ewsjf", "steptime"), ("slai", "profile"), ("slosa", "profile")):
         bad = _schedlab(toy_site, *command, "--source", "toy-flot", *engine, "--out", "bad.json", cwd=tmp_path)
@@ -354,25 +358,38 @@ def test_a_plug_in_source_is_one_of_the_papers_sources(toy_site, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_plug_in_source_drives_paper_ds_studies_in_the_pipelines_plan(toy_site, tmp_path):
+def test_the_plug_ins_kind_source_and_router_run_in_the_tiny_pipeline(toy_site, tmp_path):
+    """The tiny pipeline with the toy package installed and named in its config: the tournament
+    plays the toy kind (its pool made by the pipeline), the cluster study routes it with the toy
+    router, and paper D's predictor is fitted on the toy source's table; a predictor that is no
+    registered source is one line."""
     import yaml
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    config["results"] = str(tmp_path / "results")
+    work, env = workflow_copy(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(toy_site), env.get("PYTHONPATH", "")])
+    config = yaml.safe_load((REPO / ".test" / "config.yaml").read_text())
+    tournament = config["tournament"]
+    tournament["workloads"] = {"toy": {"kind": "toy", "n_requests": 30, "scale": 2, "slo": {"e2e_s": 1.0}}}
+    tournament["entrants"] = ["fcfs", "sjf"]
+    tournament["cluster"] = {"workloads": ["toy"], "replicas": [2], "routers": ["toy-first"], "entrants": ["fcfs"],
+                             "loads": [0.9]}
     config["slosa"]["predictor"] = "toy-flat"
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy_site), os.environ.get("PYTHONPATH", "")])}
-    snakemake = shutil.which("snakemake", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    plan = subprocess.run([snakemake, "-n", "-p", "--cores", "1", "--configfile", str(tmp_path / "c.yaml"), "--",
-                           f"{tmp_path}/results/slosa/study/compare.parquet"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert plan.returncode == 0, (plan.stdout + plan.stderr)[-3000:]
-    assert "schedlab slosa profile --source toy-flat" in plan.stdout, plan.stdout[-3000:]
-    assert "slosa/fit/toy-flat.json" in plan.stdout, plan.stdout[-3000:]
+    (work / "c.yaml").write_text(yaml.safe_dump(config))
+    snakemake = shutil.which("snakemake", path=env["PATH"])
+    targets = ["results/tournament/runs/toy.parquet", "results/tournament/cluster/toy.parquet", "results/slosa/fit/toy-flat.json"]
+    ran = subprocess.run([snakemake, "--cores", "2", "--configfile", "c.yaml", "--", *targets], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=1200)
+    assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
+    matches = pd.read_parquet(work / targets[0])
+    assert set(matches["policy"]) == {"fcfs", "sjf"} and (matches["completed"] == 30).all()
+    routed = pd.read_parquet(work / targets[1])
+    assert set(routed["router"]) == {"toy-first"} and (routed["completed"] == 30).all()
+    fit = json.loads((work / targets[2]).read_text())
+    assert fit["meta"]["source"] == "toy-flat" and fit["prefill"]["d"] == pytest.approx(0.02), fit  # the flat 20 ms
     config["slosa"]["predictor"] = "toy-flot"
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    plan = subprocess.run([snakemake, "-n", "--cores", "1", "--configfile", str(tmp_path / "c.yaml")], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=600)
+    (work / "c.yaml").write_text(yaml.safe_dump(config))
+    plan = subprocess.run([snakemake, "-n", "--cores", "1", "--configfile", "c.yaml"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
     assert plan.returncode == 2
     line = next((x for x in plan.stderr.splitlines() if "slosa.predictor" in x), plan.stderr[-2000:])
     assert ("config: slosa.predictor 'toy-flot' is neither the paper's reference nor a registered step-time "
