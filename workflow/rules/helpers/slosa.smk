@@ -11,7 +11,6 @@ SLOSA_SOURCES = "|".join(re.escape(name) for name in registry.source_names())
 SLOSA_OTHER_SOURCES = "|".join(re.escape(n) for n in registry.source_names() if n not in SLOSA_OWN_PROFILES) or "(?!)"
 
 
-
 def slosa_flags():
     return f"--hardware {SLOSA['hardware']} --model {SLOSA['model']}"
 
