@@ -402,12 +402,12 @@ def test_check_config_names_every_problem_of_every_section_in_one_line(config):
         check_config(bad)
 
 
+# A shape error and two reference errors in two sections (one line for both); the other
+# reference checks are the same path, their messages checked in process above.
 @pytest.mark.parametrize("mutate", [
     _nan_rate,
-    lambda c: c["tournament"]["workloads"]["openchat"].update(share=1.5),
-    lambda c: c["ewsjf"]["engine"]["policies"].reverse(),
     lambda c: (c["slai"]["routing"]["routers"].append("nearest"), c["profile"]["gpu"].append("TPU-v5")),
-], ids=["shape", "workload-parameter", "fcfs-first", "router-and-gpu"])
+], ids=["shape", "router-and-gpu"])
 @pytest.mark.slow
 def test_check_config_and_the_pipeline_end_a_bad_config_in_the_same_line(config, tmp_path, mutate):
     bad = copy.deepcopy(config)

@@ -188,9 +188,11 @@ rule ewsjf_engine_serve:
         folder=str(model_dir(VLLM["model"])),
         engine=lambda w: vllm_engine_flags(ewsjf_engine().max_num_seqs, ewsjf_engine().max_num_batched_tokens),
         server=lambda w: f"{RESULTS}/logs/ewsjf/engine_servers/{w.policy}.log",
+        attempts=VLLM["replay_attempts"],
     shell:
         "schedlab vllm-serve --policy {wildcards.policy} --model {params.model} --model-folder {params.folder} "
         "--traces {input} --rates {params.e[rate]} --repeats {params.e[repeats]} --workload ewsjf-mixed-scaled "
+        "--replay-attempts {params.attempts} "
         "{params.engine} --server-log {params.server} --out-dir {output} > {log} 2>&1"
 
 

@@ -74,6 +74,7 @@ def cmd_vllm_serve(args) -> None:
         seed=args.seed,
         server_log=args.server_log,
         out_dir=args.out_dir,
+        attempts=args.replay_attempts,
     )
 
 
@@ -126,6 +127,9 @@ def add_commands(sub) -> None:
     vs.add_argument("--workload", default="custom", help="name recorded in the summaries")
     vs.add_argument("--seed", type=seed, default=0, help="recorded in the summaries and file names")
     vs.add_argument("--repeats", type=positive_number(int, 10**4), default=1, help="replays of every trace on the one server")
+    vs.add_argument("--replay-attempts", type=positive_number(int, 100), default=3,
+                    help="a replay that does not measure the engine (interference, a lagging front end, a late "
+                         "client) is run again, this many times in all at most, the last on a fresh server")
     vs.add_argument("--server-log", type=OutputPath, required=True, help="the server's output")
     vs.add_argument("--out-dir", type=OutputFolder, required=True,
                     help="rate<label>_seed<seed>_rep<k>.parquet and .json go here")

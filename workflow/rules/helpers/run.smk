@@ -27,6 +27,7 @@ def vllm_serve_command(w, input, output):
             f"schedlab vllm-serve --policy {w.policy} --kappa {input.kappa} --model {exp['model']} "
             f"--model-folder {folder} --traces {' '.join(traces)} --rates {' '.join(labels)} "
             f"--workload {exp['workload']} --seed {s} --repeats {exp.get('repeats', VLLM['repeats'])} "
+            f"--replay-attempts {VLLM['replay_attempts']} "
             f"{vllm_engine_flags(eng['max_num_seqs'], eng['max_num_batched_tokens'])} "
             f"--server-log {RESULTS}/logs/runs/vllm/{w.experiment}/{w.policy}.server_seed{s}.log --out-dir {output[0]}"
         )

@@ -209,15 +209,15 @@ def served_outputs(out_dir: str | Path, labels, *, seed: int, repeats: int, serv
 
 def run_served(spec: LaunchSpec, folder: str | Path, *, policy: str, kappa: dict[str, float],
                traces: dict[str, pd.DataFrame], identity: dict, repeats: int, server_log: str | Path,
-               out_dir: str | Path, seed: int = 0) -> list[Path]:
+               out_dir: str | Path, seed: int = 0, attempts: int = REPLAY_ATTEMPTS) -> list[Path]:
     """Start one server for ``policy`` and replay every trace (``{rate label: trace}``)
     ``repeats`` times, in that order; write ``rate<label>_seed<seed>_rep<k>.parquet`` (the
     per-request results), ``.json`` (the run summary) and ``.steps.parquet`` (every engine
     step of the replay, :func:`schedlab.backends.steps.tables.step_table`, with the run's policy,
     rate, seed, repeat and interference) under ``out_dir``. The server's raw step log is kept beside its log.
     A replay that does not measure the engine (:func:`schedlab.backends.served.quality.replay_flaws`:
-    interference, a lagging front end, a late client) is run again, :data:`REPLAY_ATTEMPTS`
-    times in all at most, the last on a fresh server (:func:`replay_served`); the attempt kept
+    interference, a lagging front end, a late client) is run again, ``attempts`` times in all
+    at most (:data:`REPLAY_ATTEMPTS` by default), the last on a fresh server (:func:`replay_served`); the attempt kept
     is the first without a flaw, or the last, and its summary's ``attempts`` and
     ``replayed_for`` say how many it took and why."""
     from schedlab.backends.served.front_end import front_end_timing
@@ -305,7 +305,7 @@ def run_served(spec: LaunchSpec, folder: str | Path, *, policy: str, kappa: dict
         for rep in range(repeats):
             for label, trace in traces.items():
                 run = replay_served(server, trace, model=spec.model, whisper=whisper, flaw=flaw(label, rep),
-                                    restart=fresh)
+                                    restart=fresh, attempts=attempts)
                 server = run.server
                 steps, summary = measured[run.token]  # the kept attempt's (its summary says why others were not)
                 measured.clear()
