@@ -284,7 +284,7 @@ def test_the_schema_names_no_scheduler_and_no_workload_kind():
     (lambda c: c["tournament"]["workloads"]["mixed"].update(kind="bursty"),
      "config: tournament: tournament workload 'mixed': unknown workload kind 'bursty'; known: azure-code"),
     (lambda c: c["tournament"]["workloads"]["openchat"].update(share=1.5),
-     "config: tournament: tournament workload 'openchat': key 'share': Input should be less than or equal to 1"),
+     "config key tournament.workloads.openchat.share: Input should be less than or equal to 1 (got 1.5)"),
     (lambda c: c["extensions"]["switching"]["phases"][0].update(pool="mooncake"),
      "config: extensions: switching.phases[0].pool: workload kind 'mooncake' makes llm requests, not asr"),
 ], ids=["asr-kind", "tournament-kind", "tournament-parameter", "switching-pool"])

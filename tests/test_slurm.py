@@ -26,6 +26,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -95,10 +96,15 @@ def slurm_cluster(machine_slurm):
 
 
 def _stop_daemons(found_up: set[str]) -> None:
-    """Stop the cluster's daemons that were not running before (``found_up``)."""
+    """Stop the cluster's daemons that were not running before (``found_up``), each one gone
+    before the next is stopped: `service ... stop` can return while the daemon is still
+    shutting down (slurmctld saves its state first)."""
     for process, service in DAEMONS.items():
         if process not in found_up:
             subprocess.run(["service", service, "stop"], capture_output=True, timeout=120)
+            deadline = time.monotonic() + 30
+            while _running(process) and time.monotonic() < deadline:
+                time.sleep(0.2)
 
 
 def test_the_tiny_chain_runs_through_slurm(slurm_cluster, tmp_path):

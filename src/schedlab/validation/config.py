@@ -26,7 +26,7 @@ from schedlab.io import read_text
 from schedlab.latency.catalogue import (
     hardware, hardware_names, model_arch, model_names, shipped_hardware, shipped_models,
 )
-from schedlab.validation.documents import check_workload_spec
+from schedlab.validation.documents import check_parameter_values, check_workload_spec
 
 #: The configuration's JSON schema.
 SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
@@ -49,6 +49,7 @@ def check_config(config) -> None:
     """``config``'s shape (:data:`SCHEMA`), its results folder, then its names and references
     (:func:`reference_problems`); the first failing step raises one line."""
     check_shape(config)
+    check_parameter_shapes(config)
     check_results(config["results"])
     problems = reference_problems(config)
     if problems:
@@ -80,6 +81,18 @@ def check_shape(config) -> None:
     if error is not None:
         where = f"config key {_key(error.absolute_path)}" if error.absolute_path else "config"
         raise SchedlabError(f"{where}: {_problem(error)}")
+
+
+def check_parameter_shapes(config) -> None:
+    """The values of each tournament workload's kind parameters (the registered kind's
+    annotations, which the schema cannot hold), the first problem as one line naming its key;
+    an unknown kind or parameter name is a reference problem (:func:`reference_problems`)."""
+    for name, spec in config["tournament"]["workloads"].items():
+        try:
+            entry = registry.workload_entry(spec["kind"])
+        except SchedlabError:
+            continue
+        check_parameter_values(entry, spec, f"tournament.workloads.{name}")
 
 
 def check_results(results: str) -> None:

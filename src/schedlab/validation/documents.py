@@ -43,9 +43,10 @@ class Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
-def parse(model: type[BaseModel], data, source: str | os.PathLike):
+def parse(model: type[BaseModel], data, source: str | os.PathLike, config_key: str | None = None):
     """``data`` as ``model``, or a one-line :class:`SchedlabError` naming ``source``, the key
-    and the offending value of the first problem."""
+    and the offending value of the first problem (with ``config_key``, the key's whole path in
+    the pipeline's config instead: ``config key <config_key>.<key>: ...``)."""
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -54,9 +55,11 @@ def parse(model: type[BaseModel], data, source: str | os.PathLike):
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "value_error" and not key:  # a rule across keys says what it got
             raise SchedlabError(f"{source}: {message}") from None
-        where = f" key {key!r}:" if key else ""
         value = repr(first.get("input"))
         value = value if len(value) <= 40 else value[:37] + "..."
+        if config_key is not None and key:
+            raise SchedlabError(f"config key {config_key}.{key}: {message} (got {value})") from None
+        where = f" key {key!r}:" if key else ""
         raise SchedlabError(f"{source}:{where} {message} (got {value})") from None
 
 
@@ -199,6 +202,15 @@ def _parameters_model(entry) -> type[BaseModel]:
     fields = {name: (annotation, ... if default is inspect.Parameter.empty else default)
               for name, (annotation, default) in entry.parameters().items()}
     return create_model(f"{entry.name} parameters", __config__=Strict.model_config, **fields)
+
+
+def check_parameter_values(entry, parameters: dict, config_key: str) -> None:
+    """The values of the parameters of ``entry`` (a workload kind) that ``parameters`` holds,
+    checked against their annotations, the first problem named by its key in the config
+    (``config key <config_key>.<parameter>: ...``); names the kind does not take are left to
+    :func:`kind_parameters`."""
+    known = entry.parameters()
+    parse(_parameters_model(entry), {k: v for k, v in parameters.items() if k in known}, config_key, config_key)
 
 
 def kind_parameters(entry, parameters: dict, source: str) -> dict:
