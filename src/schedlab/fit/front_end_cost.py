@@ -8,8 +8,9 @@ window). Both are Python and NumPy on the host's CPU, the same beside a GPU as h
 :func:`measure_audio_front_end` runs exactly those two calls on WAVs of the clips' durations
 (the replay's own WAVs, :func:`~schedlab.backends.served.wav.speech_wav`) and times each by the
 process's CPU time (every thread's: with torch installed, ``transformers`` computes the features
-with torch, in its thread pool), which another process on the machine does not add to; the
-wall time beside it says whether the machine was busy (``contended``). One API process serving
+with torch, in its thread pool). Other processes inflate CPU time less than wall time but do
+inflate it (shared caches and cores): the wall time beside it says whether the machine was busy
+(``contended``), and the pipeline's rule takes the whole machine. One API process serving
 requests in turn on one core spends that CPU time on each; a host whose idle cores share the
 STFT spends less wall time, so the station's service time taken from it is an upper bound. :func:`fit_front_end` fits the cost
 against the clip's duration by OLS and gives the station's service time for a workload's mean

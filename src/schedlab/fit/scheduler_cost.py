@@ -7,8 +7,8 @@ beside a GPU as here. With synchronous scheduling, as vLLM ran by default until 
 late 2025 (``async_scheduling``, in ``vllm/config/vllm.py``, now on by default), that work is
 serial with the GPU's pass and adds to every step; with asynchronous scheduling it overlaps the
 next pass. :func:`measure_scheduler_cost` drives vLLM's scheduler on a virtual clock
-(``vllm-sim``) over a trace and reads this thread's CPU time in each call, which another
-process on the machine does not add to; :func:`fit_scheduler_cost` fits the time per step
+(``vllm-sim``) over a trace and reads this thread's CPU time in each call (less inflated than
+wall time by other processes, not immune: the pipeline's rule takes the whole machine); :func:`fit_scheduler_cost` fits the time per step
 against the requests it scheduled by OLS: a fixed cost per step and a cost per scheduled
 request. :meth:`~schedlab.engine.steptime.StepTimeModel.with_host_cost` adds them to a
 step-time model (the per-request cost on each decode, the requests a step holds)."""
