@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from schedlab.errors import SchedlabError
+from schedlab.fit.line import line_fit
 
 #: The table's columns: one row per call.
 COLUMNS = ("duration_s", "repeat", "decode_ms", "features_ms", "total_ms", "wall_ms")
@@ -68,19 +69,14 @@ def fit_front_end(table: pd.DataFrame, mean_duration_s: float) -> dict:
     """OLS of the CPU cost per request (ms) on the clip's duration (s), with 95 % intervals,
     and the station's service time (s) for a clip of ``mean_duration_s``; ``contended`` is the
     share of calls whose wall time exceeded their CPU time by :data:`CONTENDED_RATIO`."""
-    import statsmodels.api as sm
-
     if table.empty or table["duration_s"].nunique() < 2:
         raise SchedlabError("the front-end table needs calls at two clip durations at least")
-    ols = sm.OLS(table["total_ms"].to_numpy(float), sm.add_constant(table["duration_s"].to_numpy(float))).fit()
-    (a, b), ci = ols.params, ols.conf_int(0.05)
+    line = line_fit(table["duration_s"], table["total_ms"], "intercept_ms", "per_s_ms")
     return {
-        "intercept_ms": float(a), "per_s_ms": float(b),
-        "ci95": {"intercept_ms": [float(ci[0][0]), float(ci[0][1])], "per_s_ms": [float(ci[1][0]), float(ci[1][1])]},
-        "r2": float(ols.rsquared), "calls": int(len(table)),
+        **line, "calls": int(len(table)),
         "decode_ms_median": float(table["decode_ms"].median()), "features_ms_median": float(table["features_ms"].median()),
         "mean_duration_s": float(mean_duration_s),
-        "service_s": float(a + b * mean_duration_s) / 1e3,
+        "service_s": (line["intercept_ms"] + line["per_s_ms"] * mean_duration_s) / 1e3,
         "contended": float((table["wall_ms"] > CONTENDED_RATIO * table["total_ms"]).mean()),
     }
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import pandas as pd
 
 from schedlab.errors import SchedlabError
+from schedlab.fit.line import line_fit
 
 #: The table's columns: one row per step.
 COLUMNS = ("n_scheduled", "n_decode", "n_prefill_tokens", "schedule_ms", "update_ms", "total_ms")
@@ -39,16 +40,11 @@ def measure_scheduler_cost(trace: pd.DataFrame, scheduler: str, arena, *, model:
 def fit_scheduler_cost(table: pd.DataFrame) -> dict:
     """OLS of the scheduler's CPU time per step (ms) on the requests it scheduled, with 95 %
     intervals; each part's median beside it."""
-    import statsmodels.api as sm
-
     if len(table) < 3 or table["n_scheduled"].nunique() < 2:
         raise SchedlabError("the scheduler's cost needs steps of two batch sizes at least")
-    ols = sm.OLS(table["total_ms"].to_numpy(float), sm.add_constant(table["n_scheduled"].to_numpy(float))).fit()
-    (a, b), ci = ols.params, ols.conf_int(0.05)
     return {
-        "fixed_ms": float(a), "per_request_ms": float(b),
-        "ci95": {"fixed_ms": [float(ci[0][0]), float(ci[0][1])], "per_request_ms": [float(ci[1][0]), float(ci[1][1])]},
-        "r2": float(ols.rsquared), "steps": int(len(table)), "largest_batch": int(table["n_scheduled"].max()),
+        **line_fit(table["n_scheduled"], table["total_ms"], "fixed_ms", "per_request_ms"),
+        "steps": int(len(table)), "largest_batch": int(table["n_scheduled"].max()),
         "schedule_ms_median": float(table["schedule_ms"].median()), "update_ms_median": float(table["update_ms"].median()),
     }
 

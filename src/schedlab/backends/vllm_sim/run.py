@@ -100,9 +100,9 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
         if not sched.has_unfinished_requests():
             clock["now"] = float(visible[nxt])
             continue
-        cpu = time.thread_time()
+        cpu = time.thread_time() if host_costs is not None else 0.0
         out = sched.schedule()
-        scheduled_cpu = time.thread_time() - cpu
+        scheduled_cpu = time.thread_time() - cpu if host_costs is not None else 0.0
         ids = list(out.num_scheduled_tokens)
         if not ids:
             if out.preempted_req_ids:  # a step that only preempted: vLLM's engine schedules again at once
@@ -124,7 +124,7 @@ def run_vllm_sim(trace: pd.DataFrame, scheduler: str, arena: Arena, *, model: st
         log.tokens(emitted, clock["now"])
         runner_output = ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
                                           sampled_token_ids=sampled)
-        cpu = time.thread_time()
+        cpu = time.thread_time() if host_costs is not None else 0.0
         result = sched.update_from_output(out, runner_output)
         if host_costs is not None:
             host_costs.append((len(ids), int(sched.last_composition[2]), int(sched.last_composition[1]),
